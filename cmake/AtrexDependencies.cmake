@@ -1,0 +1,13 @@
+# Every dependency comes from Debian 12 packages (deploy/install-deps.sh installs them).
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)       # nlohmann-json3-dev
+find_package(yaml-cpp REQUIRED)                 # libyaml-cpp-dev (target: yaml-cpp)
+find_package(CLI11 CONFIG REQUIRED)             # libcli11-dev
+find_package(fmt REQUIRED)                      # libfmt-dev
+find_package(spdlog REQUIRED)                   # libspdlog-dev
+find_package(tl-expected REQUIRED)              # libexpected-dev (target: tl::expected)
+find_package(dlpack REQUIRED)                   # libdlpack-dev (target: dlpack::dlpack)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto) # libssl-dev
+if(ATREX_BUILD_TESTS)
+  find_package(GTest REQUIRED)                  # libgtest-dev, libgmock-dev
+endif()

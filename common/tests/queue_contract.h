@@ -1,0 +1,191 @@
+// Parameterised contract suite for TaskQueue implementations. An implementation provides a
+// QueueFactory; time-dependent cases move a ManualClock (in-process) or wait out a short real
+// lease (Redis), through QueueFactory::advance.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "atrex/common/clock.h"
+#include "atrex/common/queue.h"
+
+namespace atrex {
+
+class QueueFactory {
+ public:
+  virtual ~QueueFactory() = default;
+  virtual std::unique_ptr<TaskQueue> make(const QueueOptions& options, ManualClock& clock) = 0;
+  // Lets at least `d` of lease time pass.
+  virtual void advance(ManualClock& clock, std::chrono::milliseconds d) = 0;
+};
+
+class QueueContractTest : public ::testing::TestWithParam<std::shared_ptr<QueueFactory>> {
+ protected:
+  std::unique_ptr<TaskQueue> make(QueueOptions options = {}) { return GetParam()->make(options, clock_); }
+  void advance(std::chrono::milliseconds d) { GetParam()->advance(clock_, d); }
+  ManualClock clock_;
+};
+
+using std::chrono::milliseconds;
+
+TEST_P(QueueContractTest, DeliversEachMessageOnceInOrder) {
+  auto q = make();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(q->enqueue("s", Json{{"i", i}}));
+  auto a = q->claim("s", "c1", 3, milliseconds(0));
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->size(), 3u);
+  auto b = q->claim("s", "c2", 10, milliseconds(0));
+  ASSERT_TRUE(b);
+  ASSERT_EQ(b->size(), 2u);
+  std::vector<int> seen;
+  for (auto& l : *a) seen.push_back(l.body["i"].get<int>());
+  for (auto& l : *b) seen.push_back(l.body["i"].get<int>());
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4}));
+  for (auto& l : *a) EXPECT_EQ(l.delivery_count, 1);
+}
+
+TEST_P(QueueContractTest, AckedMessageIsNeverRedelivered) {
+  QueueOptions opt;
+  opt.lease_timeout = milliseconds(200);
+  auto q = make(opt);
+  ASSERT_TRUE(q->enqueue("s", Json{{"x", 1}}));
+  auto a = q->claim("s", "c1", 1, milliseconds(0));
+  ASSERT_EQ(a->size(), 1u);
+  auto acked = q->ack(a->front());
+  ASSERT_TRUE(acked);
+  EXPECT_TRUE(*acked);
+  advance(milliseconds(400));
+  auto b = q->claim("s", "c2", 1, milliseconds(0));
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(b->empty());
+  auto st = q->stats("s");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->acked_total, 1);
+  EXPECT_EQ(st->leased, 0);
+}
+
+TEST_P(QueueContractTest, ExpiredLeaseIsReclaimedByAnotherConsumer) {
+  QueueOptions opt;
+  opt.lease_timeout = milliseconds(200);
+  auto q = make(opt);
+  ASSERT_TRUE(q->enqueue("s", Json{{"x", 1}}));
+  auto a = q->claim("s", "dead-runner", 1, milliseconds(0));
+  ASSERT_EQ(a->size(), 1u);
+  // Not yet expired: nobody else gets it.
+  auto early = q->claim("s", "c2", 1, milliseconds(0));
+  EXPECT_TRUE(early->empty());
+  advance(milliseconds(400));
+  auto b = q->claim("s", "c2", 1, milliseconds(0));
+  ASSERT_EQ(b->size(), 1u);
+  EXPECT_EQ(b->front().message_id, a->front().message_id);
+  EXPECT_EQ(b->front().delivery_count, 2);
+  // The dead runner's late ack no longer counts.
+  auto late = q->ack(a->front());
+  ASSERT_TRUE(late);
+  EXPECT_FALSE(*late);
+  auto mine = q->ack(b->front());
+  EXPECT_TRUE(*mine);
+}
+
+TEST_P(QueueContractTest, RenewKeepsLeaseAlive) {
+  QueueOptions opt;
+  opt.lease_timeout = milliseconds(300);
+  auto q = make(opt);
+  ASSERT_TRUE(q->enqueue("s", Json{{"x", 1}}));
+  auto a = q->claim("s", "c1", 1, milliseconds(0));
+  ASSERT_EQ(a->size(), 1u);
+  for (int i = 0; i < 3; ++i) {
+    advance(milliseconds(200));
+    auto r = q->renew(a->front());
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(*r);
+  }
+  auto b = q->claim("s", "c2", 1, milliseconds(0));
+  EXPECT_TRUE(b->empty());
+}
+
+TEST_P(QueueContractTest, ReleaseRedeliversThenDeadLettersWithLastError) {
+  QueueOptions opt;
+  opt.max_deliveries = 2;
+  auto q = make(opt);
+  ASSERT_TRUE(q->enqueue("s", Json{{"poison", true}}));
+  auto a = q->claim("s", "c1", 1, milliseconds(0));
+  ASSERT_EQ(a->size(), 1u);
+  ASSERT_TRUE(*q->release(a->front(), "worker crashed: SIGSEGV"));
+  auto b = q->claim("s", "c2", 1, milliseconds(0));
+  ASSERT_EQ(b->size(), 1u);
+  EXPECT_EQ(b->front().delivery_count, 2);
+  ASSERT_TRUE(*q->release(b->front(), "worker crashed again"));
+  auto c = q->claim("s", "c3", 1, milliseconds(0));
+  EXPECT_TRUE(c->empty());
+  auto dead = q->dead_letters("s");
+  ASSERT_TRUE(dead);
+  ASSERT_EQ(dead->size(), 1u);
+  EXPECT_EQ(dead->front().last_error, "worker crashed again");
+  EXPECT_EQ(dead->front().delivery_count, 2);
+  EXPECT_EQ(dead->front().body["poison"], true);
+}
+
+TEST_P(QueueContractTest, ExpiredLeasePastMaxDeliveriesIsDeadLettered) {
+  QueueOptions opt;
+  opt.lease_timeout = milliseconds(200);
+  opt.max_deliveries = 1;
+  auto q = make(opt);
+  ASSERT_TRUE(q->enqueue("s", Json{{"x", 1}}));
+  ASSERT_EQ(q->claim("s", "c1", 1, milliseconds(0))->size(), 1u);
+  advance(milliseconds(400));
+  EXPECT_TRUE(q->claim("s", "c2", 1, milliseconds(0))->empty());
+  auto st = q->stats("s");
+  EXPECT_EQ(st->dead, 1);
+  EXPECT_EQ(st->leased, 0);
+}
+
+TEST_P(QueueContractTest, StreamsAreIndependent) {
+  auto q = make();
+  ASSERT_TRUE(q->enqueue("a", Json{{"x", 1}}));
+  EXPECT_TRUE(q->claim("b", "c", 1, milliseconds(0))->empty());
+  EXPECT_EQ(q->claim("a", "c", 1, milliseconds(0))->size(), 1u);
+}
+
+TEST_P(QueueContractTest, BlockingClaimWakesOnEnqueue) {
+  auto q = make();
+  std::thread producer([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    (void)q->enqueue("s", Json{{"x", 1}});
+  });
+  auto a = q->claim("s", "c", 1, milliseconds(5000));
+  producer.join();
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->size(), 1u);
+}
+
+TEST_P(QueueContractTest, ConcurrentConsumersNeverShareAMessage) {
+  auto q = make();
+  constexpr int kMessages = 400;
+  for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(q->enqueue("s", Json{{"i", i}}));
+  std::mutex mu;
+  std::multiset<int> seen;
+  std::vector<std::thread> consumers;
+  for (int c = 0; c < 4; ++c) {
+    consumers.emplace_back([&, c] {
+      for (;;) {
+        auto got = q->claim("s", "c" + std::to_string(c), 7, milliseconds(0));
+        if (!got || got->empty()) return;
+        for (auto& l : *got) {
+          (void)q->ack(l);
+          std::lock_guard lock(mu);
+          seen.insert(l.body["i"].get<int>());
+        }
+      }
+    });
+  }
+  for (auto& t : consumers) t.join();
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kMessages));
+  for (int i = 0; i < kMessages; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
+}
+
+}  // namespace atrex

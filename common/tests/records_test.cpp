@@ -1,0 +1,66 @@
+#include <gtest/gtest.h>
+
+#include "atrex/common/records.h"
+
+namespace atrex {
+namespace {
+
+TEST(Records, EvalRecordRoundTripsThroughJson) {
+  EvalRecord r;
+  r.task_id = "t";
+  r.operator_name = "rms_norm";
+  r.shape_id = "3";
+  r.candidate.sha256 = "abc";
+  r.candidate.backend = "cuda";
+  r.candidate.agent = "search";
+  r.candidate.source = "secret source";
+  r.status = EvalStatus::kWrongResult;
+  r.error = "out[12]: got nan, expected 0.5";
+  r.timing = TimingSummary{};
+  r.timing->time_us_median = 12.5;
+  r.timing->samples_us = {12, 12.5, 13};
+  r.s_j = 0.25;
+  Json j = to_json(r);
+  EXPECT_EQ(j["schema"], "atrex.eval/1");
+  EXPECT_EQ(j["status"], "wrong_result");
+  EXPECT_FALSE(j["candidate"].contains("source")) << "records must not carry candidate source";
+  auto back = eval_record_from_json(j, "mem");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->status, EvalStatus::kWrongResult);
+  EXPECT_EQ(back->timing->samples_us.size(), 3u);
+  EXPECT_DOUBLE_EQ(*back->s_j, 0.25);
+}
+
+TEST(Records, EvalTaskCarriesSourceAndSettings) {
+  EvalTask t;
+  t.task_id = "t1";
+  t.operator_name = "silu_and_mul";
+  t.shape_ids = {"0", "1"};
+  t.candidate.sha256 = "x";
+  t.candidate.backend = "cpu";
+  t.candidate.agent = "manual";
+  t.candidate.source = "int main(){}";
+  t.settings.seeds = 2;
+  auto back = eval_task_from_json(to_json(t), "mem");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->candidate.source, "int main(){}");
+  EXPECT_EQ(back->settings.seeds, 2);
+  EXPECT_EQ(back->shape_ids.size(), 2u);
+}
+
+TEST(Records, UnknownSettingIsRejectedByName) {
+  Json j = Json::parse(R"({"seeds": 5, "atoll": 0.1})");
+  auto s = eval_settings_from_json(JsonField(j, "sweep.yaml", "evaluation"));
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("evaluation.atoll"), std::string::npos) << s.error().message;
+}
+
+TEST(Records, SettingOutOfRangeIsRejected) {
+  Json j = Json::parse(R"({"seeds": 0})");
+  auto s = eval_settings_from_json(JsonField(j, "sweep.yaml", "evaluation"));
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("evaluation.seeds"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace atrex

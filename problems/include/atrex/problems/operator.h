@@ -1,0 +1,104 @@
+// Native operator definitions: atrex's per-operator tensor signature (names, dtypes, symbolic
+// dims over the shape's kwargs), input distributions (those of the Atrex-Bench input.py),
+// tolerances, and a reference with the semantics of the Atrex-Bench reference.py. One
+// definition serves both backends: the reference and the input generator are written once as
+// host/device functors (src/ops/*.h) and run by a CPU executor here and a CUDA executor in
+// atrex_problems_cuda (cuda_ops.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "atrex/common/error.h"
+#include "atrex/common/json_io.h"
+#include "atrex/problems/dtype.h"
+#include "atrex/problems/suite.h"
+
+namespace atrex::problems {
+
+// How one input tensor is drawn. Values follow the arithmetic of the Atrex input.py:
+// `torch.randn(dtype) * scale + offset` rounds to the tensor dtype after each step, so
+// sample = round(round(round(n) * scale) + offset) with n ~ N(0, 1) (or U(lo, hi)).
+struct Distribution {
+  enum Kind : int { kNormal = 0, kUniform = 1 };
+  Kind kind = kNormal;
+  double scale = 1.0;   // kNormal: multiplier
+  double offset = 0.0;  // kNormal: added after scaling
+  double lo = 0.0;      // kUniform
+  double hi = 1.0;      // kUniform
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kBF16;
+  std::vector<std::string> dims;  // symbolic: "token_count", "shape[1]/2", ...
+  Distribution distribution;      // inputs only
+  std::string doc;                // how it is drawn / what it holds, for `problems show`
+};
+
+enum class ParamKind { kInt, kFloat, kBool, kString, kIntList };
+
+struct ParamSpec {
+  std::string name;
+  ParamKind kind = ParamKind::kInt;
+  bool required = true;
+  Json default_value;  // when not required
+  std::string doc;
+};
+
+// Concrete tensor: dims evaluated for one shape. Row-major, contiguous.
+struct TensorDesc {
+  std::string name;
+  DType dtype = DType::kBF16;
+  std::vector<int64_t> dims;
+  int64_t numel() const;
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+};
+
+struct OperatorDef;
+
+// One operator at one shape, validated: concrete tensors and parameter values.
+struct ResolvedShape {
+  const OperatorDef* def = nullptr;
+  std::string shape_id;
+  std::vector<TensorDesc> inputs;
+  std::vector<TensorDesc> outputs;
+  Json params = Json::object();  // the shape's kwargs with defaults filled in
+  int64_t int_param(std::string_view name) const;
+  double float_param(std::string_view name) const;
+};
+
+// Reference on the host: `in[i]` / `out[i]` point at tensors laid out as ResolvedShape says.
+using CpuReferenceFn = void (*)(const ResolvedShape& shape, std::span<const void* const> in, std::span<void* const> out);
+
+struct OperatorDef {
+  std::string name;
+  std::string semantics;     // one paragraph: what the reference computes, dtypes of arithmetic
+  std::vector<ParamSpec> params;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  CpuReferenceFn reference_cpu = nullptr;
+};
+
+// Evaluates dims and checks parameters. Errors (kInvalidInput) name operator, shape, parameter.
+Result<ResolvedShape> resolve_shape(const OperatorDef& def, const Shape& shape);
+
+// Draws input `index` of `shape` for `seed` into host memory `data` (bytes() long).
+void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data);
+
+// The operators atrex evaluates natively, and lookup by name.
+std::span<const OperatorDef> native_operators();
+const OperatorDef* find_native_operator(std::string_view name);
+// Like find_native_operator, but kNotFound lists what is covered.
+Result<const OperatorDef*> require_native_operator(std::string_view name);
+
+// Stream id of input `index` for the counter-based generator: distinct per tensor.
+inline uint64_t input_stream_id(size_t index) { return 0x5eed0000ull + index; }
+
+// Runs f(i) for i in [0, n) on all host cores (a simple static partition).
+void parallel_for_cpu(int64_t n, const std::function<void(int64_t, int64_t)>& range_fn);
+
+}  // namespace atrex::problems

@@ -1,0 +1,130 @@
+#include "atrex/problems/hardware.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "atrex/common/json_io.h"
+#include "atrex/problems/suite.h"
+
+namespace atrex::problems {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+Result<std::string> optional_string(const JsonField& f, const char* key) {
+  if (!f.has(key) || f.value()[key].is_null()) return std::string();
+  ATREX_ASSIGN_OR_RETURN(auto child, f.at(key));
+  if (child.value().is_number()) return child.value().dump();
+  return child.as_string();
+}
+
+}  // namespace
+
+Result<HardwareProfile> load_hardware_profile(const fs::path& file) {
+  ATREX_ASSIGN_OR_RETURN(std::string text, read_text_file(file));
+  ATREX_ASSIGN_OR_RETURN(Json j, parse_yaml_to_json(text, file.string()));
+  JsonField root(j, file.string());
+  ATREX_TRY(root.expect_object());
+  HardwareProfile p;
+  p.file = file;
+  ATREX_ASSIGN_OR_RETURN(auto hw, root.at("hardware"));
+  ATREX_ASSIGN_OR_RETURN(auto name, hw.at("name"));
+  ATREX_ASSIGN_OR_RETURN(p.name, name.as_string());
+  ATREX_ASSIGN_OR_RETURN(p.arch, optional_string(hw, "arch"));
+  ATREX_ASSIGN_OR_RETURN(p.vendor, optional_string(hw, "vendor"));
+  ATREX_ASSIGN_OR_RETURN(auto peaks, root.at("p_peak"));
+  ATREX_TRY(peaks.expect_object());
+  if (peaks.value().empty()) return peaks.fail("expected at least one path -> FLOP/s entry");
+  for (auto& [path, v] : peaks.value().items()) {
+    JsonField pf(v, file.string(), "p_peak." + path);
+    ATREX_ASSIGN_OR_RETURN(double flops, pf.as_number());
+    if (!(flops > 0)) return pf.fail("expected a positive FLOP/s value");
+    p.p_peak_flops_per_s[path] = flops;
+  }
+  ATREX_ASSIGN_OR_RETURN(auto b, root.at("b_peak"));
+  ATREX_ASSIGN_OR_RETURN(auto hbm, b.at("hbm"));
+  ATREX_ASSIGN_OR_RETURN(p.hbm_bytes_per_s, hbm.as_number());
+  if (!(p.hbm_bytes_per_s > 0)) return hbm.fail("expected a positive bytes/s value");
+  if (root.has("memory")) {
+    ATREX_ASSIGN_OR_RETURN(auto mem, root.at("memory"));
+    if (mem.has("l2_bytes")) {
+      ATREX_ASSIGN_OR_RETURN(auto l2, mem.at("l2_bytes"));
+      ATREX_ASSIGN_OR_RETURN(p.l2_bytes, l2.as_number());
+    }
+  }
+  if (root.has("device")) {
+    ATREX_ASSIGN_OR_RETURN(auto dev, root.at("device"));
+    if (dev.has("match")) {
+      ATREX_ASSIGN_OR_RETURN(auto m, dev.at("match"));
+      ATREX_TRY(m.expect_array());
+      for (size_t i = 0; i < m.value().size(); ++i) {
+        ATREX_ASSIGN_OR_RETURN(std::string s, m.element(i).as_string());
+        p.match.push_back(s);
+      }
+    }
+  }
+  if (root.has("source")) {
+    ATREX_ASSIGN_OR_RETURN(auto src, root.at("source"));
+    ATREX_ASSIGN_OR_RETURN(p.source_doc, optional_string(src, "vendor_doc"));
+    ATREX_ASSIGN_OR_RETURN(p.retrieved_at, optional_string(src, "retrieved_at"));
+    ATREX_ASSIGN_OR_RETURN(p.notes, optional_string(src, "notes"));
+  }
+  return p;
+}
+
+Result<std::vector<HardwareProfile>> load_hardware_profiles(const std::vector<fs::path>& dirs) {
+  std::vector<HardwareProfile> out;
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return not_found(fmt::format("{}: hardware profile folder not found", dir.string()));
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.path().extension() == ".yaml" || e.path().extension() == ".yml") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      ATREX_ASSIGN_OR_RETURN(HardwareProfile p, load_hardware_profile(f));
+      auto same = std::find_if(out.begin(), out.end(), [&](const auto& q) { return lower(q.name) == lower(p.name); });
+      if (same != out.end()) {
+        *same = std::move(p);
+      } else {
+        out.push_back(std::move(p));
+      }
+    }
+  }
+  return out;
+}
+
+Result<std::vector<HardwareProfile>> load_default_hardware_profiles(const fs::path& suite_dir) {
+  return load_hardware_profiles({suite_dir / "configs" / "hardware", default_hardware_dir()});
+}
+
+Result<HardwareProfile> find_hardware_profile(const std::vector<HardwareProfile>& profiles, std::string_view name) {
+  for (const auto& p : profiles) {
+    if (lower(p.name) == lower(name)) return p;
+  }
+  std::vector<std::string> names;
+  for (const auto& p : profiles) names.push_back(p.name);
+  return not_found(fmt::format("unknown hardware profile \"{}\"; known profiles: {}", name, fmt::join(names, ", ")));
+}
+
+std::optional<HardwareProfile> match_hardware_profile(const std::vector<HardwareProfile>& profiles,
+                                                      std::string_view device_name) {
+  const std::string dev = lower(device_name);
+  for (const auto& p : profiles) {
+    for (const auto& m : p.match) {
+      if (!m.empty() && dev.find(lower(m)) != std::string::npos) return p;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace atrex::problems
