@@ -1,0 +1,184 @@
+// atrex-template: block_row
+// atrex-description: one thread block per row; residual_out written in pass 1; 2*VEC-byte vector loads cached in registers between the two passes, warp-shuffle + shared-memory sum
+// atrex-param: BLOCK_THREADS = 256 | 64, 128, 256, 512, 1024
+// atrex-param: VEC = 8 | 2, 4, 8
+// atrex-param: REG_PACKS = 4 | 1, 2, 4, 8
+#ifndef BLOCK_THREADS
+#define BLOCK_THREADS 256
+#endif
+#ifndef VEC
+#define VEC 8
+#endif
+#ifndef REG_PACKS
+#define REG_PACKS 4
+#endif
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "atrex/candidate.h"
+
+static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 64 && BLOCK_THREADS <= 1024, "BLOCK_THREADS");
+static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
+
+namespace {
+
+const char* g_error = "";
+int fail(const char* msg) { g_error = msg; return 1; }
+
+// V bf16 values moved with one 2V-byte access (V = 8 is a 16-byte load).
+template <int V> struct alignas(2 * V) Pack { uint16_t h[V]; };
+
+template <int V> __device__ __forceinline__ Pack<V> load(const uint16_t* p) {
+  Pack<V> r;
+  if constexpr (V == 8) { const uint4 u = __ldg(reinterpret_cast<const uint4*>(p)); memcpy(&r, &u, sizeof r); }
+  else if constexpr (V == 4) { const uint2 u = __ldg(reinterpret_cast<const uint2*>(p)); memcpy(&r, &u, sizeof r); }
+  else if constexpr (V == 2) { const unsigned u = __ldg(reinterpret_cast<const unsigned*>(p)); memcpy(&r, &u, sizeof r); }
+  else r.h[0] = __ldg(reinterpret_cast<const unsigned short*>(p));
+  return r;
+}
+// Plain (coherent) load, for data this kernel wrote itself.
+template <int V> __device__ __forceinline__ Pack<V> load_own(const uint16_t* p) {
+  Pack<V> r;
+  if constexpr (V == 8) { const uint4 u = *reinterpret_cast<const uint4*>(p); memcpy(&r, &u, sizeof r); }
+  else if constexpr (V == 4) { const uint2 u = *reinterpret_cast<const uint2*>(p); memcpy(&r, &u, sizeof r); }
+  else if constexpr (V == 2) { const unsigned u = *reinterpret_cast<const unsigned*>(p); memcpy(&r, &u, sizeof r); }
+  else r.h[0] = *p;
+  return r;
+}
+template <int V> __device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
+  if constexpr (V == 8) { uint4 u; memcpy(&u, &v, sizeof u); *reinterpret_cast<uint4*>(p) = u; }
+  else if constexpr (V == 4) { uint2 u; memcpy(&u, &v, sizeof u); *reinterpret_cast<uint2*>(p) = u; }
+  else if constexpr (V == 2) { unsigned u; memcpy(&u, &v, sizeof u); *reinterpret_cast<unsigned*>(p) = u; }
+  else *p = v.h[0];
+}
+__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+// Round-to-nearest-even; pairs go through one packed cvt.rn.bf16x2.f32.
+template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
+  Pack<V> o;
+  if constexpr (V == 1) o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
+  else {
+#pragma unroll
+    for (int e = 0; e < V; e += 2) { const __nv_bfloat162 b = __floats2bfloat162_rn(f[e], f[e + 1]); memcpy(&o.h[e], &b, 4); }
+  }
+  return o;
+}
+
+template <int V> __device__ __forceinline__ float sum_sq(const Pack<V>& p) {
+  float s = 0.f;
+#pragma unroll
+  for (int e = 0; e < V; ++e) s = fmaf(bf2f(p.h[e]), bf2f(p.h[e]), s);
+  return s;
+}
+// residual_out = bf16(x + residual), stored; returns its sum of squares (of the rounded values).
+template <int V> __device__ __forceinline__ float add_store(const uint16_t* x, const uint16_t* r, uint16_t* ro, Pack<V>& sum) {
+  const Pack<V> a = load<V>(x), b = load<V>(r);
+  float f[V];
+#pragma unroll
+  for (int e = 0; e < V; ++e) f[e] = bf2f(a.h[e]) + bf2f(b.h[e]);
+  sum = to_bf16<V>(f);
+  store<V>(ro, sum);
+  return sum_sq(sum);
+}
+// out = (residual_out * inv) * w, in the reference's order of operations.
+template <int V> __device__ __forceinline__ Pack<V> scale(const Pack<V>& x, const Pack<V>& w, float inv) {
+  float f[V];
+#pragma unroll
+  for (int e = 0; e < V; ++e) f[e] = (bf2f(x.h[e]) * inv) * bf2f(w.h[e]);
+  return to_bf16<V>(f);
+}
+
+// Every warp reduces the per-warp partials itself, so no second barrier/broadcast is needed.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[BLOCK_THREADS / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = (threadIdx.x & 31) < BLOCK_THREADS / 32 ? partial[threadIdx.x & 31] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// hidden % V == 0 and all row bases are 2V-byte aligned (checked by the host).
+template <int V>
+__global__ void __launch_bounds__(BLOCK_THREADS, 1)
+fused_add_rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ res, const uint16_t* __restrict__ w,
+                          uint16_t* __restrict__ out, uint16_t* __restrict__ res_out, int hidden, float eps) {
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
+  const uint16_t* xr = x + base;
+  const uint16_t* rr = res + base;
+  uint16_t* rorow = res_out + base;
+  uint16_t* orow = out + base;
+  const int nvec = hidden / V;
+  // The first REG_PACKS*BLOCK_THREADS packs stay in registers; longer rows re-read the rest (L1/L2 hit).
+  Pack<V> cache[REG_PACKS];
+  float ss = 0.f;
+#pragma unroll
+  for (int c = 0; c < REG_PACKS; ++c) {
+    const int i = c * BLOCK_THREADS + static_cast<int>(threadIdx.x);
+    if (i < nvec) ss += add_store<V>(xr + i * V, rr + i * V, rorow + i * V, cache[c]);
+  }
+  for (int i = REG_PACKS * BLOCK_THREADS + threadIdx.x; i < nvec; i += BLOCK_THREADS) {
+    Pack<V> tmp;
+    ss += add_store<V>(xr + i * V, rr + i * V, rorow + i * V, tmp);
+  }
+  ss = block_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(hidden) + eps);
+#pragma unroll
+  for (int c = 0; c < REG_PACKS; ++c) {
+    const int i = c * BLOCK_THREADS + static_cast<int>(threadIdx.x);
+    if (i < nvec) store<V>(orow + i * V, scale(cache[c], load<V>(w + i * V), inv));
+  }
+  for (int i = REG_PACKS * BLOCK_THREADS + threadIdx.x; i < nvec; i += BLOCK_THREADS)
+    store<V>(orow + i * V, scale(load_own<V>(rorow + i * V), load<V>(w + i * V), inv));
+}
+
+template <int V>
+void launch_v(const uint16_t* x, const uint16_t* r, const uint16_t* w, uint16_t* out, uint16_t* ro, int64_t rows, int hidden, float eps, cudaStream_t s) {
+  fused_add_rms_norm_kernel<V><<<static_cast<unsigned>(rows), BLOCK_THREADS, 0, s>>>(x, r, w, out, ro, hidden, eps);
+}
+
+bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+}  // namespace
+
+ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message(void) { return g_error; }
+
+ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
+  const DLTensor* x = atrex_input(launch, "x");
+  const DLTensor* r = atrex_input(launch, "residual");
+  const DLTensor* w = atrex_input(launch, "weight");
+  const DLTensor* o = atrex_output(launch, "out");
+  const DLTensor* ro = atrex_output(launch, "residual");
+  if (!x || !r || !w || !o || !ro) return fail("fused_add_rms_norm: missing tensor");
+  const DLTensor* mats[4] = {x, r, o, ro};
+  for (const DLTensor* t : mats)
+    if (t->ndim != 2 || !is_bf16(t) || t->shape[0] != x->shape[0] || t->shape[1] != x->shape[1])
+      return fail("fused_add_rms_norm: expected bf16 [T,H] x, residual, out, residual_out");
+  if (w->ndim != 1 || !is_bf16(w) || w->shape[0] != x->shape[1]) return fail("fused_add_rms_norm: bad weight");
+  const int64_t rows = x->shape[0], hidden = x->shape[1];
+  if (rows > 0x7fffffff || hidden > 0x7fffffff) return fail("fused_add_rms_norm: too large");
+  if (rows == 0 || hidden == 0) return 0;
+  const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
+  const auto* xp = static_cast<const uint16_t*>(x->data);
+  const auto* rp = static_cast<const uint16_t*>(r->data);
+  const auto* wp = static_cast<const uint16_t*>(w->data);
+  auto* op = static_cast<uint16_t*>(o->data);
+  auto* rop = static_cast<uint16_t*>(ro->data);
+  // Widest vector that divides the row and keeps every row base aligned; 1 is the scalar fallback.
+  int v = VEC;
+  while (v > 1 && !(hidden % v == 0 && aligned(xp, 2 * v) && aligned(rp, 2 * v) && aligned(wp, 2 * v) &&
+                     aligned(op, 2 * v) && aligned(rop, 2 * v))) v /= 2;
+  cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
+  const int h = static_cast<int>(hidden);
+  if (VEC >= 8 && v == 8) launch_v<(VEC >= 8 ? 8 : 1)>(xp, rp, wp, op, rop, rows, h, eps, s);
+  else if (VEC >= 4 && v == 4) launch_v<(VEC >= 4 ? 4 : 1)>(xp, rp, wp, op, rop, rows, h, eps, s);
+  else if (v == 2) launch_v<2>(xp, rp, wp, op, rop, rows, h, eps, s);
+  else launch_v<1>(xp, rp, wp, op, rop, rows, h, eps, s);
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? 0 : fail(cudaGetErrorString(err));
+}

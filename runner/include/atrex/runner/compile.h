@@ -1,0 +1,61 @@
+// Compile gate with a content-addressed cache (DESIGN.md §5).
+//
+// A candidate source becomes a shared object: nvcc (cuda), hipcc (hip) or the system C++
+// compiler (cpu), with -shared -fPIC and the staged include folder that holds
+// atrex/candidate.h and dlpack/dlpack.h. The cache key is SHA-256 over (source, flags, target
+// arch, compiler identity = `--version` output), so a different compiler or arch never reuses
+// a stale object. Objects are written to a temporary name and renamed into place, so many
+// runners may share one cache folder. Compile failures are cached too (the log is the result).
+#pragma once
+
+#include <filesystem>
+#include <mutex>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "atrex/common/error.h"
+#include "atrex/common/records.h"
+
+namespace atrex::runner {
+
+struct CompileOutcome {
+  bool ok = false;
+  std::filesystem::path library;  // the .so when ok
+  std::string log;                // compiler output (errors when !ok), paths shown as the file name
+  bool cache_hit = false;
+  double wall_s = 0;
+  std::string key;
+};
+
+class CompileCache {
+ public:
+  // `dir`: cache folder (created). `include_dir`: folder with atrex/candidate.h and dlpack/.
+  CompileCache(std::filesystem::path dir, std::filesystem::path include_dir);
+
+  // Compiles `candidate.source` for `candidate.backend`. `target_arch` is e.g. "sm_90a" (cuda),
+  // "gfx90a" (hip) or "native" (cpu). Errors only for atrex failures (cannot write the cache);
+  // a compiler error is an outcome with ok = false.
+  Result<CompileOutcome> compile(const CandidateRef& candidate, const std::string& target_arch, double timeout_s);
+
+  // The command line used for a backend (for docs and `--verbose`), without file names.
+  std::vector<std::string> flags_for(const std::string& backend, const std::string& target_arch) const;
+
+ private:
+  Result<std::string> compiler_identity(const std::string& compiler);
+  std::string compiler_for(const std::string& backend) const;
+
+  std::filesystem::path dir_;
+  std::filesystem::path include_dir_;
+  std::mutex mu_;
+  std::map<std::string, std::string> identities_;
+};
+
+// File extension expected for a backend: ".cu", ".hip", ".cpp".
+std::string source_extension(const std::string& backend);
+// The default compiler cache folder: $ATREX_CACHE_DIR, else $XDG_CACHE_HOME/atrex, else ~/.cache/atrex.
+std::filesystem::path default_cache_dir();
+// The staged include folder next to the binaries (<exe>/../share/atrex/include).
+std::filesystem::path default_include_dir();
+
+}  // namespace atrex::runner

@@ -1,0 +1,86 @@
+// The runner's evaluation engine: one EvalTask (a candidate on some shapes of one operator)
+// through the three gates — compile (cached) → correctness (fresh seeds) → performance — with
+// every shape in its own child process (atrex-eval-cpu / atrex-eval-cuda) under a time limit,
+// so a crash, hang or corrupted GPU context costs one shape, never the runner.
+// Produces one atrex.eval/1 record per shape, with T_roofline and S_j for the hardware profile.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "atrex/common/error.h"
+#include "atrex/common/records.h"
+#include "atrex/problems/hardware.h"
+#include "atrex/problems/suite.h"
+#include "atrex/runner/compile.h"
+
+namespace atrex::runner {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int sm_count = 0;
+  int64_t l2_bytes = 0;
+  int64_t memory_bytes = 0;
+  // nvcc target for candidates on this GPU: sm_90a on Hopper, else sm_<cc>.
+  std::string cuda_arch() const;
+};
+
+// What this machine can evaluate on.
+struct Environment {
+  bool cuda_child_built = false;  // atrex-eval-cuda exists next to atrex
+  std::vector<GpuInfo> gpus;      // empty when no driver/GPU
+  std::string gpu_probe_error;    // why gpus is empty
+  std::string cpu_name;
+  bool has_gpu() const { return !gpus.empty(); }
+};
+
+// Probes once per process (runs `atrex-eval-cuda --probe` in a child, so the runner itself
+// never creates a GPU context).
+const Environment& probe_environment();
+
+// Folder holding the atrex-eval-* children: next to the running executable.
+std::filesystem::path default_child_dir();
+
+struct EvaluatorOptions {
+  const problems::Suite* suite = nullptr;   // for roofline counts (evaluator side)
+  problems::HardwareProfile hardware;       // T_roofline is computed against this profile
+  std::filesystem::path cache_dir = default_cache_dir();
+  std::filesystem::path include_dir = default_include_dir();
+  std::filesystem::path child_dir = default_child_dir();
+  std::filesystem::path work_dir;           // request/response files; empty = temp folder
+  int device_index = 0;                     // GPU for the cuda backend
+  std::string cuda_arch = "sm_90a";         // used when no GPU was detected (compile-only)
+  std::optional<uint64_t> seed;             // base of the correctness seeds; random when unset
+};
+
+class Evaluator {
+ public:
+  explicit Evaluator(EvaluatorOptions options);
+
+  // Evaluates `task`. Returns one record per requested shape (in request order); calls
+  // `on_record` as each completes. Errors only for atrex failures (unknown operator or shape
+  // are kNotFound/kInvalidInput); every candidate failure is a record status.
+  Result<std::vector<EvalRecord>> evaluate(const EvalTask& task,
+                                           const std::function<void(const EvalRecord&)>& on_record = nullptr);
+
+  const EvaluatorOptions& options() const { return options_; }
+  CompileCache& compile_cache() { return cache_; }
+
+ private:
+  EvalRecord evaluate_shape(const EvalTask& task, const problems::Shape& shape, const std::filesystem::path& library,
+                            const std::string& device_name);
+  void finish_record(EvalRecord& r, const problems::Shape& shape);
+
+  EvaluatorOptions options_;
+  CompileCache cache_;
+  uint64_t seed_base_;
+};
+
+}  // namespace atrex::runner

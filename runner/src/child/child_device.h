@@ -1,0 +1,44 @@
+// What the evaluation child needs from a backend: memory, the shared reference/generator
+// executors, synchronisation with error reporting, and cache-flushed timing of one call.
+// Implemented by the CPU child (host memory) and the CUDA child (device memory, events).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include <dlpack/dlpack.h>
+
+#include "atrex/common/json_io.h"
+#include "atrex/problems/operator.h"
+
+namespace atrex::runner {
+
+class ChildDevice {
+ public:
+  virtual ~ChildDevice() = default;
+  virtual std::string name() const = 0;        // "NVIDIA H200", "host CPU (model)"
+  virtual DLDevice dl_device() const = 0;
+  virtual void* stream() = 0;                  // passed to the candidate (NULL on CPU)
+  // Memory. Errors are returned as text ("" = success).
+  virtual void* alloc(size_t bytes, std::string& error) = 0;
+  virtual void release(void* p) = 0;
+  virtual std::string to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual std::string from_host(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual std::string copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual std::string fill(void* dst, uint8_t byte, size_t bytes) = 0;
+  // Shared operator executors.
+  virtual std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed, void* dst) = 0;
+  virtual std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
+                                std::span<void* const> out) = 0;
+  // Waits for all device work; returns the (possibly sticky) error text.
+  virtual std::string synchronize() = 0;
+  // Flushes the caches (outside the timed window), then times `call` (microseconds, device
+  // time where the backend can measure it). `call` returns the candidate's return code.
+  virtual std::string time_call(const std::function<int()>& call, int& rc, double& us) = 0;
+  virtual std::string timing_method() const = 0;
+  virtual Json clocks() { return Json::object(); }
+};
+
+}  // namespace atrex::runner

@@ -1,0 +1,280 @@
+#include "child_runner.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "atrex/candidate.h"
+#include "compare.h"
+#include "launch.h"
+
+namespace atrex::runner {
+namespace {
+
+using problems::ResolvedShape;
+
+// Device buffers released when the child is done (or bails out).
+class Buffers {
+ public:
+  explicit Buffers(ChildDevice& d) : dev_(d) {}
+  ~Buffers() {
+    for (void* p : owned_) dev_.release(p);
+  }
+  void* alloc(size_t bytes, std::string& error) {
+    void* p = dev_.alloc(std::max<size_t>(bytes, 16), error);
+    if (p) owned_.push_back(p);
+    return p;
+  }
+
+ private:
+  ChildDevice& dev_;
+  std::vector<void*> owned_;
+};
+
+struct Failure {
+  std::string status;
+  std::string error;
+};
+
+double quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+Json timing_summary(const std::vector<double>& samples, const std::string& method) {
+  std::vector<double> s = samples;
+  std::sort(s.begin(), s.end());
+  double mean = 0;
+  for (double v : s) mean += v;
+  mean /= static_cast<double>(std::max<size_t>(1, s.size()));
+  const double p25 = quantile(s, 0.25), p75 = quantile(s, 0.75);
+  return Json{{"time_us_median", quantile(s, 0.5)}, {"time_us_p25", p25}, {"time_us_p75", p75},
+              {"time_us_iqr", p75 - p25}, {"time_us_min", s.empty() ? 0.0 : s.front()},
+              {"time_us_mean", mean}, {"n", s.size()}, {"samples_us", samples}, {"method", method}};
+}
+
+std::string first_byte_difference(const problems::TensorDesc& d, const uint8_t* a, const uint8_t* b) {
+  const size_t n = d.bytes();
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return fmt::format("{} (element {})", d.name, i / problems::dtype_size(d.dtype));
+  }
+  return {};
+}
+
+class ShapeRun {
+ public:
+  ShapeRun(const Json& req, ChildDevice& dev) : req_(req), dev_(dev), buffers_(dev) {}
+
+  Json run() {
+    Json resp{{"schema", kChildResponseSchema}, {"device", dev_.name()}, {"seeds_passed", 0},
+              {"max_abs_error", 0.0}, {"max_rel_error", 0.0}, {"low_signal_outputs", Json::array()}};
+    auto failure = execute(resp);
+    resp["status"] = failure ? failure->status : "ok";
+    resp["error"] = failure ? failure->error : "";
+    resp["clocks"] = dev_.clocks();
+    return resp;
+  }
+
+ private:
+  std::optional<Failure> execute(Json& resp) {
+    // --- shape and candidate
+    const auto* def = problems::find_native_operator(req_.value("operator", ""));
+    if (!def) return Failure{"rejected", "operator has no native definition: " + req_.value("operator", "")};
+    problems::Shape shape;
+    shape.id = req_.value("shape_id", "");
+    shape.params = req_.value("params", Json::object());
+    auto resolved = problems::resolve_shape(*def, shape);
+    if (!resolved) return Failure{"rejected", resolved.error().message};
+    shape_ = std::move(*resolved);
+    void* handle = ::dlopen(req_.value("library", "").c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) return Failure{"compile_error", fmt::format("cannot load the compiled candidate: {}", ::dlerror())};
+    entry_ = reinterpret_cast<AtrexCandidateRunFn>(::dlsym(handle, ATREX_CANDIDATE_ENTRY_POINT));
+    if (!entry_) {
+      return Failure{"rejected", fmt::format("the candidate does not export `{}` with C linkage (see atrex/candidate.h)",
+                                             ATREX_CANDIDATE_ENTRY_POINT)};
+    }
+    error_fn_ = reinterpret_cast<AtrexCandidateErrorFn>(::dlsym(handle, ATREX_CANDIDATE_ERROR_SYMBOL));
+    if (auto f = allocate()) return f;
+    launch_ = std::make_unique<LaunchBuilder>(shape_, dev_.dl_device(), dev_.stream());
+    for (size_t i = 0; i < work_in_.size(); ++i) launch_->set_input(i, work_in_[i]);
+    for (size_t i = 0; i < out_.size(); ++i) launch_->set_output(i, out_[i]);
+
+    // --- correctness gate: every seed draws fresh inputs
+    const auto seeds = req_.value("seeds", std::vector<uint64_t>{1});
+    const double atol = req_.value("atol", 1e-2), rtol = req_.value("rtol", 5e-2);
+    for (uint64_t seed : seeds) {
+      if (auto f = prepare_seed(seed)) return f;
+      if (auto f = call_and_check(resp, atol, rtol, "")) return f;
+      resp["seeds_passed"] = resp["seeds_passed"].get<int>() + 1;
+    }
+    if (!req_.value("performance", true)) return std::nullopt;
+    return measure(resp, atol, rtol);
+  }
+
+  std::optional<Failure> allocate() {
+    std::string err;
+    for (const auto& d : shape_.inputs) {
+      work_in_.push_back(buffers_.alloc(d.bytes(), err));
+      pristine_in_.push_back(buffers_.alloc(d.bytes(), err));
+      host_pristine_.emplace_back(d.bytes());
+      host_scratch_.emplace_back(d.bytes());
+      if (!err.empty()) return Failure{"crashed", "allocating inputs: " + err};
+    }
+    for (const auto& d : shape_.outputs) {
+      out_.push_back(buffers_.alloc(d.bytes(), err));
+      ref_out_.push_back(buffers_.alloc(d.bytes(), err));
+      host_ref_.emplace_back(d.bytes());
+      host_out_.emplace_back(d.bytes());
+      if (!err.empty()) return Failure{"crashed", "allocating outputs: " + err};
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Failure> device_error(const std::string& err, const char* where) {
+    if (err.empty()) return std::nullopt;
+    return Failure{"crashed", fmt::format("{}: {}", where, err)};
+  }
+
+  // Fresh inputs for `seed`, pristine copies for the reference and the unchanged-input check.
+  std::optional<Failure> prepare_seed(uint64_t seed) {
+    for (size_t i = 0; i < shape_.inputs.size(); ++i) {
+      if (auto f = device_error(dev_.generate(shape_, i, seed, pristine_in_[i]), "generating inputs")) return f;
+      if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()), "copying inputs")) return f;
+    }
+    std::vector<const void*> in(pristine_in_.begin(), pristine_in_.end());
+    if (auto f = device_error(dev_.reference(shape_, in, ref_out_), "reference")) return f;
+    if (auto f = device_error(dev_.synchronize(), "reference")) return f;
+    for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+      if (auto f = device_error(dev_.to_host(host_ref_[i].data(), ref_out_[i], shape_.outputs[i].bytes()), "copy")) return f;
+    }
+    for (size_t i = 0; i < shape_.inputs.size(); ++i) {
+      if (auto f = device_error(dev_.to_host(host_pristine_[i].data(), pristine_in_[i], shape_.inputs[i].bytes()), "copy")) return f;
+    }
+    return std::nullopt;
+  }
+
+  // Poisons outputs, calls the candidate once, and checks outputs and inputs.
+  std::optional<Failure> call_and_check(Json& resp, double atol, double rtol, const std::string& context) {
+    for (size_t i = 0; i < out_.size(); ++i) {
+      if (auto f = device_error(dev_.fill(out_[i], 0xFF, shape_.outputs[i].bytes()), "poisoning outputs")) return f;
+    }
+    if (auto f = device_error(dev_.synchronize(), "poisoning outputs")) return f;
+    const int rc = entry_(launch_->launch());
+    if (auto f = device_error(dev_.synchronize(), "after the candidate call")) return f;
+    if (rc != 0) return Failure{"wrong_result", returned_error(rc)};
+    return check_outputs(resp, atol, rtol, context);
+  }
+
+  std::string returned_error(int rc) {
+    const char* msg = error_fn_ ? error_fn_() : nullptr;
+    return fmt::format("the candidate returned {}{}{}", rc, msg ? ": " : "", msg ? msg : "");
+  }
+
+  std::optional<Failure> check_outputs(Json& resp, double atol, double rtol, const std::string& context) {
+    for (size_t i = 0; i < shape_.inputs.size(); ++i) {
+      if (auto f = device_error(dev_.to_host(host_scratch_[i].data(), work_in_[i], shape_.inputs[i].bytes()), "copy")) return f;
+      auto diff = first_byte_difference(shape_.inputs[i], host_scratch_[i].data(), host_pristine_[i].data());
+      if (!diff.empty()) return Failure{"wrong_result", context + "the candidate modified its input " + diff + "; inputs are read-only"};
+    }
+    for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+      if (auto f = device_error(dev_.to_host(host_out_[i].data(), out_[i], shape_.outputs[i].bytes()), "copy")) return f;
+      CompareResult c = compare_output(shape_.outputs[i], host_out_[i].data(), host_ref_[i].data(), atol, rtol);
+      resp["max_abs_error"] = std::max(resp["max_abs_error"].get<double>(), c.max_abs_error);
+      resp["max_rel_error"] = std::max(resp["max_rel_error"].get<double>(), c.max_rel_error);
+      if (c.low_signal) {
+        auto& ls = resp["low_signal_outputs"];
+        if (std::find(ls.begin(), ls.end(), shape_.outputs[i].name) == ls.end()) ls.push_back(shape_.outputs[i].name);
+      }
+      if (!c.pass) return Failure{"wrong_result", context + c.message};
+    }
+    return std::nullopt;
+  }
+
+  // Performance gate on the last seed's inputs: warm-up, then cache-flushed timed calls until
+  // both min_iterations and min_time_s are met (or max_iterations), then a re-check of the
+  // outputs and inputs of the timed calls.
+  std::optional<Failure> measure(Json& resp, double atol, double rtol) {
+    const int warmup = req_.value("warmup_iterations", 3);
+    const int min_it = req_.value("min_iterations", 10), max_it = req_.value("max_iterations", 200);
+    const double min_time_us = req_.value("min_time_s", 0.2) * 1e6;
+    for (int i = 0; i < warmup; ++i) {
+      const int rc = entry_(launch_->launch());
+      if (rc != 0) return Failure{"wrong_result", "during warm-up: " + returned_error(rc)};
+    }
+    if (auto f = device_error(dev_.synchronize(), "during warm-up")) return f;
+    std::vector<double> samples;
+    double total = 0;
+    const auto wall_limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(
+        std::max(1.0, req_.value("timing_wall_limit_s", 30.0)));
+    while (static_cast<int>(samples.size()) < max_it &&
+           (static_cast<int>(samples.size()) < min_it || total < min_time_us)) {
+      int rc = 0;
+      double us = 0;
+      if (auto f = device_error(dev_.time_call([&] { return entry_(launch_->launch()); }, rc, us), "timed call")) return f;
+      if (rc != 0) return Failure{"wrong_result", "during timing: " + returned_error(rc)};
+      samples.push_back(us);
+      total += us;
+      if (static_cast<int>(samples.size()) >= min_it && std::chrono::steady_clock::now() > wall_limit) break;
+    }
+    resp["timing"] = timing_summary(samples, dev_.timing_method());
+    // One more poisoned call after the timed ones: a candidate must not behave differently
+    // once it has been called many times (e.g. stop computing after the correctness seeds).
+    if (auto f = call_and_check(resp, atol, rtol, "after timing: ")) return f;
+    return std::nullopt;
+  }
+
+  const Json& req_;
+  ChildDevice& dev_;
+  Buffers buffers_;
+  ResolvedShape shape_;
+  AtrexCandidateRunFn entry_ = nullptr;
+  AtrexCandidateErrorFn error_fn_ = nullptr;
+  std::unique_ptr<LaunchBuilder> launch_;
+  std::vector<void*> work_in_, pristine_in_, out_, ref_out_;
+  std::vector<std::vector<uint8_t>> host_pristine_, host_scratch_, host_ref_, host_out_;
+};
+
+}  // namespace
+
+Json run_child_shape(const Json& request, ChildDevice& device) {
+  ShapeRun run(request, device);
+  return run.run();
+}
+
+int child_main(int argc, char** argv, ChildDevice& device) {
+  std::string request_path, response_path;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--request") == 0) request_path = argv[i + 1];
+    if (std::strcmp(argv[i], "--response") == 0) response_path = argv[i + 1];
+  }
+  if (request_path.empty() || response_path.empty()) {
+    fmt::print(stderr, "usage: {} --request FILE --response FILE\n", argv[0]);
+    return 2;
+  }
+  auto request = read_json_file(request_path);
+  if (!request) {
+    fmt::print(stderr, "{}\n", request.error().message);
+    return 2;
+  }
+  Json response = run_child_shape(*request, device);
+  auto written = write_text_file_atomic(response_path, response.dump());
+  if (!written) {
+    fmt::print(stderr, "{}\n", written.error().message);
+    return 1;
+  }
+  // A crashed (sticky-error) context must not be reused: exit without running destructors
+  // that would touch it again.
+  if (response.value("status", "") == "crashed") std::_Exit(3);
+  return 0;
+}
+
+}  // namespace atrex::runner

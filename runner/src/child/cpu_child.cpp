@@ -1,0 +1,94 @@
+// atrex-eval-cpu: the evaluation child of the cpu backend (host memory, steady_clock timing
+// with the last-level cache flushed before every timed call).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "atrex/problems/operator.h"
+#include "child_runner.h"
+
+namespace atrex::runner {
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return "host CPU (" + line.substr(colon + 2) + ")";
+    }
+  }
+  return "host CPU";
+}
+
+size_t flush_bytes() {
+  long llc = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (llc <= 0) llc = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const size_t two_llc = llc > 0 ? 2 * static_cast<size_t>(llc) : 0;
+  return std::max<size_t>(two_llc, 64u << 20);
+}
+
+class CpuDevice final : public ChildDevice {
+ public:
+  std::string name() const override { return cpu_model(); }
+  DLDevice dl_device() const override { return DLDevice{kDLCPU, 0}; }
+  void* stream() override { return nullptr; }
+  void* alloc(size_t bytes, std::string& error) override {
+    void* p = nullptr;
+    if (::posix_memalign(&p, 64, bytes) != 0) {
+      error = "out of host memory";
+      return nullptr;
+    }
+    return p;
+  }
+  void release(void* p) override { std::free(p); }
+  std::string to_host(void* dst, const void* src, size_t n) override { return copy(dst, src, n); }
+  std::string from_host(void* dst, const void* src, size_t n) override { return copy(dst, src, n); }
+  std::string copy(void* dst, const void* src, size_t n) override {
+    std::memcpy(dst, src, n);
+    return {};
+  }
+  std::string fill(void* dst, uint8_t byte, size_t n) override {
+    std::memset(dst, byte, n);
+    return {};
+  }
+  std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed, void* dst) override {
+    problems::generate_input_cpu(s, index, seed, dst);
+    return {};
+  }
+  std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
+                        std::span<void* const> out) override {
+    s.def->reference_cpu(s, in, out);
+    return {};
+  }
+  std::string synchronize() override { return {}; }
+  std::string time_call(const std::function<int()>& call, int& rc, double& us) override {
+    if (flush_.empty()) flush_.assign(flush_bytes(), 0);
+    // Write the whole buffer so dirty lines of the candidate's data are evicted too.
+    ++flush_round_;
+    for (size_t i = 0; i < flush_.size(); i += 64) flush_[i] = static_cast<char>(flush_round_ + i);
+    const auto t0 = std::chrono::steady_clock::now();
+    rc = call();
+    const auto t1 = std::chrono::steady_clock::now();
+    us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+    return {};
+  }
+  std::string timing_method() const override { return "steady_clock_llc_flush"; }
+
+ private:
+  std::vector<char> flush_;
+  unsigned flush_round_ = 0;
+};
+
+}  // namespace
+}  // namespace atrex::runner
+
+int main(int argc, char** argv) {
+  atrex::runner::CpuDevice device;
+  return atrex::runner::child_main(argc, argv, device);
+}

@@ -1,0 +1,158 @@
+#include "atrex/runner/compile.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "atrex/common/hash.h"
+#include "atrex/common/json_io.h"
+#include "atrex/problems/suite.h"
+#include "atrex/runner/subprocess.h"
+
+namespace atrex::runner {
+namespace fs = std::filesystem;
+
+std::string source_extension(const std::string& backend) {
+  if (backend == "cuda") return ".cu";
+  if (backend == "hip") return ".hip";
+  return ".cpp";
+}
+
+fs::path default_cache_dir() {
+  if (const char* e = std::getenv("ATREX_CACHE_DIR"); e && *e) return e;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "atrex";
+  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "atrex";
+  return fs::temp_directory_path() / "atrex-cache";
+}
+
+fs::path default_include_dir() {
+  if (const char* e = std::getenv("ATREX_INCLUDE_DIR"); e && *e) return e;
+  return problems::executable_dir().parent_path() / "share" / "atrex" / "include";
+}
+
+CompileCache::CompileCache(fs::path dir, fs::path include_dir) : dir_(std::move(dir)), include_dir_(std::move(include_dir)) {}
+
+std::string CompileCache::compiler_for(const std::string& backend) const {
+  if (backend == "cuda") {
+    if (const char* e = std::getenv("CUDACXX"); e && *e) return e;
+    std::error_code ec;
+    if (fs::exists("/usr/local/cuda/bin/nvcc", ec)) return "/usr/local/cuda/bin/nvcc";
+    return "nvcc";
+  }
+  if (backend == "hip") return "hipcc";
+  if (const char* e = std::getenv("CXX"); e && *e) return e;
+  return "c++";
+}
+
+std::vector<std::string> CompileCache::flags_for(const std::string& backend, const std::string& arch) const {
+  const std::string inc = "-I" + include_dir_.string();
+  if (backend == "cuda") {
+    // sm_90a (not plain sm_90) so candidates may use wgmma/setmaxnreg on Hopper (HOPPER.md).
+    std::string a = arch.rfind("sm_", 0) == 0 ? arch.substr(3) : arch;
+    return {"-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden", "--cudart", "shared",
+            fmt::format("-gencode=arch=compute_{},code=sm_{}", a, a), inc};
+  }
+  if (backend == "hip") {
+    return {"-std=c++17", "-O3", "-shared", "-fPIC", "-fvisibility=hidden", "--offload-arch=" + arch, inc};
+  }
+  return {"-std=c++17", "-O3", "-march=native", "-shared", "-fPIC", "-fvisibility=hidden", inc};
+}
+
+Result<std::string> CompileCache::compiler_identity(const std::string& compiler) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = identities_.find(compiler);
+    if (it != identities_.end()) return it->second;
+  }
+  SubprocessOptions opt;
+  opt.argv = {compiler, "--version"};
+  opt.timeout = std::chrono::seconds(30);
+  ATREX_ASSIGN_OR_RETURN(SubprocessResult r, run_subprocess(opt));
+  std::string id = r.ok() ? r.output_tail : "unavailable: " + r.describe() + " " + r.output_tail;
+  std::lock_guard lock(mu_);
+  identities_[compiler] = id;
+  return id;
+}
+
+namespace {
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  if (from.empty()) return s;
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+  return s;
+}
+
+std::string random_suffix() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}.{:x}", ::getpid(), rng());
+}
+
+}  // namespace
+
+Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std::string& arch, double timeout_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string compiler = compiler_for(cand.backend);
+  ATREX_ASSIGN_OR_RETURN(std::string identity, compiler_identity(compiler));
+  const auto flags = flags_for(cand.backend, arch);
+  std::string material = cand.backend + "\n" + arch + "\n" + identity + "\n";
+  for (const auto& f : flags) material += f + "\n";
+  // The include folder's content is part of the ABI: hash the header, not the path.
+  auto header = read_text_file(include_dir_ / "atrex" / "candidate.h");
+  if (!header) return tl::unexpected(with_context(header.error(), "candidate ABI header missing from include folder"));
+  material += sha256_hex(*header) + "\n" + cand.source;
+  CompileOutcome out;
+  out.key = sha256_hex(material);
+  const fs::path sub = dir_ / out.key.substr(0, 2);
+  const fs::path lib = sub / (out.key + ".so");
+  const fs::path fail = sub / (out.key + ".fail");
+  std::error_code ec;
+  fs::create_directories(sub, ec);
+  if (ec) return io_error(fmt::format("{}: cannot create compile cache folder: {}", sub.string(), ec.message()));
+  if (fs::exists(lib, ec)) {
+    out.ok = true;
+    out.cache_hit = true;
+    out.library = lib;
+  } else if (fs::exists(fail, ec)) {
+    out.cache_hit = true;
+    ATREX_ASSIGN_OR_RETURN(out.log, read_text_file(fail));
+  } else {
+    const std::string suffix = random_suffix();
+    const std::string display = cand.file_name.empty() ? "candidate" + source_extension(cand.backend) : cand.file_name;
+    const fs::path src = sub / (out.key + "." + suffix + source_extension(cand.backend));
+    const fs::path tmp_lib = sub / (out.key + "." + suffix + ".so");
+    ATREX_TRY(write_text_file_atomic(src, cand.source));
+    SubprocessOptions opt;
+    opt.argv = {compiler};
+    opt.argv.insert(opt.argv.end(), flags.begin(), flags.end());
+    opt.argv.insert(opt.argv.end(), {"-o", tmp_lib.string(), src.string()});
+    opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+    opt.output_tail_bytes = 16384;
+    ATREX_ASSIGN_OR_RETURN(SubprocessResult r, run_subprocess(opt));
+    out.log = replace_all(r.output_tail, src.string(), display);
+    fs::remove(src, ec);
+    if (r.ok() && fs::exists(tmp_lib, ec)) {
+      fs::rename(tmp_lib, lib, ec);
+      if (ec) return io_error(fmt::format("{}: cannot publish compiled object: {}", lib.string(), ec.message()));
+      out.ok = true;
+      out.library = lib;
+    } else {
+      fs::remove(tmp_lib, ec);
+      if (!r.started) {
+        out.log = fmt::format("compiler {} could not be started: {}", compiler, r.output_tail);
+      } else if (r.timed_out) {
+        out.log = fmt::format("compilation {} (limit {:.0f} s)\n{}", r.describe(), timeout_s, out.log);
+      } else {
+        ATREX_TRY(write_text_file_atomic(fail, out.log.empty() ? r.describe() : out.log));  // deterministic failure
+      }
+      if (out.log.empty()) out.log = r.describe();
+    }
+  }
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace atrex::runner

@@ -1,0 +1,252 @@
+#include "atrex/runner/evaluator.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "atrex/common/clock.h"
+#include "atrex/common/hash.h"
+#include "atrex/problems/numeric.h"
+#include "atrex/problems/operator.h"
+#include "atrex/runner/subprocess.h"
+#include "atrex/scoring/roofline.h"
+
+namespace atrex::runner {
+namespace fs = std::filesystem;
+
+std::string GpuInfo::cuda_arch() const {
+  if (cc_major == 9 && cc_minor == 0) return "sm_90a";
+  return fmt::format("sm_{}{}", cc_major, cc_minor);
+}
+
+fs::path default_child_dir() {
+  if (const char* e = std::getenv("ATREX_CHILD_DIR"); e && *e) return e;
+  return problems::executable_dir();
+}
+
+const Environment& probe_environment() {
+  static const Environment env = [] {
+    Environment e;
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    for (std::string line; std::getline(cpuinfo, line);) {
+      if (line.rfind("model name", 0) == 0) {
+        e.cpu_name = line.substr(line.find(':') + 2);
+        break;
+      }
+    }
+    const fs::path child = default_child_dir() / "atrex-eval-cuda";
+    std::error_code ec;
+    e.cuda_child_built = fs::exists(child, ec);
+    if (!e.cuda_child_built) {
+      e.gpu_probe_error = "atrex was built without the CUDA backend";
+      return e;
+    }
+    SubprocessOptions opt;
+    opt.argv = {child.string(), "--probe"};
+    opt.timeout = std::chrono::seconds(60);
+    auto r = run_subprocess(opt);
+    if (!r || !r->ok()) {
+      e.gpu_probe_error = r ? r->describe() + ": " + r->output_tail : r.error().message;
+      return e;
+    }
+    try {
+      Json j = Json::parse(r->output_tail.substr(r->output_tail.find('{')));
+      for (const auto& d : j["devices"]) {
+        e.gpus.push_back(GpuInfo{d["index"], d["name"], d["cc_major"], d["cc_minor"], d["sm_count"], d["l2_bytes"],
+                                 d["memory_bytes"]});
+      }
+      if (e.gpus.empty()) e.gpu_probe_error = j.value("error", "no CUDA device found");
+    } catch (const std::exception& ex) {
+      e.gpu_probe_error = std::string("unreadable device probe output: ") + ex.what();
+    }
+    return e;
+  }();
+  return env;
+}
+
+Evaluator::Evaluator(EvaluatorOptions options)
+    : options_(std::move(options)), cache_(options_.cache_dir, options_.include_dir) {
+  seed_base_ = options_.seed ? *options_.seed : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+  if (options_.work_dir.empty()) options_.work_dir = fs::temp_directory_path() / fmt::format("atrex-eval-{}", ::getpid());
+}
+
+void Evaluator::finish_record(EvalRecord& r, const problems::Shape& shape) {
+  r.created_at = utc_timestamp_now();
+  if (!options_.suite) return;
+  auto counts = options_.suite->roofline(r.operator_name, shape.id);
+  if (!counts) return;
+  auto t = scoring::roofline_time(*counts, options_.hardware);
+  if (!t) {
+    spdlog::warn("roofline for {} shape {}: {}", r.operator_name, shape.id, t.error().message);
+    return;
+  }
+  r.t_roofline_us = t->roofline_s * 1e6;
+  if (r.status == EvalStatus::kOk && r.timing && r.timing->n > 0) {
+    auto s = scoring::score_shape(r.t_roofline_us, r.timing->time_us_median);
+    r.s_j = s.s_j;
+    r.above_roofline = s.above_roofline;
+  }
+}
+
+Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
+                                                    const std::function<void(const EvalRecord&)>& on_record) {
+  ATREX_ASSIGN_OR_RETURN(const problems::OperatorDef* def, problems::require_native_operator(task.operator_name));
+  (void)def;
+  if (!options_.suite) return internal_error("Evaluator needs a suite");
+  ATREX_ASSIGN_OR_RETURN(const problems::OperatorInfo* info, options_.suite->require(task.operator_name));
+  std::vector<const problems::Shape*> shapes;
+  for (const auto& id : task.shape_ids) {
+    const problems::Shape* s = info->find_shape(id);
+    if (!s) return not_found(fmt::format("operator {} has no shape \"{}\"", task.operator_name, id));
+    shapes.push_back(s);
+  }
+  const Environment& env = probe_environment();
+  std::string device_name = env.cpu_name;
+  std::string reject;
+  std::string arch = "native";
+  if (task.candidate.backend == "cuda") {
+    if (!env.cuda_child_built) reject = "this runner was built without the CUDA backend";
+    else if (!env.has_gpu()) reject = "no CUDA GPU on this runner: " + env.gpu_probe_error;
+    else if (options_.device_index >= static_cast<int>(env.gpus.size())) reject = fmt::format("no GPU {}", options_.device_index);
+    else {
+      device_name = env.gpus[options_.device_index].name;
+      arch = env.gpus[options_.device_index].cuda_arch();
+    }
+  } else if (task.candidate.backend != "cpu") {
+    reject = fmt::format("backend \"{}\" cannot run on this runner (available: cpu{})", task.candidate.backend,
+                         env.has_gpu() ? ", cuda" : "");
+  }
+  auto base_record = [&](const problems::Shape& s) {
+    EvalRecord r;
+    r.task_id = task.task_id;
+    r.sweep_id = task.sweep_id;
+    r.operator_name = task.operator_name;
+    r.shape_id = s.id;
+    r.candidate = task.candidate;
+    r.candidate.source.clear();
+    r.hardware = options_.hardware.name;
+    r.device = device_name;
+    return r;
+  };
+  std::vector<EvalRecord> out;
+  auto emit = [&](EvalRecord r, const problems::Shape& s) {
+    finish_record(r, s);
+    if (on_record) on_record(r);
+    out.push_back(std::move(r));
+  };
+  if (!reject.empty()) {
+    for (const auto* s : shapes) {
+      EvalRecord r = base_record(*s);
+      r.status = EvalStatus::kRejected;
+      r.error = reject;
+      emit(std::move(r), *s);
+    }
+    return out;
+  }
+  ATREX_ASSIGN_OR_RETURN(CompileOutcome compiled, cache_.compile(task.candidate, arch, task.settings.compile_timeout_s));
+  spdlog::debug("compile {} ({}): {} in {:.2f} s{}", task.candidate.sha256.substr(0, 12), task.candidate.backend,
+                compiled.ok ? "ok" : "failed", compiled.wall_s, compiled.cache_hit ? " (cache hit)" : "");
+  for (const auto* s : shapes) {
+    if (!compiled.ok) {
+      EvalRecord r = base_record(*s);
+      r.status = EvalStatus::kCompileError;
+      r.error = compiled.log.size() > 4000 ? compiled.log.substr(0, 4000) + "\n[...]" : compiled.log;
+      emit(std::move(r), *s);
+      continue;
+    }
+    EvalRecord r = evaluate_shape(task, *s, compiled.library, device_name);
+    r.device = r.device.empty() ? device_name : r.device;
+    emit(std::move(r), *s);
+  }
+  return out;
+}
+
+EvalRecord Evaluator::evaluate_shape(const EvalTask& task, const problems::Shape& shape, const fs::path& library,
+                                     const std::string& device_name) {
+  EvalRecord r;
+  r.task_id = task.task_id;
+  r.sweep_id = task.sweep_id;
+  r.operator_name = task.operator_name;
+  r.shape_id = shape.id;
+  r.candidate = task.candidate;
+  r.candidate.source.clear();
+  r.hardware = options_.hardware.name;
+  r.device = device_name;
+  const auto& st = task.settings;
+  // Fresh seeds per (evaluator, task, shape): a candidate cannot know them in advance.
+  const uint64_t base = num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id + "/" + shape.id));
+  std::vector<uint64_t> seeds;
+  for (int i = 0; i < st.seeds; ++i) seeds.push_back(num::mix64(base + static_cast<uint64_t>(i)));
+  Json req{{"schema", "atrex.child-request/1"}, {"operator", task.operator_name}, {"shape_id", shape.id},
+           {"params", shape.params}, {"library", library.string()}, {"seeds", seeds}, {"atol", st.atol},
+           {"rtol", st.rtol}, {"performance", st.performance}, {"warmup_iterations", st.warmup_iterations},
+           {"min_iterations", st.min_iterations}, {"max_iterations", st.max_iterations},
+           {"min_time_s", st.min_time_s}, {"timing_wall_limit_s", std::max(1.0, st.shape_timeout_s * 0.5)}};
+  std::error_code ec;
+  fs::create_directories(options_.work_dir, ec);
+  const std::string stem = fmt::format("{}-{}-{:x}", task.operator_name, shape.id, base);
+  const fs::path req_file = options_.work_dir / (stem + ".request.json");
+  const fs::path resp_file = options_.work_dir / (stem + ".response.json");
+  fs::remove(resp_file, ec);
+  if (auto w = write_text_file_atomic(req_file, req.dump()); !w) {
+    r.status = EvalStatus::kCrashed;
+    r.error = "runner could not write the request: " + w.error().message;
+    return r;
+  }
+  SubprocessOptions opt;
+  const std::string child = task.candidate.backend == "cuda" ? "atrex-eval-cuda" : "atrex-eval-cpu";
+  opt.argv = {(options_.child_dir / child).string(), "--request", req_file.string(), "--response", resp_file.string(),
+              "--device", std::to_string(options_.device_index)};
+  opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(st.shape_timeout_s * 1000));
+  opt.output_file = options_.work_dir / (stem + ".log");
+  auto proc = run_subprocess(opt);
+  r.wall_s = proc ? proc->wall_s : 0;
+  auto response = read_json_file(resp_file);
+  if (!proc) {
+    r.status = EvalStatus::kCrashed;
+    r.error = "runner could not start the evaluation child: " + proc.error().message;
+  } else if (proc->timed_out) {
+    r.status = EvalStatus::kTimeout;
+    r.error = fmt::format("no result within the {:.0f} s limit of one shape; the child was killed", st.shape_timeout_s);
+  } else if (!response) {
+    r.status = EvalStatus::kCrashed;
+    std::string tail = proc->output_tail.size() > 1500 ? proc->output_tail.substr(proc->output_tail.size() - 1500) : proc->output_tail;
+    r.error = fmt::format("the evaluation child died ({}) without a result{}{}", proc->describe(),
+                          tail.empty() ? "" : "; output: ", tail);
+  } else {
+    const Json& j = *response;
+    auto status = parse_eval_status(j.value("status", "crashed"));
+    r.status = status ? *status : EvalStatus::kCrashed;
+    r.error = j.value("error", "");
+    r.max_abs_error = j.value("max_abs_error", 0.0);
+    r.max_rel_error = j.value("max_rel_error", 0.0);
+    r.seeds_passed = j.value("seeds_passed", 0);
+    if (j.contains("low_signal_outputs")) r.low_signal_outputs = j["low_signal_outputs"].get<std::vector<std::string>>();
+    if (j.contains("device")) r.device = j["device"].get<std::string>();
+    if (j.contains("clocks")) r.clocks = j["clocks"];
+    if (j.contains("timing") && j["timing"].is_object()) {
+      TimingSummary t;
+      const Json& tj = j["timing"];
+      t.time_us_median = tj.value("time_us_median", 0.0);
+      t.time_us_p25 = tj.value("time_us_p25", 0.0);
+      t.time_us_p75 = tj.value("time_us_p75", 0.0);
+      t.time_us_iqr = tj.value("time_us_iqr", 0.0);
+      t.time_us_min = tj.value("time_us_min", 0.0);
+      t.time_us_mean = tj.value("time_us_mean", 0.0);
+      t.n = tj.value("n", 0);
+      t.samples_us = tj.value("samples_us", std::vector<double>{});
+      t.method = tj.value("method", "");
+      r.timing = std::move(t);
+    }
+  }
+  fs::remove(req_file, ec);
+  fs::remove(resp_file, ec);
+  if (r.status == EvalStatus::kOk || r.status == EvalStatus::kWrongResult) fs::remove(opt.output_file, ec);
+  return r;
+}
+
+}  // namespace atrex::runner

@@ -1,0 +1,189 @@
+// The three gates end to end on the cpu backend, through the real evaluation child processes:
+// a correct candidate passes and is timed; each kind of wrong, crashing or hanging candidate
+// becomes the right record status and the evaluation goes on.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "atrex/common/hash.h"
+#include "atrex/common/json_io.h"
+#include "atrex/runner/evaluator.h"
+
+namespace atrex::runner {
+namespace {
+namespace fs = std::filesystem;
+
+class GatesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
+    ASSERT_TRUE(suite) << suite.error().message;
+    suite_ = new problems::Suite(std::move(*suite));
+    auto profiles = problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
+    ASSERT_TRUE(profiles);
+    hardware_ = new problems::HardwareProfile(*problems::find_hardware_profile(*profiles, "H20"));
+    cache_ = new fs::path(fs::temp_directory_path() / ("atrex_gates_cache_" + std::to_string(::getpid())));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*cache_);
+    delete suite_;
+    delete hardware_;
+    delete cache_;
+  }
+
+  EvaluatorOptions options() {
+    EvaluatorOptions o;
+    o.suite = suite_;
+    o.hardware = *hardware_;
+    o.cache_dir = *cache_;
+    o.include_dir = ATREX_TEST_INCLUDE_DIR;
+    o.child_dir = ATREX_TEST_BIN_DIR;
+    o.seed = 1234;
+    return o;
+  }
+
+  std::vector<EvalRecord> evaluate(const std::string& file, std::vector<std::string> shapes = {"15", "5"},
+                                   double shape_timeout_s = 60) {
+    EvalTask t;
+    t.task_id = "test-" + file;
+    t.operator_name = "rms_norm";
+    t.shape_ids = std::move(shapes);
+    t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / file);
+    t.candidate.sha256 = sha256_hex(t.candidate.source);
+    t.candidate.backend = "cpu";
+    t.candidate.agent = "test";
+    t.candidate.file_name = file;
+    t.settings.min_iterations = 3;
+    t.settings.max_iterations = 5;
+    t.settings.min_time_s = 0;
+    t.settings.shape_timeout_s = shape_timeout_s;
+    Evaluator ev(options());
+    auto r = ev.evaluate(t);
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? *r : std::vector<EvalRecord>{};
+  }
+
+  static problems::Suite* suite_;
+  static problems::HardwareProfile* hardware_;
+  static fs::path* cache_;
+};
+
+problems::Suite* GatesTest::suite_ = nullptr;
+problems::HardwareProfile* GatesTest::hardware_ = nullptr;
+fs::path* GatesTest::cache_ = nullptr;
+
+TEST_F(GatesTest, CorrectCandidatePassesAllSeedsAndIsScored) {
+  auto recs = evaluate("rms_norm_correct.cpp");
+  ASSERT_EQ(recs.size(), 2u);
+  for (const auto& r : recs) {
+    EXPECT_EQ(r.status, EvalStatus::kOk) << r.shape_id << ": " << r.error;
+    EXPECT_EQ(r.seeds_passed, 5);
+    ASSERT_TRUE(r.timing);
+    EXPECT_GE(r.timing->n, 3);
+    EXPECT_EQ(r.timing->samples_us.size(), static_cast<size_t>(r.timing->n));
+    EXPECT_GT(r.timing->time_us_median, 0);
+    EXPECT_GT(r.t_roofline_us, 0);
+    ASSERT_TRUE(r.s_j);
+    EXPECT_GT(*r.s_j, 0);
+    EXPECT_LE(*r.s_j, 1);
+    EXPECT_LT(r.max_rel_error, 2e-2) << "more than ~2 bf16 ulps from the reference";
+  }
+}
+
+TEST_F(GatesTest, WrongKernelIsRejectedWithTheFirstBadElement) {
+  auto recs = evaluate("rms_norm_wrong.cpp", {"15"});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult);
+  EXPECT_NE(recs[0].error.find("out["), std::string::npos) << recs[0].error;
+  EXPECT_FALSE(recs[0].s_j);
+}
+
+TEST_F(GatesTest, NanKernelIsRejected) {
+  auto recs = evaluate("rms_norm_nan.cpp", {"15"});
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult);
+  EXPECT_NE(recs[0].error.find("non-finite"), std::string::npos) << recs[0].error;
+}
+
+TEST_F(GatesTest, InputMutatingKernelIsRejected) {
+  auto recs = evaluate("rms_norm_mutates_input.cpp", {"15"});
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult);
+  EXPECT_NE(recs[0].error.find("modified its input x"), std::string::npos) << recs[0].error;
+}
+
+TEST_F(GatesTest, KernelThatNeverWritesItsOutputIsRejected) {
+  auto recs = evaluate("rms_norm_no_write.cpp", {"15"});
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult);
+  EXPECT_NE(recs[0].error.find("non-finite"), std::string::npos) << recs[0].error;
+}
+
+TEST_F(GatesTest, KernelThatStopsWorkingWhenTimedIsRejected) {
+  auto recs = evaluate("rms_norm_timing_cheat.cpp", {"15"});
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult);
+  EXPECT_NE(recs[0].error.find("after timing"), std::string::npos) << recs[0].error;
+}
+
+TEST_F(GatesTest, SegfaultIsRecordedAsCrashedAndTheNextShapeStillRuns) {
+  auto recs = evaluate("rms_norm_segfault.cpp", {"15", "5"});
+  ASSERT_EQ(recs.size(), 2u);
+  for (const auto& r : recs) {
+    EXPECT_EQ(r.status, EvalStatus::kCrashed);
+    EXPECT_NE(r.error.find("SIGSEGV"), std::string::npos) << r.error;
+  }
+}
+
+TEST_F(GatesTest, HangIsRecordedAsTimeout) {
+  auto recs = evaluate("rms_norm_hang.cpp", {"15"}, 2.0);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kTimeout);
+  EXPECT_LT(recs[0].wall_s, 20.0);
+}
+
+TEST_F(GatesTest, NonZeroReturnCarriesTheCandidatesMessage) {
+  auto recs = evaluate("rms_norm_returns_error.cpp", {"15"});
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult);
+  EXPECT_NE(recs[0].error.find("returned 7: unsupported hidden size"), std::string::npos) << recs[0].error;
+}
+
+TEST_F(GatesTest, MissingEntryPointIsRejected) {
+  auto recs = evaluate("rms_norm_missing_entry.cpp", {"15"});
+  EXPECT_EQ(recs[0].status, EvalStatus::kRejected);
+  EXPECT_NE(recs[0].error.find("atrex_candidate_run"), std::string::npos);
+}
+
+TEST_F(GatesTest, CompileErrorIsRecordedForEveryShape) {
+  auto recs = evaluate("rms_norm_syntax_error.cpp", {"15", "5"});
+  ASSERT_EQ(recs.size(), 2u);
+  for (const auto& r : recs) {
+    EXPECT_EQ(r.status, EvalStatus::kCompileError);
+    EXPECT_NE(r.error.find("rms_norm_syntax_error.cpp"), std::string::npos);
+  }
+}
+
+TEST_F(GatesTest, CudaCandidateOnARunnerWithoutGpuIsRejectedNotCrashed) {
+  if (probe_environment().has_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  EvalTask t;
+  t.task_id = "cuda-no-gpu";
+  t.operator_name = "rms_norm";
+  t.shape_ids = {"15"};
+  t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / "rms_norm_correct.cu");
+  t.candidate.backend = "cuda";
+  t.candidate.agent = "test";
+  Evaluator ev(options());
+  auto r = ev.evaluate(t);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)[0].status, EvalStatus::kRejected);
+}
+
+TEST_F(GatesTest, UnknownShapeIsAnInputError) {
+  EvalTask t;
+  t.operator_name = "rms_norm";
+  t.shape_ids = {"999"};
+  t.candidate.backend = "cpu";
+  Evaluator ev(options());
+  auto r = ev.evaluate(t);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace atrex::runner

@@ -1,0 +1,92 @@
+// GPU gates (label `gpu`, run on the lent H200 by deploy/gpu/run-gpu-checks.sh): a correct
+// CUDA candidate passes and is timed with CUDA events; an illegal-address kernel kills only its
+// child; an all-zero kernel fails correctness.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "atrex/common/hash.h"
+#include "atrex/common/json_io.h"
+#include "atrex/runner/evaluator.h"
+#include "test_paths.h"
+
+namespace atrex::runner {
+namespace {
+namespace fs = std::filesystem;
+
+fs::path data(const std::string& f) {
+  return testing::source_path(ATREX_TEST_DATA_DIR, "runner/tests/candidates") / f;
+}
+
+class GpuGatesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!probe_environment().has_gpu()) GTEST_SKIP() << "no GPU: " << probe_environment().gpu_probe_error;
+    auto suite = problems::Suite::load(problems::default_suite_dir());
+    ASSERT_TRUE(suite) << suite.error().message;
+    suite_ = std::make_unique<problems::Suite>(std::move(*suite));
+    auto profiles = problems::load_default_hardware_profiles(suite_->dir());
+    ASSERT_TRUE(profiles) << profiles.error().message;
+    hardware_ = *problems::find_hardware_profile(*profiles, "measured-H200");
+  }
+
+  std::vector<EvalRecord> evaluate(const std::string& file, std::vector<std::string> shapes) {
+    EvalTask t;
+    t.task_id = "gpu-" + file;
+    t.operator_name = "rms_norm";
+    t.shape_ids = std::move(shapes);
+    t.candidate.source = *read_text_file(data(file));
+    t.candidate.sha256 = sha256_hex(t.candidate.source);
+    t.candidate.backend = "cuda";
+    t.candidate.agent = "test";
+    t.candidate.file_name = file;
+    t.settings.shape_timeout_s = 120;
+    EvaluatorOptions o;
+    o.suite = suite_.get();
+    o.hardware = hardware_;
+    o.cache_dir = fs::temp_directory_path() / "atrex_gpu_test_cache";
+    Evaluator ev(o);
+    auto r = ev.evaluate(t);
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? *r : std::vector<EvalRecord>{};
+  }
+
+  std::unique_ptr<problems::Suite> suite_;
+  problems::HardwareProfile hardware_;
+};
+
+TEST_F(GpuGatesTest, CorrectCudaCandidatePassesAndIsTimedWithEvents) {
+  auto recs = evaluate("rms_norm_correct.cu", {"0", "15", "27"});
+  ASSERT_EQ(recs.size(), 3u);
+  for (const auto& r : recs) {
+    EXPECT_EQ(r.status, EvalStatus::kOk) << r.shape_id << ": " << r.error;
+    ASSERT_TRUE(r.timing);
+    EXPECT_EQ(r.timing->method, "cuda_events_l2_flush");
+    EXPECT_GT(r.timing->time_us_median, 0);
+    ASSERT_TRUE(r.s_j);
+    EXPECT_FALSE(r.above_roofline) << r.shape_id << " measured faster than the roofline";
+    EXPECT_NE(r.device.find("H"), std::string::npos);
+    std::printf("rms_norm shape %s: %.2f us (IQR %.2f, n=%d), T_roofline %.2f us, S_j %.3f\n", r.shape_id.c_str(),
+                r.timing->time_us_median, r.timing->time_us_iqr, r.timing->n, r.t_roofline_us, *r.s_j);
+  }
+}
+
+TEST_F(GpuGatesTest, IllegalAddressKillsOnlyItsChild) {
+  auto recs = evaluate("rms_norm_illegal_address.cu", {"15", "0"});
+  ASSERT_EQ(recs.size(), 2u);
+  for (const auto& r : recs) {
+    EXPECT_EQ(r.status, EvalStatus::kCrashed) << r.error;
+    EXPECT_NE(r.error.find("illegal"), std::string::npos) << r.error;
+  }
+  // The runner (this process) is unharmed: a correct candidate still passes afterwards.
+  auto ok = evaluate("rms_norm_correct.cu", {"15"});
+  EXPECT_EQ(ok[0].status, EvalStatus::kOk) << ok[0].error;
+}
+
+TEST_F(GpuGatesTest, AllZeroOutputFails) {
+  auto recs = evaluate("rms_norm_side_stream_wrong.cu", {"0"});
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+}
+
+}  // namespace
+}  // namespace atrex::runner

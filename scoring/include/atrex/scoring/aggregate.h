@@ -1,0 +1,54 @@
+// S_i and S_agg (paper §3–4, DESIGN.md §6):
+//   S_i   = median of S_j over the shapes where the operator's final candidate is correct;
+//           0 when no shape passes or the operator was not attempted.
+//   S_agg = Σ_i w_i · S_i over the WHOLE suite (w_i = normalised importance_score), so an
+//           operator without a passing candidate contributes 0 and is listed as such.
+// Correctness rate = attempted operators whose final candidate passed every evaluated shape,
+// over attempted operators. Target-DSL adoption = correct operators whose candidate's mean
+// DSL share is at least `dsl_threshold`, over correct operators with a measured share (null when
+// nothing was measured; the CPU backend does not measure it).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "atrex/common/records.h"
+#include "atrex/problems/suite.h"
+
+namespace atrex::scoring {
+
+struct OperatorScore {
+  std::string name;
+  double weight = 0;
+  bool attempted = false;        // a final evaluation exists
+  int shapes_in_suite = 0;
+  int shapes_evaluated = 0;
+  int shapes_correct = 0;
+  int shapes_above_roofline = 0; // S_j capped: roofline or measurement suspect
+  double s_i = 0;
+  std::optional<double> dsl_share;  // mean over correct shapes, when measured
+  std::string candidate_sha256;
+  std::string status;            // "correct", "partially correct", "incorrect", "not attempted"
+  std::string first_error;       // first failing shape's status and reason
+};
+
+struct AgentScore {
+  std::string agent;
+  double s_agg = 0;
+  int operators_attempted = 0;
+  int operators_correct = 0;
+  double correctness_rate = 0;
+  std::optional<double> dsl_adoption_rate;
+  std::vector<OperatorScore> operators;  // every suite operator, in suite (weight) order
+};
+
+// Median of a non-empty vector (mean of the two middle values for even sizes).
+double median(std::vector<double> values);
+
+// Scores one agent from its final evaluation records (one per evaluated shape; records of
+// other agents are ignored). Records for operators absent from the suite are ignored.
+AgentScore score_agent(const problems::Suite& suite, const std::string& agent, const std::vector<EvalRecord>& records,
+                       double dsl_threshold = 0.9);
+
+}  // namespace atrex::scoring

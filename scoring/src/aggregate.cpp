@@ -1,0 +1,72 @@
+#include "atrex/scoring/aggregate.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace atrex::scoring {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+AgentScore score_agent(const problems::Suite& suite, const std::string& agent, const std::vector<EvalRecord>& records,
+                       double dsl_threshold) {
+  std::map<std::string, std::vector<const EvalRecord*>> by_op;
+  for (const auto& r : records) {
+    if (r.candidate.agent == agent && suite.find(r.operator_name)) by_op[r.operator_name].push_back(&r);
+  }
+  AgentScore out;
+  out.agent = agent;
+  int measured_correct = 0, adopting = 0;
+  for (const auto& info : suite.operators()) {
+    OperatorScore os;
+    os.name = info.name;
+    os.weight = info.weight;
+    os.shapes_in_suite = static_cast<int>(info.shapes.size());
+    auto it = by_op.find(info.name);
+    if (it == by_op.end()) {
+      os.status = "not attempted";
+      out.operators.push_back(std::move(os));
+      continue;
+    }
+    os.attempted = true;
+    std::vector<double> s_j, shares;
+    for (const EvalRecord* r : it->second) {
+      ++os.shapes_evaluated;
+      os.candidate_sha256 = r->candidate.sha256;
+      if (r->status == EvalStatus::kOk && r->s_j) {
+        ++os.shapes_correct;
+        s_j.push_back(*r->s_j);
+        if (r->above_roofline) ++os.shapes_above_roofline;
+        if (r->dsl_share) shares.push_back(*r->dsl_share);
+      } else if (os.first_error.empty()) {
+        os.first_error = fmt::format("shape {}: {}{}{}", r->shape_id, eval_status_name(r->status),
+                                     r->error.empty() ? "" : ": ", r->error);
+      }
+    }
+    os.s_i = median(s_j);
+    if (!shares.empty()) os.dsl_share = median(shares);
+    const bool all = os.shapes_correct == os.shapes_evaluated;
+    os.status = os.shapes_correct == 0 ? "incorrect" : (all ? "correct" : "partially correct");
+    ++out.operators_attempted;
+    if (all) {
+      ++out.operators_correct;
+      if (os.dsl_share) {
+        ++measured_correct;
+        if (*os.dsl_share >= dsl_threshold) ++adopting;
+      }
+    }
+    out.s_agg += os.weight * os.s_i;
+    out.operators.push_back(std::move(os));
+  }
+  out.correctness_rate = out.operators_attempted ? double(out.operators_correct) / out.operators_attempted : 0.0;
+  if (measured_correct > 0) out.dsl_adoption_rate = double(adopting) / measured_correct;
+  return out;
+}
+
+}  // namespace atrex::scoring

@@ -1,0 +1,106 @@
+#include "atrex/scoring/report.h"
+
+#include <fmt/format.h>
+
+namespace atrex::scoring {
+
+namespace {
+
+Json operator_json(const OperatorScore& o) {
+  return Json{{"operator", o.name},
+              {"weight", o.weight},
+              {"attempted", o.attempted},
+              {"status", o.status},
+              {"s_i", o.s_i},
+              {"weighted_s_i", o.weight * o.s_i},
+              {"shapes_in_suite", o.shapes_in_suite},
+              {"shapes_evaluated", o.shapes_evaluated},
+              {"shapes_correct", o.shapes_correct},
+              {"shapes_above_roofline", o.shapes_above_roofline},
+              {"dsl_share", o.dsl_share ? Json(*o.dsl_share) : Json(nullptr)},
+              {"candidate_sha256", o.candidate_sha256},
+              {"first_error", o.first_error}};
+}
+
+std::string opt_pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", 100 * *v) : "n/a"; }
+
+}  // namespace
+
+Json report_json(const ReportContext& ctx, const std::vector<AgentScore>& agents) {
+  Json j{{"schema", kReportSchema}, {"sweep_id", ctx.sweep_id}, {"sweep_name", ctx.sweep_name},
+         {"suite", ctx.suite_dir},  {"hardware", ctx.hardware},  {"backend", ctx.backend},
+         {"device", ctx.device},    {"created_at", ctx.created_at}};
+  Json arr = Json::array();
+  for (const auto& a : agents) {
+    Json ops = Json::array();
+    for (const auto& o : a.operators) ops.push_back(operator_json(o));
+    arr.push_back(Json{{"agent", a.agent},
+                       {"s_agg", a.s_agg},
+                       {"operators_attempted", a.operators_attempted},
+                       {"operators_correct", a.operators_correct},
+                       {"correctness_rate", a.correctness_rate},
+                       {"dsl_adoption_rate", a.dsl_adoption_rate ? Json(*a.dsl_adoption_rate) : Json(nullptr)},
+                       {"operators", ops}});
+  }
+  j["agents"] = arr;
+  return j;
+}
+
+std::string agent_table_text(const AgentScore& a) {
+  std::string out = fmt::format("{:<30} {:>7} {:>8} {:>9} {:>9}  {}\n", "operator", "weight", "S_i", "correct", "w*S_i",
+                                "status");
+  int skipped = 0;
+  double skipped_weight = 0;
+  for (const auto& o : a.operators) {
+    if (!o.attempted) {
+      ++skipped;
+      skipped_weight += o.weight;
+      continue;
+    }
+    out += fmt::format("{:<30} {:>7.4f} {:>8.4f} {:>9} {:>9.5f}  {}\n", o.name, o.weight, o.s_i,
+                       fmt::format("{}/{}", o.shapes_correct, o.shapes_evaluated), o.weight * o.s_i, o.status);
+  }
+  if (skipped > 0) {
+    out += fmt::format("{:<30} {:>7.4f} {:>8.4f} {:>9} {:>9.5f}  not attempted (count as 0)\n",
+                       fmt::format("({} other operators)", skipped), skipped_weight, 0.0, "-", 0.0);
+  }
+  out += fmt::format("S_agg = {:.5f}   correctness rate = {:.1f}% ({}/{} operators)   DSL adoption = {}\n", a.s_agg,
+                     100 * a.correctness_rate, a.operators_correct, a.operators_attempted, opt_pct(a.dsl_adoption_rate));
+  return out;
+}
+
+std::string report_markdown(const ReportContext& ctx, const std::vector<AgentScore>& agents) {
+  std::string md = fmt::format("# atrex sweep report: {}\n\n", ctx.sweep_name.empty() ? ctx.sweep_id : ctx.sweep_name);
+  md += fmt::format("- sweep id: `{}`\n- hardware profile: `{}` (backend `{}`, device `{}`)\n- created: {}\n\n",
+                    ctx.sweep_id, ctx.hardware, ctx.backend, ctx.device, ctx.created_at);
+  md += "| agent | S_agg | correctness rate | target-DSL adoption | operators correct |\n|---|---:|---:|---:|---:|\n";
+  for (const auto& a : agents) {
+    md += fmt::format("| {} | {:.5f} | {:.1f}% | {} | {}/{} |\n", a.agent, a.s_agg, 100 * a.correctness_rate,
+                      opt_pct(a.dsl_adoption_rate), a.operators_correct, a.operators_attempted);
+  }
+  for (const auto& a : agents) {
+    md += fmt::format("\n## {}\n\n| operator | weight | S_i | shapes correct | w·S_i | status |\n|---|---:|---:|---:|---:|---|\n",
+                      a.agent);
+    int skipped = 0;
+    double skipped_weight = 0;
+    for (const auto& o : a.operators) {
+      if (!o.attempted) {
+        ++skipped;
+        skipped_weight += o.weight;
+        continue;
+      }
+      std::string status = o.status;
+      if (!o.first_error.empty()) status += " (" + o.first_error.substr(0, 120) + ")";
+      md += fmt::format("| {} | {:.4f} | {:.4f} | {}/{} | {:.5f} | {} |\n", o.name, o.weight, o.s_i, o.shapes_correct,
+                        o.shapes_evaluated, o.weight * o.s_i, status);
+    }
+    if (skipped > 0) {
+      md += fmt::format("\n{} operators (total weight {:.4f}) were not attempted and count as S_i = 0.\n", skipped,
+                        skipped_weight);
+    }
+    md += fmt::format("\n**S_agg = {:.5f}**\n", a.s_agg);
+  }
+  return md;
+}
+
+}  // namespace atrex::scoring

@@ -1,0 +1,72 @@
+#include <gtest/gtest.h>
+
+#include "atrex/scoring/aggregate.h"
+#include "atrex/scoring/report.h"
+
+namespace atrex::scoring {
+namespace {
+
+EvalRecord rec(const std::string& agent, const std::string& op, const std::string& shape, EvalStatus st,
+               std::optional<double> s_j) {
+  EvalRecord r;
+  r.candidate.agent = agent;
+  r.candidate.sha256 = "c0ffee";
+  r.operator_name = op;
+  r.shape_id = shape;
+  r.status = st;
+  r.s_j = s_j;
+  if (st != EvalStatus::kOk) r.error = "boom";
+  return r;
+}
+
+TEST(Aggregate, SiIsMedianOverCorrectShapesAndSaggWeightsWholeSuite) {
+  auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
+  ASSERT_TRUE(suite);
+  std::vector<EvalRecord> records = {
+      rec("a", "rms_norm", "0", EvalStatus::kOk, 0.2), rec("a", "rms_norm", "1", EvalStatus::kOk, 0.4),
+      rec("a", "rms_norm", "2", EvalStatus::kOk, 0.9), rec("a", "silu_and_mul", "0", EvalStatus::kOk, 0.5),
+      rec("a", "silu_and_mul", "1", EvalStatus::kWrongResult, std::nullopt),
+      rec("a", "l2_norm", "0", EvalStatus::kCrashed, std::nullopt),
+      rec("b", "rms_norm", "0", EvalStatus::kOk, 1.0),  // other agent: ignored
+  };
+  AgentScore a = score_agent(*suite, "a", records);
+  const auto find = [&](const char* name) {
+    for (const auto& o : a.operators) if (o.name == name) return o;
+    return OperatorScore{};
+  };
+  EXPECT_DOUBLE_EQ(find("rms_norm").s_i, 0.4);
+  EXPECT_EQ(find("rms_norm").status, "correct");
+  EXPECT_DOUBLE_EQ(find("silu_and_mul").s_i, 0.5);
+  EXPECT_EQ(find("silu_and_mul").status, "partially correct");
+  EXPECT_DOUBLE_EQ(find("l2_norm").s_i, 0.0);
+  EXPECT_EQ(find("l2_norm").status, "incorrect");
+  EXPECT_NE(find("l2_norm").first_error.find("crashed"), std::string::npos);
+  EXPECT_EQ(find("fused_moe").status, "not attempted");
+  const double expected = find("rms_norm").weight * 0.4 + find("silu_and_mul").weight * 0.5;
+  EXPECT_NEAR(a.s_agg, expected, 1e-12);
+  EXPECT_EQ(a.operators.size(), 30u);
+  EXPECT_EQ(a.operators_attempted, 3);
+  EXPECT_EQ(a.operators_correct, 1);
+  EXPECT_NEAR(a.correctness_rate, 1.0 / 3, 1e-12);
+  EXPECT_FALSE(a.dsl_adoption_rate.has_value());
+}
+
+TEST(Aggregate, MedianOfEvenCountAveragesMiddle) {
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(median({}), 0.0);
+}
+
+TEST(Report, JsonIsVersionedAndMarkdownListsUnattempted) {
+  auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
+  AgentScore a = score_agent(*suite, "a", {rec("a", "rms_norm", "0", EvalStatus::kOk, 0.3)});
+  ReportContext ctx{"sw1", "demo", "suite", "H20", "cpu", "host", "now"};
+  Json j = report_json(ctx, {a});
+  EXPECT_EQ(j["schema"], "atrex.report/1");
+  EXPECT_EQ(j["agents"][0]["operators"].size(), 30u);
+  std::string md = report_markdown(ctx, {a});
+  EXPECT_NE(md.find("| rms_norm |"), std::string::npos);
+  EXPECT_NE(md.find("29 operators"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace atrex::scoring

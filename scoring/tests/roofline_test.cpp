@@ -1,0 +1,77 @@
+#include <cmath>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "atrex/scoring/roofline.h"
+
+namespace atrex::scoring {
+namespace {
+namespace fs = std::filesystem;
+
+// Our T_roofline must reproduce the SOL_time_ms that Atrex-Bench released for H20 and XPU-A
+// on every one of the 440 shapes (same formula, same W/Q, same peaks).
+TEST(Roofline, ReproducesReleasedSolTimesForAll440Shapes) {
+  auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
+  ASSERT_TRUE(suite) << suite.error().message;
+  auto profiles = problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
+  ASSERT_TRUE(profiles) << profiles.error().message;
+  int checked = 0;
+  for (const auto& op : suite->operators()) {
+    auto rl = read_json_file(fs::path(ATREX_TEST_SUITE_DIR) / "data" / op.name / "roofline.json");
+    ASSERT_TRUE(rl);
+    for (const auto& shape : op.shapes) {
+      auto counts = suite->roofline(op.name, shape.id);
+      ASSERT_TRUE(counts);
+      for (const char* hw_name : {"H20", "XPU-A"}) {
+        auto hw = problems::find_hardware_profile(*profiles, hw_name);
+        ASSERT_TRUE(hw);
+        auto t = roofline_time(*counts, *hw);
+        ASSERT_TRUE(t) << op.name << " " << shape.id << ": " << t.error().message;
+        const double released_ms = (*rl)["shapes"][shape.id]["SOL_time_ms"][hw_name].template get<double>();
+        EXPECT_NEAR(t->roofline_s * 1e3, released_ms, released_ms * 1e-9 + 1e-15) << op.name << " " << shape.id << " " << hw_name;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 880);
+}
+
+TEST(Roofline, MissingPeakPathIsNamed) {
+  problems::HardwareProfile hw;
+  hw.name = "tiny";
+  hw.p_peak_flops_per_s = {{"bf16_tc", 1e12}};
+  hw.hbm_bytes_per_s = 1e12;
+  problems::RooflineCounts c;
+  c.w_flops_by_dtype = {{"fp8_e4m3", 1e9}};
+  auto t = roofline_time(c, hw);
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find("p_peak.fp8_e4m3_tc"), std::string::npos);
+}
+
+TEST(Roofline, MemoryAndComputeBound) {
+  problems::HardwareProfile hw;
+  hw.p_peak_flops_per_s = {{"bf16_tc", 1e12}, {"fp32_strict", 1e11}};
+  hw.hbm_bytes_per_s = 1e12;
+  problems::RooflineCounts c;
+  c.w_flops_by_dtype = {{"bf16", 1e9}, {"fp32", 1e8}};  // 1 ms + 1 ms compute
+  c.q_read_bytes = 5e8;
+  c.q_write_bytes = 5e8;  // 1 ms memory
+  auto t = roofline_time(c, hw);
+  ASSERT_TRUE(t);
+  EXPECT_DOUBLE_EQ(t->compute_s, 2e-3);
+  EXPECT_DOUBLE_EQ(t->roofline_s, 2e-3);
+  EXPECT_EQ(t->bound, "compute");
+}
+
+TEST(ShapeScore, CappedAtOneAndFlagged) {
+  EXPECT_DOUBLE_EQ(score_shape(2.0, 8.0).s_j, 0.25);
+  EXPECT_FALSE(score_shape(2.0, 8.0).above_roofline);
+  auto fast = score_shape(2.0, 1.0);
+  EXPECT_DOUBLE_EQ(fast.s_j, 1.0);
+  EXPECT_TRUE(fast.above_roofline);
+  EXPECT_DOUBLE_EQ(score_shape(2.0, 0.0).s_j, 0.0);
+}
+
+}  // namespace
+}  // namespace atrex::scoring
