@@ -1,7 +1,8 @@
 #include "atrex/runner/runner_loop.h"
 
-#include <condition_variable>
 #include <thread>
+
+#include "atrex/common/heartbeat.h"
 
 #include <spdlog/spdlog.h>
 
@@ -21,25 +22,15 @@ Result<bool> RunnerLoop::run_once() {
     ++stats_.tasks_failed;
     return true;
   }
-  // Heartbeat while the evaluation runs, so a long task keeps its lease.
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  std::thread heartbeat([&] {
-    std::unique_lock lock(mu);
-    while (!cv.wait_for(lock, options_.heartbeat, [&] { return done; })) (void)queue_.renew(lease);
-  });
-  auto records = evaluator_.evaluate(*task, [&](const EvalRecord& r) {
-    auto put = results_.put(record_key(r.task_id, r.shape_id), to_json(r));
-    if (put && *put) ++stats_.records_written;
-    if (put && !*put) ++stats_.duplicate_records;
-  });
+  Result<std::vector<EvalRecord>> records;
   {
-    std::lock_guard lock(mu);
-    done = true;
+    LeaseHeartbeat heartbeat(queue_, lease, options_.heartbeat);  // a long task keeps its lease
+    records = evaluator_.evaluate(*task, [&](const EvalRecord& r) {
+      auto put = results_.put(record_key(r.task_id, r.shape_id), to_json(r));
+      if (put && *put) ++stats_.records_written;
+      if (put && !*put) ++stats_.duplicate_records;
+    });
   }
-  cv.notify_all();
-  heartbeat.join();
   if (!records) {
     spdlog::error("task {}: {}", task->task_id, records.error().message);
     (void)queue_.release(lease, records.error().message);

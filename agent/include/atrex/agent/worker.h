@@ -1,0 +1,69 @@
+// The agent worker (DESIGN.md §2): pulls agent tasks (one AKA generation each) from the queue,
+// evaluates candidates by enqueueing eval tasks and waiting for their records in the result
+// store, re-queues the next generation after a dropout, and at the end runs the full
+// evaluation and writes the (agent, operator) final marker.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "atrex/agent/loop.h"
+#include "atrex/agent/templates.h"
+#include "atrex/common/queue.h"
+#include "atrex/common/result_store.h"
+
+namespace atrex::agent {
+
+inline constexpr const char* kAgentStream = "agent";
+inline constexpr const char* kFinalSchema = "atrex.final/1";
+
+// Result-store key of the final marker of (agent, operator): "final/<agent>/<op>".
+std::string final_key(const std::string& agent, const std::string& op);
+
+// An EvalFn that goes through the queue: reuses stored records (a resumed sweep), else
+// enqueues the task on `stream` and waits for one record per shape. A task that was
+// dead-lettered, or that produced no record in time, yields `crashed` records saying why.
+class QueueEvalFn {
+ public:
+  QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream = "eval", int max_deliveries = 3);
+  Result<std::vector<EvalRecord>> operator()(const EvalTask& task) const;
+
+ private:
+  TaskQueue& queue_;
+  ResultStore& results_;
+  std::string stream_;
+  int max_deliveries_;
+};
+
+struct AgentWorkerOptions {
+  std::string consumer = "agent-worker-0";
+  std::filesystem::path audit_dir;  // <results>/audit
+  std::chrono::milliseconds poll_block{500};
+  std::chrono::milliseconds heartbeat{10'000};
+};
+
+class AgentWorker {
+ public:
+  AgentWorker(TaskQueue& queue, ResultStore& results, const TemplateCatalog& catalog, AgentWorkerOptions options);
+  // Claims and runs at most one agent task; false when none was available.
+  Result<bool> run_once();
+  void run(const std::atomic<bool>& stop);
+
+ private:
+  Result<void> handle(const AgentTask& task);
+  Result<AuditTrail*> audit_for(const AgentTask& task);
+
+  TaskQueue& queue_;
+  ResultStore& results_;
+  const TemplateCatalog& catalog_;
+  AgentWorkerOptions options_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<AuditTrail>> audits_;
+};
+
+}  // namespace atrex::agent

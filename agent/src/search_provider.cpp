@@ -1,0 +1,141 @@
+// The `search` provider: a measured local search over kernel templates.
+//
+// Generation g starts from a different template ("direction") than generation g-1, so a
+// dropout restart explores elsewhere. Within a generation: first the direction template's
+// defaults, then single-parameter moves (one step up or down its value list) around the
+// generation's incumbent, in a seeded random order, skipping anything already measured for
+// this (agent, operator); then the other templates' defaults; then random points.
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "atrex/agent/provider.h"
+#include "atrex/common/hash.h"
+
+namespace atrex::agent {
+
+Json to_json(const BestCandidate& b) {
+  return Json{{"source", b.source}, {"sha256", b.sha256}, {"file_name", b.file_name}, {"score", b.score},
+              {"provenance", b.provenance}};
+}
+
+BestCandidate best_candidate_from_json(const Json& j) {
+  BestCandidate b;
+  if (!j.is_object()) return b;
+  b.source = j.value("source", "");
+  b.sha256 = j.value("sha256", "");
+  b.file_name = j.value("file_name", "");
+  b.score = j.value("score", -1.0);
+  b.provenance = j.value("provenance", Json::object());
+  return b;
+}
+
+namespace {
+
+class SearchProvider final : public Provider {
+ public:
+  explicit SearchProvider(const TemplateCatalog& catalog) : catalog_(catalog) {}
+  std::string name() const override { return "search"; }
+
+  Result<std::optional<Proposal>> propose(const ProposalContext& ctx) override {
+    auto templates = catalog_.find(ctx.op, ctx.backend);
+    if (templates.empty()) {
+      return not_found(fmt::format("the search provider has no {} templates for operator {}", ctx.backend, ctx.op));
+    }
+    std::rotate(templates.begin(), templates.begin() + (ctx.generation % static_cast<int>(templates.size())), templates.end());
+    std::mt19937_64 rng(ctx.seed * 1000003u + static_cast<uint64_t>(ctx.iteration));
+
+    // 1. The direction's starting point.
+    if (auto p = untried(ctx, *templates.front(), default_params(*templates.front()),
+                         fmt::format("generation {} direction: template {} at its defaults", ctx.generation,
+                                     templates.front()->name))) {
+      return p;
+    }
+    // 2. Moves around this generation's incumbent.
+    if (const Attempt* inc = incumbent(*ctx.memory)) {
+      const KernelTemplate* t = find_template(templates, inc->provenance.value("template", ""));
+      if (t) {
+        ParamValues base = params_of(*inc);
+        std::vector<std::pair<std::string, int>> moves;
+        for (const auto& p : t->params) {
+          moves.emplace_back(p.name, -1);
+          moves.emplace_back(p.name, +1);
+        }
+        std::shuffle(moves.begin(), moves.end(), rng);
+        for (const auto& [name, dir] : moves) {
+          const TemplateParam& p = *std::find_if(t->params.begin(), t->params.end(), [&](const auto& q) { return q.name == name; });
+          auto pos = std::find(p.values.begin(), p.values.end(), base[name]) - p.values.begin();
+          const auto next = pos + dir;
+          if (pos >= static_cast<long>(p.values.size()) || next < 0 || next >= static_cast<long>(p.values.size())) continue;
+          ParamValues v = base;
+          v[name] = p.values[static_cast<size_t>(next)];
+          if (auto prop = untried(ctx, *t, v, fmt::format("move {} {} -> {} from the incumbent (score {:.4f})", name,
+                                                          base[name], v[name], inc->score))) {
+            return prop;
+          }
+        }
+      }
+    }
+    // 3. The other templates' defaults.
+    for (const auto* t : templates) {
+      if (auto p = untried(ctx, *t, default_params(*t), fmt::format("try template {} at its defaults", t->name))) return p;
+    }
+    // 4. Random points.
+    for (int attempt = 0; attempt < 256; ++attempt) {
+      const KernelTemplate* t = templates[rng() % templates.size()];
+      ParamValues v;
+      for (const auto& p : t->params) v[p.name] = p.values[rng() % p.values.size()];
+      if (auto prop = untried(ctx, *t, v, fmt::format("random restart in template {}", t->name))) return prop;
+    }
+    return std::optional<Proposal>{};
+  }
+
+ private:
+  static const Attempt* incumbent(const std::vector<Attempt>& memory) {
+    const Attempt* best = nullptr;
+    for (const auto& a : memory) {
+      if (a.correct && (!best || a.score > best->score)) best = &a;
+    }
+    return best;
+  }
+
+  static ParamValues params_of(const Attempt& a) {
+    ParamValues v;
+    for (auto& [k, val] : a.provenance.value("params", Json::object()).items()) v[k] = val.get<int64_t>();
+    return v;
+  }
+
+  static const KernelTemplate* find_template(const std::vector<const KernelTemplate*>& ts, const std::string& path) {
+    for (const auto* t : ts) {
+      if (t->path == path) return t;
+    }
+    return nullptr;
+  }
+
+  std::optional<Proposal> untried(const ProposalContext& ctx, const KernelTemplate& t, const ParamValues& v,
+                                  std::string rationale) const {
+    std::string source = render(t, v);
+    if (ctx.tried->count(sha256_hex(source))) return std::nullopt;
+    Proposal p;
+    p.source = std::move(source);
+    p.file_name = fmt::format("{}_{}{}", t.name, format_params(v), t.backend == "cuda" ? ".cu" : (t.backend == "hip" ? ".hip" : ".cpp"));
+    std::replace(p.file_name.begin(), p.file_name.end(), ',', '_');
+    std::replace(p.file_name.begin(), p.file_name.end(), '=', '-');
+    Json params = Json::object();
+    for (const auto& [k, val] : v) params[k] = val;
+    p.provenance = Json{{"provider", "search"}, {"template", t.path}, {"params", params}};
+    p.rationale = std::move(rationale);
+    return p;
+  }
+
+  const TemplateCatalog& catalog_;
+};
+
+}  // namespace
+
+std::unique_ptr<Provider> make_search_provider(const TemplateCatalog& catalog) {
+  return std::make_unique<SearchProvider>(catalog);
+}
+
+}  // namespace atrex::agent

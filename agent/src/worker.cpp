@@ -1,0 +1,153 @@
+#include "atrex/agent/worker.h"
+
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "atrex/common/heartbeat.h"
+
+namespace atrex::agent {
+
+std::string final_key(const std::string& agent, const std::string& op) { return "final/" + agent + "/" + op; }
+
+QueueEvalFn::QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream, int max_deliveries)
+    : queue_(queue), results_(results), stream_(std::move(stream)), max_deliveries_(max_deliveries) {}
+
+namespace {
+
+EvalRecord missing_record(const EvalTask& task, const std::string& shape, EvalStatus status, std::string error) {
+  EvalRecord r;
+  r.task_id = task.task_id;
+  r.sweep_id = task.sweep_id;
+  r.operator_name = task.operator_name;
+  r.shape_id = shape;
+  r.candidate = task.candidate;
+  r.candidate.source.clear();
+  r.hardware = task.hardware;
+  r.status = status;
+  r.error = std::move(error);
+  return r;
+}
+
+}  // namespace
+
+Result<std::vector<EvalRecord>> QueueEvalFn::operator()(const EvalTask& task) const {
+  auto stored = [&](const std::string& shape, std::chrono::milliseconds wait) -> Result<std::optional<EvalRecord>> {
+    const std::string key = record_key(task.task_id, shape);
+    ATREX_ASSIGN_OR_RETURN(std::optional<Json> j, results_.wait(key, wait));
+    if (!j) return std::optional<EvalRecord>{};
+    ATREX_ASSIGN_OR_RETURN(EvalRecord r, eval_record_from_json(*j, "result " + key));
+    return std::optional<EvalRecord>{std::move(r)};
+  };
+  // A resumed sweep finds every record already stored: nothing is evaluated twice.
+  std::vector<EvalRecord> out;
+  for (const auto& shape : task.shape_ids) {
+    ATREX_ASSIGN_OR_RETURN(auto r, stored(shape, std::chrono::milliseconds(0)));
+    if (!r) break;
+    out.push_back(std::move(*r));
+  }
+  if (out.size() == task.shape_ids.size()) return out;
+  out.clear();
+  ATREX_TRY(queue_.enqueue(stream_, to_json(task)));
+  const double budget_s = task.settings.compile_timeout_s +
+                          static_cast<double>(task.shape_ids.size()) * task.settings.shape_timeout_s;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(static_cast<int64_t>(budget_s * max_deliveries_ + 300));
+  for (const auto& shape : task.shape_ids) {
+    for (;;) {
+      ATREX_ASSIGN_OR_RETURN(auto r, stored(shape, std::chrono::milliseconds(1000)));
+      if (r) {
+        out.push_back(std::move(*r));
+        break;
+      }
+      // Fail fast when the task was dead-lettered (its runners kept dying).
+      ATREX_ASSIGN_OR_RETURN(auto dead, queue_.dead_letters(stream_));
+      auto it = std::find_if(dead.begin(), dead.end(),
+                             [&](const DeadLetter& d) { return d.body.value("task_id", "") == task.task_id; });
+      if (it != dead.end()) {
+        out.push_back(missing_record(task, shape, EvalStatus::kCrashed,
+                                     fmt::format("evaluation task dead-lettered after {} deliveries: {}",
+                                                 it->delivery_count, it->last_error)));
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        out.push_back(missing_record(task, shape, EvalStatus::kTimeout, "no evaluation record arrived in time"));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+AgentWorker::AgentWorker(TaskQueue& queue, ResultStore& results, const TemplateCatalog& catalog,
+                         AgentWorkerOptions options)
+    : queue_(queue), results_(results), catalog_(catalog), options_(std::move(options)) {}
+
+Result<AuditTrail*> AgentWorker::audit_for(const AgentTask& task) {
+  std::lock_guard lock(mu_);
+  const std::string key = task.agent.name + "/" + task.op;
+  auto it = audits_.find(key);
+  if (it != audits_.end()) return it->second.get();
+  ATREX_ASSIGN_OR_RETURN(auto trail, AuditTrail::open(options_.audit_dir / task.agent.name / (task.op + ".jsonl")));
+  return (audits_[key] = std::move(trail)).get();
+}
+
+Result<void> AgentWorker::handle(const AgentTask& task) {
+  ATREX_ASSIGN_OR_RETURN(AuditTrail * audit, audit_for(task));
+  auto provider = make_search_provider(catalog_);
+  QueueEvalFn eval(queue_, results_);
+  ATREX_ASSIGN_OR_RETURN(GenerationResult gen, run_generation(task, *provider, eval, *audit));
+  if (gen.end == GenerationEnd::kDropout) {
+    spdlog::info("[{} {}] dropout after generation {}: a fresh sub-agent continues from S = {:.4f}", task.agent.name,
+                 task.op, task.generation, gen.next.best.score);
+    ATREX_TRY(queue_.enqueue(kAgentStream, to_json(gen.next)));
+    return ok();
+  }
+  Json marker{{"schema", kFinalSchema}, {"agent", task.agent.name}, {"operator", task.op},
+              {"generations", gen.next.generation + 1}, {"iterations_used", gen.next.iterations_used},
+              {"quick_score", gen.next.best.score}, {"provenance", gen.next.best.provenance}};
+  auto final_records = run_final_evaluation(gen.next, eval, *audit);
+  if (final_records) {
+    marker["status"] = "evaluated";
+    marker["task_id"] = final_records->empty() ? "" : final_records->front().task_id;
+  } else if (final_records.error().code == ErrorCode::kNotFound) {
+    marker["status"] = "no_correct_candidate";
+    marker["error"] = final_records.error().message;
+  } else {
+    return tl::unexpected(final_records.error());
+  }
+  ATREX_TRY(results_.put(final_key(task.agent.name, task.op), marker));
+  return ok();
+}
+
+Result<bool> AgentWorker::run_once() {
+  ATREX_ASSIGN_OR_RETURN(auto leases, queue_.claim(kAgentStream, options_.consumer, 1, options_.poll_block));
+  if (leases.empty()) return false;
+  const Lease& lease = leases.front();
+  auto task = agent_task_from_json(lease.body, "agent task " + lease.message_id);
+  if (!task) {
+    (void)queue_.release(lease, task.error().message);
+    return tl::unexpected(task.error());
+  }
+  Result<void> handled;
+  {
+    LeaseHeartbeat heartbeat(queue_, lease, options_.heartbeat);
+    handled = handle(*task);
+  }
+  if (!handled) {
+    (void)queue_.release(lease, handled.error().message);
+    return tl::unexpected(handled.error());
+  }
+  (void)queue_.ack(lease);
+  return true;
+}
+
+void AgentWorker::run(const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    auto r = run_once();
+    if (!r) spdlog::error("agent worker {}: {}", options_.consumer, r.error().message);
+  }
+}
+
+}  // namespace atrex::agent

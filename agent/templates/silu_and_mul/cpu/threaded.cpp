@@ -1,0 +1,126 @@
+// atrex-template: threaded
+// atrex-description: rows split into contiguous chunks over up to THREADS std::threads (only when the work is large enough); fused per-element silu*up loop
+// atrex-param: THREADS = 2 | 1, 2, 3, 4
+// atrex-param: EXP_POLY = 0 | 0, 1
+// atrex-param: MIN_KELEMS = 64 | 16, 64, 256, 1024
+#ifndef THREADS
+#define THREADS 2
+#endif
+#ifndef EXP_POLY
+#define EXP_POLY 0
+#endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+
+#include "atrex/candidate.h"
+
+static_assert(THREADS >= 1 && THREADS <= 4, "THREADS");
+
+namespace {
+
+const char* g_error = "";
+int fail(const char* msg) { g_error = msg; return 1; }
+
+inline float bf2f(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+// Round to nearest even on the float bits; NaN stays a (quiet) NaN. Branch-free so loops vectorise.
+inline uint16_t f2bf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+
+#if EXP_POLY
+// Cephes-style expf (Moshier): x = n*ln2 + r, |r| <= ln2/2, degree-5 polynomial for (e^r - 1 - r)/r^2, 2^n put
+// in the exponent bits. About 1 float ulp off expf, branch-free so the activation loop vectorises. Clamping
+// keeps n in [-124, 128]; below -86, 1 + e^x rounds to 1 anyway, and above expf's overflow point we return inf.
+inline float exp_f(float x) {
+  const float xc = x < -86.0f ? -86.0f : (x > 88.7228f ? 88.7228f : x);
+  const float fx = xc * 1.44269504088896341f + 0.5f;
+  const int ti = static_cast<int>(fx);
+  const int n = ti - (static_cast<float>(ti) > fx ? 1 : 0);  // floor
+  const float nf = static_cast<float>(n);
+  const float r = (xc - nf * 0.693359375f) + nf * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * (r * r) + r + 1.0f;
+  const uint32_t bits = static_cast<uint32_t>(n + 126) << 23;  // 2^(n-1): stays finite for n = 128
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  const float e = y * scale * 2.0f;
+  return x > 88.72283935546875f ? HUGE_VALF : e;
+}
+#else
+inline float exp_f(float x) { return std::exp(x); }  // the reference's expf
+#endif
+// act = bf16(silu(g)) in fp32, as the reference rounds the activation tensor to bf16.
+inline float silu_bf16(float g) { return bf2f(f2bf(g / (1.0f + exp_f(-g)))); }
+
+void row(const uint16_t* __restrict x, uint16_t* __restrict out, int64_t d) {
+  for (int64_t j = 0; j < d; ++j) out[j] = f2bf(silu_bf16(bf2f(x[j])) * bf2f(x[d + j]));
+}
+
+// Runs body(begin, end) over [0, rows) in contiguous chunks, at most THREADS of them and none smaller than
+// MIN_KELEMS*1024 elements of work (thread start-up costs tens of microseconds). The calling thread takes the
+// first chunk; a chunk whose thread cannot be started runs inline. Threads live only for this call.
+template <class Body> void parallel_rows(int64_t rows, int64_t work_per_row, const Body& body) {
+  const int64_t min_work = static_cast<int64_t>(MIN_KELEMS) * 1024;
+  int64_t n = rows * work_per_row / min_work;
+  if (n > THREADS) n = THREADS;
+  if (n > rows) n = rows;
+  if (n < 1) n = 1;
+  const int64_t chunk = (rows + n - 1) / n;
+  std::thread pool[THREADS > 1 ? THREADS - 1 : 1];
+  int started = 0;
+  for (int64_t t = 1; t < n; ++t) {
+    const int64_t b = t * chunk, e = std::min(rows, b + chunk);
+    if (b >= e) break;
+    try {
+      pool[started] = std::thread(body, b, e);
+      ++started;
+    } catch (...) {
+      body(b, e);
+    }
+  }
+  body(0, std::min(rows, chunk));
+  for (int i = 0; i < started; ++i) pool[i].join();
+}
+
+}  // namespace
+
+ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message(void) { return g_error; }
+
+// x: [..., cols] -> out: [..., d], d = cols / 2 (rounded down, as the reference does for odd cols).
+ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
+  const DLTensor* x = atrex_input(launch, "x");
+  const DLTensor* o = atrex_output(launch, "out");
+  if (!x || !o) return fail("silu_and_mul: missing tensor x or out");
+  if (x->ndim < 1 || !is_bf16(x) || !is_bf16(o)) return fail("silu_and_mul: expected bf16 x[N, 2d] and out[N, d]");
+  const int64_t cols = x->shape[x->ndim - 1], d = cols / 2;
+  const int64_t rows = cols > 0 ? atrex_numel(x) / cols : 0;
+  if (atrex_numel(o) != rows * d) return fail("silu_and_mul: out must hold N * d elements");
+  const auto* xp = static_cast<const uint16_t*>(x->data);
+  auto* op = static_cast<uint16_t*>(o->data);
+  parallel_rows(rows, d, [=](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) row(xp + r * cols, op + r * d, d);
+  });
+  return 0;
+}

@@ -1,0 +1,162 @@
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "atrex/agent/templates.h"
+#include "atrex/common/hash.h"
+#include "atrex/problems/operator.h"
+#include "atrex/runner/evaluator.h"
+
+namespace atrex::agent {
+namespace {
+namespace fs = std::filesystem;
+
+const char* kHeader =
+    "// atrex-template: demo\n"
+    "// atrex-description: a demo\n"
+    "// atrex-param: BLOCK = 128 | 64, 128, 256\n"
+    "// atrex-param: VEC = 1 | 1, 2\n"
+    "#include \"atrex/candidate.h\"\n";
+
+TEST(Templates, HeaderIsParsed) {
+  auto t = TemplateCatalog::parse("rms_norm/cuda/demo.cu", kHeader);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->op, "rms_norm");
+  EXPECT_EQ(t->backend, "cuda");
+  EXPECT_EQ(t->name, "demo");
+  ASSERT_EQ(t->params.size(), 2u);
+  EXPECT_EQ(t->params[0].values, (std::vector<int64_t>{64, 128, 256}));
+  EXPECT_EQ(t->params[0].default_value, 128);
+}
+
+TEST(Templates, RenderDefinesParametersAndKeepsTemplateLineNumbers) {
+  auto t = TemplateCatalog::parse("rms_norm/cuda/demo.cu", kHeader);
+  std::string s = render(*t, {{"BLOCK", 256}, {"VEC", 2}});
+  EXPECT_NE(s.find("#define BLOCK 256\n"), std::string::npos);
+  EXPECT_NE(s.find("#define VEC 2\n"), std::string::npos);
+  EXPECT_NE(s.find("#line 1 \"templates/rms_norm/cuda/demo.cu\""), std::string::npos);
+  EXPECT_NE(sha256_hex(s), sha256_hex(render(*t, {{"BLOCK", 128}, {"VEC", 2}})));
+}
+
+TEST(Templates, DefaultOutsideValuesIsRejectedWithLine) {
+  auto t = TemplateCatalog::parse("op/cpu/x.cpp", "// atrex-template: x\n// atrex-param: U = 3 | 1, 2, 4\n");
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find("op/cpu/x.cpp:2"), std::string::npos) << t.error().message;
+}
+
+TEST(Templates, UnsortedValuesAndMissingNameAreRejected) {
+  EXPECT_FALSE(TemplateCatalog::parse("op/cpu/x.cpp", "// atrex-template: x\n// atrex-param: U = 2 | 4, 2\n"));
+  EXPECT_FALSE(TemplateCatalog::parse("op/cpu/x.cpp", "// atrex-param: U = 2 | 2, 4\n"));
+}
+
+// Issue #2: every covered operator has at least two templates with tunables per backend.
+TEST(Templates, EmbeddedCatalogCoversEveryNativeOperatorOnBothBackends) {
+  auto cat = TemplateCatalog::embedded();
+  ASSERT_TRUE(cat) << cat.error().message;
+  for (const auto& op : problems::native_operators()) {
+    for (const char* backend : {"cpu", "cuda"}) {
+      auto ts = cat->find(op.name, backend);
+      EXPECT_GE(ts.size(), 2u) << op.name << " " << backend;
+      for (const auto* t : ts) EXPECT_FALSE(t->params.empty()) << t->path << " has nothing to tune";
+    }
+  }
+}
+
+TEST(Templates, EmbeddedMatchesTheSourceFolder) {
+  auto embedded = TemplateCatalog::embedded();
+  auto folder = TemplateCatalog::load_dir(ATREX_TEST_TEMPLATE_DIR);
+  ASSERT_TRUE(embedded && folder);
+  ASSERT_EQ(embedded->all().size(), folder->all().size()) << "rebuild: templates changed";
+  for (size_t i = 0; i < folder->all().size(); ++i) EXPECT_EQ(embedded->all()[i].text, folder->all()[i].text);
+}
+
+// Parameter points worth checking: defaults, and each parameter at its extremes.
+std::vector<ParamValues> corner_points(const KernelTemplate& t) {
+  std::vector<ParamValues> pts{default_params(t)};
+  for (const auto& p : t.params) {
+    for (int64_t v : {p.values.front(), p.values.back()}) {
+      ParamValues x = default_params(t);
+      x[p.name] = v;
+      if (std::find(pts.begin(), pts.end(), x) == pts.end()) pts.push_back(x);
+    }
+  }
+  return pts;
+}
+
+// The two smallest shapes of an operator (by input elements), to keep CI fast.
+std::vector<std::string> small_shapes(const problems::Suite& suite, const std::string& op) {
+  const auto* info = suite.find(op);
+  const auto* def = problems::find_native_operator(op);
+  std::vector<std::pair<int64_t, std::string>> sized;
+  for (const auto& s : info->shapes) {
+    auto r = problems::resolve_shape(*def, s);
+    int64_t n = 0;
+    for (const auto& d : r->inputs) n += d.numel();
+    sized.emplace_back(n, s.id);
+  }
+  std::sort(sized.begin(), sized.end());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < std::min<size_t>(2, sized.size()); ++i) out.push_back(sized[i].second);
+  return out;
+}
+
+TEST(TemplatesIntegration, CpuTemplatesPassTheGatesAtTheirCorners) {
+  auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
+  ASSERT_TRUE(suite);
+  auto profiles = problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
+  runner::EvaluatorOptions o;
+  o.suite = &*suite;
+  o.hardware = *problems::find_hardware_profile(*profiles, "H20");
+  o.cache_dir = fs::temp_directory_path() / ("atrex_tpl_cache_" + std::to_string(::getpid()));
+  o.include_dir = ATREX_TEST_INCLUDE_DIR;
+  o.child_dir = ATREX_TEST_BIN_DIR;
+  runner::Evaluator ev(o);
+  auto cat = TemplateCatalog::embedded();
+  ASSERT_TRUE(cat);
+  for (const auto& t : cat->all()) {
+    if (t.backend != "cpu") continue;
+    for (const auto& pt : corner_points(t)) {
+      EvalTask task;
+      task.task_id = t.path + format_params(pt);
+      task.operator_name = t.op;
+      task.shape_ids = small_shapes(*suite, t.op);
+      task.candidate.source = render(t, pt);
+      task.candidate.sha256 = sha256_hex(task.candidate.source);
+      task.candidate.backend = "cpu";
+      task.candidate.agent = "test";
+      task.settings.seeds = 2;
+      task.settings.performance = false;
+      auto recs = ev.evaluate(task);
+      ASSERT_TRUE(recs) << recs.error().message;
+      for (const auto& r : *recs) {
+        EXPECT_EQ(r.status, EvalStatus::kOk) << t.path << " " << format_params(pt) << " shape " << r.shape_id << ": " << r.error;
+      }
+    }
+  }
+  fs::remove_all(o.cache_dir);
+}
+
+#ifdef ATREX_TEST_HAVE_NVCC
+TEST(TemplatesIntegration, CudaTemplatesCompilesAtTheirCorners) {
+  runner::CompileCache cache(fs::temp_directory_path() / ("atrex_tpl_nvcc_" + std::to_string(::getpid())),
+                             ATREX_TEST_INCLUDE_DIR);
+  auto cat = TemplateCatalog::embedded();
+  ASSERT_TRUE(cat);
+  for (const auto& t : cat->all()) {
+    if (t.backend != "cuda") continue;
+    for (const auto& pt : corner_points(t)) {
+      CandidateRef c;
+      c.source = render(t, pt);
+      c.sha256 = sha256_hex(c.source);
+      c.backend = "cuda";
+      c.file_name = t.name + ".cu";
+      auto r = cache.compile(c, "sm_90a", 600);
+      ASSERT_TRUE(r) << r.error().message;
+      EXPECT_TRUE(r->ok) << t.path << " " << format_params(pt) << ":\n" << r->log;
+    }
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace atrex::agent
