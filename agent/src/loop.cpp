@@ -111,8 +111,7 @@ Result<std::unique_ptr<AuditTrail>> AuditTrail::open(const fs::path& file) {
     std::ifstream in(file);
     for (std::string line; std::getline(in, line);) {
       try {
-        Json e = Json::parse(line);
-        if (e.value("event", "") == "evaluated") trail->tried_.insert(e.value("sha256", ""));
+        trail->observe_locked(Json::parse(line));
       } catch (const Json::exception&) {
         // A torn last line of a killed run: ignored, the iteration is redone.
       }
@@ -123,10 +122,32 @@ Result<std::unique_ptr<AuditTrail>> AuditTrail::open(const fs::path& file) {
   return trail;
 }
 
+void AuditTrail::observe_locked(const Json& e) {
+  const std::string kind = e.value("event", "");
+  if (kind == "evaluated") {
+    tried_.insert(e.value("sha256", ""));
+    ++progress_.iterations_used;
+    const double score = e.value("score", -1.0);
+    if (score >= 0 && score > progress_.best.score && e.contains("source")) {
+      progress_.best = BestCandidate{e.value("source", ""), e.value("sha256", ""), e.value("file_name", ""), score,
+                                     e.value("provenance", Json::object())};
+    }
+  } else if (kind == "generation_start") {
+    progress_.generation = e.value("generation", 0);
+  } else if (kind == "generation_end" && e.value("reason", "") == "dropout") {
+    progress_.generation = e.value("generation", 0) + 1;
+  }
+}
+
+AuditTrail::Progress AuditTrail::progress() const {
+  std::lock_guard lock(mu_);
+  return progress_;
+}
+
 Result<void> AuditTrail::append(Json event) {
   std::lock_guard lock(mu_);
   event["ts"] = utc_timestamp_now();
-  if (event.value("event", "") == "evaluated") tried_.insert(event.value("sha256", ""));
+  observe_locked(event);
   out_ << event.dump() << '\n';
   out_.flush();
   if (!out_) return io_error(fmt::format("{}: write failed", file_.string()));
@@ -248,6 +269,7 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
     }
     ATREX_TRY(audit.append(Json{{"event", "evaluated"}, {"generation", task.generation}, {"iteration", it},
                                 {"sha256", a.sha256}, {"task_id", et.task_id}, {"provenance", a.provenance},
+                                {"file_name", proposal->file_name}, {"source", proposal->source},
                                 {"rationale", proposal->rationale}, {"score", a.score}, {"summary", a.summary},
                                 {"decision", !a.correct ? "incorrect" : (improved ? "improved" : "no_gain")},
                                 {"best_score", state.best.score}, {"records", recs}}));
@@ -255,7 +277,8 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
                  proposal->provenance.value("template", "") + " " + proposal->provenance.value("params", Json::object()).dump(),
                  a.summary);
     memory.push_back(std::move(a));
-    if (since_improvement >= task.agent.patience && task.generation + 1 < task.agent.max_generations) {
+    if (since_improvement >= task.agent.patience && task.generation + 1 < task.agent.max_generations &&
+        state.iterations_used < task.agent.iterations) {
       result.end = GenerationEnd::kDropout;
       break;
     }

@@ -102,7 +102,8 @@ class SearchProvider final : public Provider {
 
   static ParamValues params_of(const Attempt& a) {
     ParamValues v;
-    for (auto& [k, val] : a.provenance.value("params", Json::object()).items()) v[k] = val.get<int64_t>();
+    const Json params = a.provenance.value("params", Json::object());
+    for (auto& [k, val] : params.items()) v[k] = val.get<int64_t>();
     return v;
   }
 

@@ -11,8 +11,9 @@ namespace atrex::agent {
 
 std::string final_key(const std::string& agent, const std::string& op) { return "final/" + agent + "/" + op; }
 
-QueueEvalFn::QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream, int max_deliveries)
-    : queue_(queue), results_(results), stream_(std::move(stream)), max_deliveries_(max_deliveries) {}
+QueueEvalFn::QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream, int max_deliveries,
+                         const std::atomic<bool>* stop)
+    : queue_(queue), results_(results), stream_(std::move(stream)), max_deliveries_(max_deliveries), stop_(stop) {}
 
 namespace {
 
@@ -61,6 +62,7 @@ Result<std::vector<EvalRecord>> QueueEvalFn::operator()(const EvalTask& task) co
         out.push_back(std::move(*r));
         break;
       }
+      if (stop_ && stop_->load()) return make_error(ErrorCode::kUnavailable, "interrupted while waiting for an evaluation");
       // Fail fast when the task was dead-lettered (its runners kept dying).
       ATREX_ASSIGN_OR_RETURN(auto dead, queue_.dead_letters(stream_));
       auto it = std::find_if(dead.begin(), dead.end(),
@@ -93,10 +95,10 @@ Result<AuditTrail*> AgentWorker::audit_for(const AgentTask& task) {
   return (audits_[key] = std::move(trail)).get();
 }
 
-Result<void> AgentWorker::handle(const AgentTask& task) {
+Result<void> AgentWorker::handle(const AgentTask& task, const std::atomic<bool>* stop) {
   ATREX_ASSIGN_OR_RETURN(AuditTrail * audit, audit_for(task));
   auto provider = make_search_provider(catalog_);
-  QueueEvalFn eval(queue_, results_);
+  QueueEvalFn eval(queue_, results_, "eval", 3, stop);
   ATREX_ASSIGN_OR_RETURN(GenerationResult gen, run_generation(task, *provider, eval, *audit));
   if (gen.end == GenerationEnd::kDropout) {
     spdlog::info("[{} {}] dropout after generation {}: a fresh sub-agent continues from S = {:.4f}", task.agent.name,
@@ -106,7 +108,8 @@ Result<void> AgentWorker::handle(const AgentTask& task) {
   }
   Json marker{{"schema", kFinalSchema}, {"agent", task.agent.name}, {"operator", task.op},
               {"generations", gen.next.generation + 1}, {"iterations_used", gen.next.iterations_used},
-              {"quick_score", gen.next.best.score}, {"provenance", gen.next.best.provenance}};
+              {"quick_score", gen.next.best.score}, {"provenance", gen.next.best.provenance},
+              {"shapes", task.full_shapes}};
   auto final_records = run_final_evaluation(gen.next, eval, *audit);
   if (final_records) {
     marker["status"] = "evaluated";
@@ -121,7 +124,7 @@ Result<void> AgentWorker::handle(const AgentTask& task) {
   return ok();
 }
 
-Result<bool> AgentWorker::run_once() {
+Result<bool> AgentWorker::run_once(const std::atomic<bool>* stop) {
   ATREX_ASSIGN_OR_RETURN(auto leases, queue_.claim(kAgentStream, options_.consumer, 1, options_.poll_block));
   if (leases.empty()) return false;
   const Lease& lease = leases.front();
@@ -133,7 +136,7 @@ Result<bool> AgentWorker::run_once() {
   Result<void> handled;
   {
     LeaseHeartbeat heartbeat(queue_, lease, options_.heartbeat);
-    handled = handle(*task);
+    handled = handle(*task, stop);
   }
   if (!handled) {
     (void)queue_.release(lease, handled.error().message);
@@ -145,8 +148,8 @@ Result<bool> AgentWorker::run_once() {
 
 void AgentWorker::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
-    auto r = run_once();
-    if (!r) spdlog::error("agent worker {}: {}", options_.consumer, r.error().message);
+    auto r = run_once(&stop);
+    if (!r && !stop.load()) spdlog::error("agent worker {}: {}", options_.consumer, r.error().message);
   }
 }
 

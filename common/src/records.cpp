@@ -33,6 +33,7 @@ Json to_json(const EvalSettings& s) {
               {"min_iterations", s.min_iterations},
               {"max_iterations", s.max_iterations},
               {"min_time_s", s.min_time_s},
+              {"max_timing_s", s.max_timing_s},
               {"shape_timeout_s", s.shape_timeout_s},
               {"compile_timeout_s", s.compile_timeout_s}};
 }
@@ -115,12 +116,12 @@ TimingSummary timing_from_json(const Json& j) {
 
 }  // namespace
 
-Result<EvalSettings> eval_settings_from_json(const JsonField& f) {
-  EvalSettings s;
+Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSettings& base) {
+  EvalSettings s = base;
   ATREX_TRY(f.expect_object());
   for (auto& [key, _] : f.value().items()) {
     static const char* kKnown[] = {"seeds", "atol", "rtol", "performance", "warmup_iterations", "min_iterations",
-                                   "max_iterations", "min_time_s", "shape_timeout_s", "compile_timeout_s"};
+                                   "max_iterations", "min_time_s", "max_timing_s", "shape_timeout_s", "compile_timeout_s"};
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
     if (!known) {
@@ -136,6 +137,7 @@ Result<EvalSettings> eval_settings_from_json(const JsonField& f) {
   ATREX_TRY(read_opt(f, "min_iterations", s.min_iterations, 1, 1e7));
   ATREX_TRY(read_opt(f, "max_iterations", s.max_iterations, 1, 1e7));
   ATREX_TRY(read_opt(f, "min_time_s", s.min_time_s, 0, 3600));
+  ATREX_TRY(read_opt(f, "max_timing_s", s.max_timing_s, 0.01, 3600));
   ATREX_TRY(read_opt(f, "shape_timeout_s", s.shape_timeout_s, 0.1, 86400));
   ATREX_TRY(read_opt(f, "compile_timeout_s", s.compile_timeout_s, 0.1, 86400));
   if (s.max_iterations < s.min_iterations) {

@@ -173,7 +173,8 @@ TEST_P(QueueContractTest, ConcurrentConsumersNeverShareAMessage) {
   for (int c = 0; c < 4; ++c) {
     consumers.emplace_back([&, c] {
       for (;;) {
-        auto got = q->claim("s", "c" + std::to_string(c), 7, milliseconds(0));
+        const std::string consumer = "c" + std::to_string(c);
+        auto got = q->claim("s", consumer, 7, milliseconds(0));
         if (!got || got->empty()) return;
         for (auto& l : *got) {
           (void)q->ack(l);

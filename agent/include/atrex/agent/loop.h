@@ -61,16 +61,27 @@ using EvalFn = std::function<Result<std::vector<EvalRecord>>(const EvalTask&)>;
 // dropout and the final evaluation. Reopening it recovers the set of evaluated sources.
 class AuditTrail {
  public:
+  // Where an interrupted (agent, operator) stopped, recovered from its trail.
+  struct Progress {
+    int generation = 0;        // the generation to continue with
+    int iterations_used = 0;   // evaluated candidates so far
+    BestCandidate best;        // best correct candidate so far (source kept in the trail)
+  };
+
   static Result<std::unique_ptr<AuditTrail>> open(const std::filesystem::path& file);
   Result<void> append(Json event);
   std::set<std::string> tried() const;
+  Progress progress() const;
   const std::filesystem::path& file() const { return file_; }
 
  private:
+  void observe_locked(const Json& event);
+
   std::filesystem::path file_;
   mutable std::mutex mu_;
   std::ofstream out_;
   std::set<std::string> tried_;
+  Progress progress_;
 };
 
 enum class GenerationEnd { kDropout, kBudget, kNoIdeas };

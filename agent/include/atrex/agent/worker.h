@@ -30,7 +30,9 @@ std::string final_key(const std::string& agent, const std::string& op);
 // dead-lettered, or that produced no record in time, yields `crashed` records saying why.
 class QueueEvalFn {
  public:
-  QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream = "eval", int max_deliveries = 3);
+  // `stop`, when given and set, interrupts a wait with a kUnavailable error.
+  QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream = "eval", int max_deliveries = 3,
+              const std::atomic<bool>* stop = nullptr);
   Result<std::vector<EvalRecord>> operator()(const EvalTask& task) const;
 
  private:
@@ -38,6 +40,7 @@ class QueueEvalFn {
   ResultStore& results_;
   std::string stream_;
   int max_deliveries_;
+  const std::atomic<bool>* stop_;
 };
 
 struct AgentWorkerOptions {
@@ -50,12 +53,13 @@ struct AgentWorkerOptions {
 class AgentWorker {
  public:
   AgentWorker(TaskQueue& queue, ResultStore& results, const TemplateCatalog& catalog, AgentWorkerOptions options);
-  // Claims and runs at most one agent task; false when none was available.
-  Result<bool> run_once();
+  // Claims and runs at most one agent task; false when none was available. `stop`, when set,
+  // interrupts the task (its lease is released so it is redone later).
+  Result<bool> run_once(const std::atomic<bool>* stop = nullptr);
   void run(const std::atomic<bool>& stop);
 
  private:
-  Result<void> handle(const AgentTask& task);
+  Result<void> handle(const AgentTask& task, const std::atomic<bool>* stop);
   Result<AuditTrail*> audit_for(const AgentTask& task);
 
   TaskQueue& queue_;

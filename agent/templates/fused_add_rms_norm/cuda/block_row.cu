@@ -1,16 +1,16 @@
 // atrex-template: block_row
-// atrex-description: one thread block per row; residual_out written in pass 1; 2*VEC-byte vector loads cached in registers between the two passes, warp-shuffle + shared-memory sum
-// atrex-param: BLOCK_THREADS = 256 | 64, 128, 256, 512, 1024
+// atrex-description: one thread block per row, sized to give each thread <= REG_PACKS packs (capped at BLOCK_THREADS); residual_out written in pass 1; 2*VEC-byte vector loads cached in registers between the two passes, warp-shuffle + shared-memory sum
+// atrex-param: BLOCK_THREADS = 512 | 64, 128, 256, 512, 1024
 // atrex-param: VEC = 8 | 2, 4, 8
-// atrex-param: REG_PACKS = 4 | 1, 2, 4, 8
+// atrex-param: REG_PACKS = 2 | 1, 2, 4, 8
 #ifndef BLOCK_THREADS
-#define BLOCK_THREADS 256
+#define BLOCK_THREADS 512
 #endif
 #ifndef VEC
 #define VEC 8
 #endif
 #ifndef REG_PACKS
-#define REG_PACKS 4
+#define REG_PACKS 2
 #endif
 
 #include <cuda_bf16.h>
@@ -19,7 +19,7 @@
 
 #include "atrex/candidate.h"
 
-static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 64 && BLOCK_THREADS <= 1024, "BLOCK_THREADS");
+static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024, "BLOCK_THREADS");
 static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 
 namespace {
@@ -90,13 +90,14 @@ template <int V> __device__ __forceinline__ Pack<V> scale(const Pack<V>& x, cons
 }
 
 // Every warp reduces the per-warp partials itself, so no second barrier/broadcast is needed.
+// blockDim.x is a multiple of 32 and at most BLOCK_THREADS.
 __device__ __forceinline__ float block_sum(float v) {
   __shared__ float partial[BLOCK_THREADS / 32];
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
   __syncthreads();
-  v = (threadIdx.x & 31) < BLOCK_THREADS / 32 ? partial[threadIdx.x & 31] : 0.f;
+  v = (threadIdx.x & 31) < (blockDim.x >> 5) ? partial[threadIdx.x & 31] : 0.f;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -113,15 +114,16 @@ fused_add_rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __rest
   uint16_t* rorow = res_out + base;
   uint16_t* orow = out + base;
   const int nvec = hidden / V;
-  // The first REG_PACKS*BLOCK_THREADS packs stay in registers; longer rows re-read the rest (L1/L2 hit).
+  const int nt = static_cast<int>(blockDim.x);
+  // The first REG_PACKS*nt packs stay in registers; longer rows re-read the rest (L1/L2 hit).
   Pack<V> cache[REG_PACKS];
   float ss = 0.f;
 #pragma unroll
   for (int c = 0; c < REG_PACKS; ++c) {
-    const int i = c * BLOCK_THREADS + static_cast<int>(threadIdx.x);
+    const int i = c * nt + static_cast<int>(threadIdx.x);
     if (i < nvec) ss += add_store<V>(xr + i * V, rr + i * V, rorow + i * V, cache[c]);
   }
-  for (int i = REG_PACKS * BLOCK_THREADS + threadIdx.x; i < nvec; i += BLOCK_THREADS) {
+  for (int i = REG_PACKS * nt + threadIdx.x; i < nvec; i += nt) {
     Pack<V> tmp;
     ss += add_store<V>(xr + i * V, rr + i * V, rorow + i * V, tmp);
   }
@@ -129,16 +131,20 @@ fused_add_rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __rest
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(hidden) + eps);
 #pragma unroll
   for (int c = 0; c < REG_PACKS; ++c) {
-    const int i = c * BLOCK_THREADS + static_cast<int>(threadIdx.x);
+    const int i = c * nt + static_cast<int>(threadIdx.x);
     if (i < nvec) store<V>(orow + i * V, scale(cache[c], load<V>(w + i * V), inv));
   }
-  for (int i = REG_PACKS * BLOCK_THREADS + threadIdx.x; i < nvec; i += BLOCK_THREADS)
+  for (int i = REG_PACKS * nt + threadIdx.x; i < nvec; i += nt)
     store<V>(orow + i * V, scale(load_own<V>(rorow + i * V), load<V>(w + i * V), inv));
 }
 
 template <int V>
 void launch_v(const uint16_t* x, const uint16_t* r, const uint16_t* w, uint16_t* out, uint16_t* ro, int64_t rows, int hidden, float eps, cudaStream_t s) {
-  fused_add_rms_norm_kernel<V><<<static_cast<unsigned>(rows), BLOCK_THREADS, 0, s>>>(x, r, w, out, ro, hidden, eps);
+  // Just enough threads (whole warps, at most BLOCK_THREADS) that each caches at most REG_PACKS packs:
+  // short rows then leave no idle warps holding a row's block slot.
+  const int64_t want = (hidden / V + REG_PACKS - 1) / REG_PACKS;
+  const int threads = static_cast<int>(want >= BLOCK_THREADS ? BLOCK_THREADS : (want + 31) / 32 * 32);
+  fused_add_rms_norm_kernel<V><<<static_cast<unsigned>(rows), threads, 0, s>>>(x, r, w, out, ro, hidden, eps);
 }
 
 bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }

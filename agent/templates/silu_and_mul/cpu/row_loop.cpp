@@ -15,6 +15,12 @@
 
 #include "atrex/candidate.h"
 
+#if EXP_POLY && defined(__GNUC__) && !defined(__clang__)
+// Lets GCC if-convert the clamps instead of threading them into branches, so the activation loop vectorises.
+// It changes no result: nothing here observes floating-point exception flags.
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 namespace {
 
 const char* g_error = "";
@@ -37,15 +43,19 @@ inline uint16_t f2bf(float f) {
 bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
 
 #if EXP_POLY
-// Cephes-style expf (Moshier): x = n*ln2 + r, |r| <= ln2/2, degree-5 polynomial for (e^r - 1 - r)/r^2, 2^n put
-// in the exponent bits. About 1 float ulp off expf, branch-free so the activation loop vectorises. Clamping
-// keeps n in [-124, 128]; below -86, 1 + e^x rounds to 1 anyway, and above expf's overflow point we return inf.
+// Cephes-style expf (Moshier): x = n*ln2 + r with n = round(x*log2 e) (1.5*2^23 shifter trick, no float->int
+// conversion), degree-5 polynomial, 2^n put in the exponent bits. Within 1 float ulp of glibc expf on [-86, 89];
+// no bf16 activation differs from the expf one over all 65536 gate values. Clamping keeps n in [-124, 128]:
+// below -86, 1 + e^x rounds to 1 anyway; above ~88.72, y * 2^128 overflows to inf just as expf does.
 inline float exp_f(float x) {
-  const float xc = x < -86.0f ? -86.0f : (x > 88.7228f ? 88.7228f : x);
-  const float fx = xc * 1.44269504088896341f + 0.5f;
-  const int ti = static_cast<int>(fx);
-  const int n = ti - (static_cast<float>(ti) > fx ? 1 : 0);  // floor
-  const float nf = static_cast<float>(n);
+  const float xc = x < -86.0f ? -86.0f : (x > 89.0f ? 89.0f : x);
+  const float shifter = 12582912.0f;
+  const float t = xc * 1.44269504088896341f + shifter;
+  const float nf = t - shifter;
+  uint32_t tb, sb;
+  std::memcpy(&tb, &t, sizeof tb);
+  std::memcpy(&sb, &shifter, sizeof sb);
+  const int32_t n = static_cast<int32_t>(tb - sb);
   const float r = (xc - nf * 0.693359375f) + nf * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -54,11 +64,10 @@ inline float exp_f(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * (r * r) + r + 1.0f;
-  const uint32_t bits = static_cast<uint32_t>(n + 126) << 23;  // 2^(n-1): stays finite for n = 128
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  const float e = y * scale * 2.0f;
-  return x > 88.72283935546875f ? HUGE_VALF : e;
+  const uint32_t bits = static_cast<uint32_t>(n + 126) << 23;  // 2^(n-1), finite for n = 128
+  float half_scale;
+  std::memcpy(&half_scale, &bits, sizeof half_scale);
+  return y * half_scale * 2.0f;
 }
 #else
 inline float exp_f(float x) { return std::exp(x); }  // the reference's expf

@@ -49,11 +49,13 @@ struct EvalSettings {
   int min_iterations = 10;      // timed calls, at least
   int max_iterations = 200;     // timed calls, at most
   double min_time_s = 0.2;      // keep timing until this much candidate time is collected
+  double max_timing_s = 3.0;    // ... or until the timing loop has run this long (wall clock)
   double shape_timeout_s = 120; // wall-clock limit of one shape's child process
   double compile_timeout_s = 180;
 };
 Json to_json(const EvalSettings& s);
-Result<EvalSettings> eval_settings_from_json(const JsonField& f);
+// Reads settings from `f`; fields it does not name keep their value in `base`.
+Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSettings& base = {});
 
 struct EvalTask {
   std::string task_id;

@@ -95,6 +95,10 @@ const OperatorDef* find_native_operator(std::string_view name);
 // Like find_native_operator, but kNotFound lists what is covered.
 Result<const OperatorDef*> require_native_operator(std::string_view name);
 
+// The operator's primary dtype ("bf16", "fp8_e4m3", ...) for every suite operator, native or
+// not: agent-visible facts of the Atrex-Bench input.py generators. Empty when unknown.
+std::string_view operator_primary_dtype(std::string_view op);
+
 // Stream id of input `index` for the counter-based generator: distinct per tensor.
 inline uint64_t input_stream_id(size_t index) { return 0x5eed0000ull + index; }
 

@@ -1,0 +1,66 @@
+// atrex-template: col_block
+// atrex-description: single-threaded token loop; per block of COL_BLOCK columns, float sums over the top_k rows (vectorised inner loop)
+// atrex-param: COL_BLOCK = 64 | 16, 32, 64, 128, 256
+#ifndef COL_BLOCK
+#define COL_BLOCK 64
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+#include "atrex/candidate.h"
+
+namespace {
+
+const char* g_error = "";
+int fail(const char* msg) { g_error = msg; return 1; }
+
+inline float bf2f(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+// Round to nearest even on the float bits; NaN stays a (quiet) NaN. Branch-free so loops vectorise.
+inline uint16_t f2bf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+
+// Column blocks keep COL_BLOCK float sums in registers/L1 while the top_k rows stream past; k order as the reference.
+void token(const uint16_t* __restrict x, uint16_t* __restrict out, int64_t top_k, int64_t hidden, float scale) {
+  float acc[COL_BLOCK];
+  for (int64_t h0 = 0; h0 < hidden; h0 += COL_BLOCK) {
+    const int n = hidden - h0 < COL_BLOCK ? static_cast<int>(hidden - h0) : COL_BLOCK;
+    for (int j = 0; j < n; ++j) acc[j] = 0.f;
+    for (int64_t k = 0; k < top_k; ++k) {
+      const uint16_t* src = x + k * hidden + h0;
+      for (int j = 0; j < n; ++j) acc[j] += bf2f(src[j]);
+    }
+    for (int j = 0; j < n; ++j) out[h0 + j] = f2bf(acc[j] * scale);
+  }
+}
+
+}  // namespace
+
+ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message(void) { return g_error; }
+
+// expert_outputs: [T, K, H] -> out: [T, H] = bf16(sum_k x * routed_scaling_factor).
+ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
+  const DLTensor* x = atrex_input(launch, "expert_outputs");
+  const DLTensor* o = atrex_output(launch, "out");
+  if (!x || !o) return fail("moe_sum_reduce: missing tensor expert_outputs or out");
+  if (x->ndim != 3 || o->ndim != 2 || !is_bf16(x) || !is_bf16(o))
+    return fail("moe_sum_reduce: expected bf16 expert_outputs[T,K,H] and out[T,H]");
+  const int64_t tokens = x->shape[0], top_k = x->shape[1], hidden = x->shape[2];
+  if (o->shape[0] != tokens || o->shape[1] != hidden) return fail("moe_sum_reduce: shape mismatch");
+  const float scale = static_cast<float>(atrex_param_float(launch, "routed_scaling_factor", 1.0));
+  const auto* xp = static_cast<const uint16_t*>(x->data);
+  auto* op = static_cast<uint16_t*>(o->data);
+  for (int64_t t = 0; t < tokens; ++t) token(xp + t * top_k * hidden, op + t * hidden, top_k, hidden, scale);
+  return 0;
+}

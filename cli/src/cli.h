@@ -1,0 +1,35 @@
+// Subcommand registration for the `atrex` binary. Each command returns the process exit
+// code: 0 success, 1 failure, 2 bad input (unknown names, malformed files, bad flags).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "atrex/common/error.h"
+#include "atrex/problems/suite.h"
+
+namespace atrex::cli {
+
+// Global options shared by commands.
+struct GlobalOptions {
+  std::string suite_dir;  // empty = bundled
+  bool json = false;
+};
+
+// Each add_* registers a subcommand whose callback stores the exit code in `rc`.
+void add_problems_commands(CLI::App& app, GlobalOptions& g, int& rc);
+void add_roofline_command(CLI::App& app, GlobalOptions& g, int& rc);
+void add_hardware_commands(CLI::App& app, GlobalOptions& g, int& rc);
+void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc);
+void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc);
+void add_report_command(CLI::App& app, GlobalOptions& g, int& rc);
+
+// Prints "atrex: <message>" to stderr and returns the exit code for the error.
+int fail(const Error& e);
+
+// The suite chosen by --suite (or the bundled one).
+Result<problems::Suite> load_suite(const GlobalOptions& g);
+
+}  // namespace atrex::cli

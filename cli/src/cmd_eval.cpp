@@ -1,0 +1,172 @@
+// `atrex eval FILE --operator OP`: the three gates for one candidate on this machine.
+#include <fmt/format.h>
+
+#include "atrex/common/hash.h"
+#include "atrex/problems/hardware.h"
+#include "atrex/problems/operator.h"
+#include "atrex/runner/evaluator.h"
+#include "atrex/runner/host_measure.h"
+#include "atrex/scoring/aggregate.h"
+#include "cli.h"
+
+namespace atrex::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct EvalArgs {
+  std::string file;
+  std::string op;
+  std::string backend = "auto";
+  std::string shapes = "all";
+  std::string hardware = "auto";
+  int seeds = 5;
+  bool no_perf = false;
+  double timeout_s = 180;
+  std::string out;
+};
+
+Result<std::string> backend_for(const EvalArgs& a) {
+  if (a.backend != "auto") {
+    if (a.backend != "cpu" && a.backend != "cuda" && a.backend != "hip") {
+      return invalid_input(fmt::format("--backend: expected auto, cpu, cuda or hip; got \"{}\"", a.backend));
+    }
+    return a.backend;
+  }
+  const auto ext = fs::path(a.file).extension().string();
+  if (ext == ".cu") return std::string("cuda");
+  if (ext == ".hip") return std::string("hip");
+  if (ext == ".cpp" || ext == ".cc" || ext == ".cxx") return std::string("cpu");
+  return invalid_input(fmt::format("{}: cannot tell the backend from the extension \"{}\"; pass --backend", a.file, ext));
+}
+
+Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, const std::string& spec) {
+  std::vector<std::string> ids;
+  if (spec == "all") {
+    for (const auto& s : op.shapes) ids.push_back(s.id);
+    return ids;
+  }
+  std::string cur;
+  for (size_t i = 0; i <= spec.size(); ++i) {
+    if (i == spec.size() || spec[i] == ',') {
+      if (!cur.empty() && !op.find_shape(cur)) {
+        return not_found(fmt::format("--shapes: operator {} has no shape \"{}\" (ids 0..{}; see `atrex problems show {}`)",
+                                     op.name, cur, op.shapes.size() - 1, op.name));
+      }
+      if (!cur.empty()) ids.push_back(cur);
+      cur.clear();
+    } else {
+      cur += spec[i];
+    }
+  }
+  if (ids.empty()) return invalid_input("--shapes: expected `all` or a comma-separated list of shape ids");
+  return ids;
+}
+
+Result<problems::HardwareProfile> hardware_for(const std::string& name, const std::string& backend,
+                                               const problems::Suite& suite) {
+  if (name == "host-cpu" || (name == "auto" && backend == "cpu")) return runner::host_profile(runner::measure_host_ceilings());
+  ATREX_ASSIGN_OR_RETURN(auto profiles, problems::load_default_hardware_profiles(suite.dir()));
+  if (name != "auto") return problems::find_hardware_profile(profiles, name);
+  const auto& env = runner::probe_environment();
+  if (env.has_gpu()) {
+    if (auto m = problems::match_hardware_profile(profiles, env.gpus.front().name)) return *m;
+  }
+  return not_found("no hardware profile matches this machine; pass --hardware NAME (see `atrex hardware list`)");
+}
+
+void print_table(const std::vector<EvalRecord>& recs) {
+  fmt::print("{:>5}  {:<13} {:>12} {:>9} {:>13} {:>7}  {}\n", "shape", "status", "time us", "IQR us", "T_roofline us",
+             "S_j", "note");
+  for (const auto& r : recs) {
+    std::string note = r.error;
+    if (note.find('\n') != std::string::npos) note = note.substr(0, note.find('\n'));
+    if (note.size() > 90) note = note.substr(0, 87) + "...";
+    if (r.above_roofline) note = "faster than the roofline: check the profile or the timing " + note;
+    if (!r.low_signal_outputs.empty()) note += " (low-signal outputs judged relatively)";
+    fmt::print("{:>5}  {:<13} {:>12} {:>9} {:>13.4g} {:>7}  {}\n", r.shape_id, eval_status_name(r.status),
+               r.timing ? fmt::format("{:.3f}", r.timing->time_us_median) : "-",
+               r.timing ? fmt::format("{:.3f}", r.timing->time_us_iqr) : "-", r.t_roofline_us,
+               r.s_j ? fmt::format("{:.4f}", *r.s_j) : "-", note);
+  }
+}
+
+int run_eval(const GlobalOptions& g, const EvalArgs& a) {
+  auto source = read_text_file(a.file);
+  if (!source) return fail(source.error());
+  auto backend = backend_for(a);
+  if (!backend) return fail(backend.error());
+  auto suite = load_suite(g);
+  if (!suite) return fail(suite.error());
+  auto op = suite->require(a.op);
+  if (!op) return fail(op.error());
+  if (auto def = problems::require_native_operator(a.op); !def) return fail(def.error());
+  auto ids = shape_ids(**op, a.shapes);
+  if (!ids) return fail(ids.error());
+  auto hw = hardware_for(a.hardware, *backend, *suite);
+  if (!hw) return fail(hw.error());
+  EvalTask t;
+  t.candidate.source = *source;
+  t.candidate.sha256 = sha256_hex(*source);
+  t.candidate.backend = *backend;
+  t.candidate.agent = "manual";
+  t.candidate.file_name = fs::path(a.file).filename().string();
+  t.task_id = "manual-" + t.candidate.sha256.substr(0, 16);
+  t.operator_name = a.op;
+  t.shape_ids = *ids;
+  t.hardware = hw->name;
+  t.purpose = "manual";
+  t.settings.seeds = a.seeds;
+  t.settings.performance = !a.no_perf;
+  t.settings.shape_timeout_s = a.timeout_s;
+  runner::EvaluatorOptions o;
+  o.suite = &*suite;
+  o.hardware = *hw;
+  runner::Evaluator ev(o);
+  if (!g.json) {
+    fmt::print("evaluating {} ({}) on {} shape(s) of {}; hardware profile {}\n", a.file, *backend, ids->size(), a.op, hw->name);
+  }
+  auto recs = ev.evaluate(t, [&](const EvalRecord& r) {
+    if (!g.json) fmt::print(stderr, "  shape {:>4}: {}\n", r.shape_id, eval_status_name(r.status));
+  });
+  if (!recs) return fail(recs.error());
+  if (!a.out.empty()) {
+    std::string lines;
+    for (const auto& r : *recs) lines += to_json(r).dump() + "\n";
+    if (auto w = write_text_file_atomic(a.out, lines); !w) return fail(w.error());
+  }
+  auto score = scoring::score_agent(*suite, "manual", *recs);
+  const auto& os = *std::find_if(score.operators.begin(), score.operators.end(), [&](auto& x) { return x.name == a.op; });
+  if (g.json) {
+    Json arr = Json::array();
+    for (const auto& r : *recs) arr.push_back(to_json(r));
+    fmt::print("{}\n", Json{{"schema", "atrex.eval-summary/1"}, {"operator", a.op}, {"s_i", os.s_i},
+                            {"shapes_correct", os.shapes_correct}, {"shapes_evaluated", os.shapes_evaluated},
+                            {"records", arr}}.dump(2));
+  } else {
+    print_table(*recs);
+    fmt::print("S_i({}) = {:.4f}  (median S_j over {} of {} correct shapes; device {})\n", a.op, os.s_i, os.shapes_correct,
+               os.shapes_evaluated, recs->empty() ? "" : recs->front().device);
+  }
+  return os.shapes_correct == os.shapes_evaluated ? 0 : 1;
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
+  static EvalArgs a;
+  auto* e = app.add_subcommand("eval", "Run the compile, correctness and performance gates for one candidate. "
+                                       "Exit code 0: every shape passed; 1: some failed; 2: bad input");
+  e->add_option("file", a.file, "Candidate source (.cu cuda, .cpp cpu, .hip hip)")->required();
+  e->add_option("--operator", a.op, "Operator (see `atrex problems list`)")->required();
+  e->add_option("--backend", a.backend, "auto (from the extension), cpu, cuda or hip")->capture_default_str();
+  e->add_option("--shapes", a.shapes, "`all` or comma-separated shape ids")->capture_default_str();
+  e->add_option("--hardware", a.hardware, "Profile for T_roofline: auto or a name from `atrex hardware list`")->capture_default_str();
+  e->add_option("--seeds", a.seeds, "Correctness seeds per shape")->capture_default_str()->check(CLI::Range(1, 1000));
+  e->add_flag("--no-perf", a.no_perf, "Skip the performance gate");
+  e->add_option("--timeout", a.timeout_s, "Wall-clock limit of one shape, seconds")->capture_default_str();
+  e->add_option("--out", a.out, "Also write the atrex.eval/1 records (JSONL) here");
+  e->add_flag("--json", g.json, "Machine-readable output (atrex.eval-summary/1)");
+  e->callback([&] { rc = run_eval(g, a); });
+}
+
+}  // namespace atrex::cli

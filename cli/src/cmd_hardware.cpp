@@ -1,0 +1,138 @@
+// `atrex roofline` (evaluator side: reads the hidden roofline counts) and `atrex hardware`.
+#include <fmt/format.h>
+
+#include "atrex/problems/hardware.h"
+#include "atrex/runner/host_measure.h"
+#include "atrex/scoring/roofline.h"
+#include "cli.h"
+
+namespace atrex::cli {
+namespace {
+
+double peak(const problems::HardwareProfile& p, const char* path) {
+  auto it = p.p_peak_flops_per_s.find(path);
+  return it == p.p_peak_flops_per_s.end() ? 0.0 : it->second;
+}
+
+int roofline(const GlobalOptions& g, const std::string& hw_name, const std::string& op_name) {
+  auto suite = load_suite(g);
+  if (!suite) return fail(suite.error());
+  auto profiles = problems::load_default_hardware_profiles(suite->dir());
+  if (!profiles) return fail(profiles.error());
+  auto hw = problems::find_hardware_profile(*profiles, hw_name);
+  if (!hw) return fail(hw.error());
+  if (!op_name.empty()) {
+    if (auto op = suite->require(op_name); !op) return fail(op.error());
+  }
+  Json rows = Json::array();
+  if (!g.json) {
+    fmt::print("hardware {}: HBM {:.2f} TB/s, bf16 {:.0f} TFLOP/s, fp8 {:.0f} TFLOP/s, fp32 {:.1f} TFLOP/s\n", hw->name,
+               hw->hbm_bytes_per_s / 1e12, peak(*hw, "bf16_tc") / 1e12, peak(*hw, "fp8_e4m3_tc") / 1e12,
+               peak(*hw, "fp32_strict") / 1e12);
+    fmt::print("{:<28} {:>5} {:>12} {:>11} {:>11} {:>11} {:>12}  {}\n", "operator", "shape", "W (GFLOP)", "Q (MB)",
+               "T_comp us", "T_mem us", "T_roofline", "bound");
+  }
+  for (const auto& op : suite->operators()) {
+    if (!op_name.empty() && op.name != op_name) continue;
+    for (const auto& s : op.shapes) {
+      auto counts = suite->roofline(op.name, s.id);
+      if (!counts) return fail(counts.error());
+      auto t = scoring::roofline_time(*counts, *hw);
+      if (!t) return fail(t.error());
+      double w = 0;
+      for (const auto& [_, f] : counts->w_flops_by_dtype) w += f;
+      const double q = counts->q_read_bytes + counts->q_write_bytes;
+      if (g.json) {
+        rows.push_back(Json{{"operator", op.name}, {"shape_id", s.id}, {"w_flops", counts->w_flops_by_dtype},
+                            {"q_read_bytes", counts->q_read_bytes}, {"q_write_bytes", counts->q_write_bytes},
+                            {"t_compute_us", t->compute_s * 1e6}, {"t_memory_us", t->memory_s * 1e6},
+                            {"t_roofline_us", t->roofline_s * 1e6}, {"bound", t->bound}});
+      } else {
+        fmt::print("{:<28} {:>5} {:>12.4f} {:>11.3f} {:>11.3f} {:>11.3f} {:>12.3f}  {}\n", op.name, s.id, w / 1e9, q / 1e6,
+                   t->compute_s * 1e6, t->memory_s * 1e6, t->roofline_s * 1e6, t->bound);
+      }
+    }
+  }
+  if (g.json) fmt::print("{}\n", Json{{"schema", "atrex.roofline/1"}, {"hardware", hw->name}, {"shapes", rows}}.dump(2));
+  return 0;
+}
+
+int hardware_list(const GlobalOptions& g) {
+  auto suite = load_suite(g);
+  if (!suite) return fail(suite.error());
+  auto profiles = problems::load_default_hardware_profiles(suite->dir());
+  if (!profiles) return fail(profiles.error());
+  if (g.json) {
+    Json a = Json::array();
+    for (const auto& p : *profiles) {
+      a.push_back(Json{{"name", p.name}, {"arch", p.arch}, {"p_peak", p.p_peak_flops_per_s},
+                       {"hbm_bytes_per_s", p.hbm_bytes_per_s}, {"l2_bytes", p.l2_bytes}, {"file", p.file.string()},
+                       {"source", p.source_doc}});
+    }
+    fmt::print("{}\n", Json{{"schema", "atrex.hardware/1"}, {"profiles", a}}.dump(2));
+    return 0;
+  }
+  fmt::print("{:<16} {:<8} {:>9} {:>9} {:>9} {:>9}  {}\n", "profile", "arch", "HBM TB/s", "bf16 TF", "fp8 TF", "fp32 TF", "file");
+  for (const auto& p : *profiles) {
+    fmt::print("{:<16} {:<8} {:>9.2f} {:>9.1f} {:>9.1f} {:>9.1f}  {}\n", p.name, p.arch, p.hbm_bytes_per_s / 1e12,
+               peak(p, "bf16_tc") / 1e12, peak(p, "fp8_e4m3_tc") / 1e12, peak(p, "fp32_strict") / 1e12, p.file.string());
+  }
+  fmt::print("host-cpu         (measured on demand: `atrex hardware measure`, or `hardware: auto` on a CPU-only machine)\n");
+  return 0;
+}
+
+std::string profile_yaml(const problems::HardwareProfile& p) {
+  std::string y = fmt::format("# Hardware profile measured by `atrex hardware measure` ({}).\nhardware:\n  name: {}\n  arch: {}\n"
+                              "  vendor: {}\n\np_peak:\n", p.retrieved_at, p.name, p.arch, p.vendor);
+  for (const auto& [k, v] : p.p_peak_flops_per_s) y += fmt::format("  {}: {:.0f}\n", k, v);
+  y += fmt::format("\nb_peak:\n  hbm: {:.0f}\n\nsource:\n  vendor_doc: '{}'\n  retrieved_at: '{}'\n  notes: '{}'\n",
+                   p.hbm_bytes_per_s, p.source_doc, p.retrieved_at, p.notes);
+  return y;
+}
+
+int hardware_measure(const GlobalOptions& g, const std::string& out, const std::string& name) {
+  fmt::print(stderr, "measuring this host's CPU (copy bandwidth, fp32 FMA rate)...\n");
+  const auto c = runner::measure_host_ceilings();
+  const auto p = runner::host_profile(c, name);
+  if (g.json) {
+    fmt::print("{}\n", Json{{"schema", "atrex.hardware-measure/1"}, {"name", p.name}, {"cpu", c.cpu_name},
+                            {"threads", c.threads}, {"isa", c.isa}, {"copy_bytes_per_s", c.copy_bytes_per_s},
+                            {"fp32_flops_per_s", c.fp32_flops_per_s}}.dump(2));
+  } else {
+    fmt::print("{} ({} threads, {}): copy {:.1f} GB/s (read+write), fp32 FMA {:.1f} GFLOP/s\n", c.cpu_name, c.threads,
+               c.isa, c.copy_bytes_per_s / 1e9, c.fp32_flops_per_s / 1e9);
+  }
+  if (!out.empty()) {
+    auto w = write_text_file_atomic(out, profile_yaml(p));
+    if (!w) return fail(w.error());
+    fmt::print(stderr, "wrote {}\n", out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_roofline_command(CLI::App& app, GlobalOptions& g, int& rc) {
+  static std::string hw, op;
+  auto* r = app.add_subcommand("roofline", "T_roofline per shape for a hardware profile (evaluator side)");
+  r->add_option("--hardware", hw, "Hardware profile (see `atrex hardware list`)")->required();
+  r->add_option("--operator", op, "Only this operator");
+  r->add_flag("--json", g.json, "Machine-readable output (atrex.roofline/1)");
+  r->callback([&] { rc = roofline(g, hw, op); });
+}
+
+void add_hardware_commands(CLI::App& app, GlobalOptions& g, int& rc) {
+  auto* h = app.add_subcommand("hardware", "Hardware profiles (peak FLOP/s per dtype path, memory bandwidth)");
+  h->require_subcommand(1);
+  auto* l = h->add_subcommand("list", "List the known profiles");
+  l->add_flag("--json", g.json, "Machine-readable output");
+  l->callback([&] { rc = hardware_list(g); });
+  static std::string out, name = "host-cpu";
+  auto* m = h->add_subcommand("measure", "Measure this host's CPU ceilings (GPU measurement: not yet)");
+  m->add_option("--out", out, "Write the profile as YAML to this file");
+  m->add_option("--name", name, "Profile name")->capture_default_str();
+  m->add_flag("--json", g.json, "Machine-readable output");
+  m->callback([&] { rc = hardware_measure(g, out, name); });
+}
+
+}  // namespace atrex::cli

@@ -1,0 +1,106 @@
+// `atrex sweep run [FILE]` and `atrex report DIR`.
+#include <csignal>
+
+#include <fmt/format.h>
+
+#include "atrex/scheduler/local_sweep.h"
+#include "atrex/scoring/report.h"
+#include "cli.h"
+
+namespace atrex::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted = true; }
+
+struct SweepArgs {
+  std::string file;
+  std::string out;
+  std::string backend;
+  std::string hardware;
+  int agent_workers = 0;
+};
+
+void print_scores(const std::vector<scoring::AgentScore>& agents) {
+  for (const auto& a : agents) {
+    fmt::print("\nagent {}\n{}", a.agent, scoring::agent_table_text(a));
+  }
+}
+
+int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
+  auto spec = a.file.empty() ? scheduler::parse_sweep(scheduler::embedded_default_sweep(), "<embedded default sweep>")
+                             : scheduler::load_sweep_file(a.file);
+  if (!spec) return fail(spec.error());
+  scheduler::SweepOverrides ov;
+  if (!a.out.empty()) ov.output = a.out;
+  if (!a.backend.empty()) ov.backend = a.backend;
+  if (!a.hardware.empty()) ov.hardware = a.hardware;
+  if (!g.suite_dir.empty()) ov.suite_dir = g.suite_dir;
+  auto resolved = scheduler::resolve_sweep(*spec, ov);
+  if (!resolved) return fail(resolved.error());
+  std::signal(SIGINT, on_sigint);
+  std::signal(SIGTERM, on_sigint);
+  scheduler::LocalSweepOptions opt;
+  opt.agent_workers = a.agent_workers;
+  opt.stop = &g_interrupted;
+  opt.progress = [&](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
+  auto outcome = scheduler::run_local_sweep(*resolved, opt);
+  if (!outcome) return fail(outcome.error());
+  if (outcome->interrupted) {
+    fmt::print(stderr, "atrex: interrupted; everything evaluated so far is in {}; run the same command again to resume\n",
+               resolved->output.string());
+    return 130;
+  }
+  if (g.json) {
+    auto report = read_json_file(outcome->report_json);
+    if (!report) return fail(report.error());
+    fmt::print("{}\n", report->dump(2));
+    return 0;
+  }
+  print_scores(outcome->agents);
+  fmt::print("\nreports: {} and {}\n", outcome->report_md.string(), outcome->report_json.string());
+  return 0;
+}
+
+int report(const GlobalOptions& g, const std::string& dir) {
+  auto suite = load_suite(g);
+  if (!suite) return fail(suite.error());
+  auto outcome = scheduler::write_reports(dir, *suite);
+  if (!outcome) return fail(outcome.error());
+  if (g.json) {
+    auto report = read_json_file(outcome->report_json);
+    if (!report) return fail(report.error());
+    fmt::print("{}\n", report->dump(2));
+    return 0;
+  }
+  print_scores(outcome->agents);
+  fmt::print("\nreports: {} and {}\n", outcome->report_md.string(), outcome->report_json.string());
+  return 0;
+}
+
+}  // namespace
+
+void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc) {
+  static SweepArgs a;
+  auto* sweep = app.add_subcommand("sweep", "Sweeps: agents x operators x shapes");
+  sweep->require_subcommand(1);
+  auto* run = sweep->add_subcommand("run", "Run a whole sweep on this machine (in-process queue, local runner); "
+                                           "without FILE, the embedded default sweep");
+  run->add_option("file", a.file, "Sweep file (YAML, atrex.sweep/1)");
+  run->add_option("--out", a.out, "Results folder (default: the sweep file's `output`)");
+  run->add_option("--backend", a.backend, "Override the sweep's backend: auto, cpu or cuda");
+  run->add_option("--hardware", a.hardware, "Override the sweep's hardware profile");
+  run->add_option("--agent-workers", a.agent_workers, "Agent worker threads (default: automatic)");
+  run->add_flag("--json", g.json, "Print the atrex.report/1 JSON at the end");
+  run->callback([&] { rc = sweep_run(g, a); });
+}
+
+void add_report_command(CLI::App& app, GlobalOptions& g, int& rc) {
+  static std::string dir;
+  auto* r = app.add_subcommand("report", "Re-score a results folder and rewrite report.json / report.md");
+  r->add_option("results", dir, "Results folder of a sweep")->required()->check(CLI::ExistingDirectory);
+  r->add_flag("--json", g.json, "Print the atrex.report/1 JSON");
+  r->callback([&] { rc = report(g, dir); });
+}
+
+}  // namespace atrex::cli

@@ -1,0 +1,50 @@
+// atrex — cluster-scale sweeps of kernel-writing agents on the Atrex-Bench suite.
+#include <fmt/format.h>
+
+#include "atrex/common/log.h"
+#include "cli.h"
+
+namespace atrex::cli {
+
+int fail(const Error& e) {
+  fmt::print(stderr, "atrex: {}\n", e.message);
+  return exit_code_for(e);
+}
+
+Result<problems::Suite> load_suite(const GlobalOptions& g) {
+  return problems::Suite::load(g.suite_dir.empty() ? problems::default_suite_dir() : std::filesystem::path(g.suite_dir));
+}
+
+}  // namespace atrex::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"atrex: runs sweeps of kernel-writing agents on the Atrex-Bench suite and scores them against the "
+               "hardware roofline (S_j, S_i, S_agg)."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "atrex 0.1.0");
+  atrex::cli::GlobalOptions g;
+  std::string log_level = "info";
+  app.add_option("--suite", g.suite_dir, "Problem suite folder (default: the bundled Atrex-Bench release)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+  int rc = 0;
+  atrex::cli::add_problems_commands(app, g, rc);
+  atrex::cli::add_roofline_command(app, g, rc);
+  atrex::cli::add_hardware_commands(app, g, rc);
+  atrex::cli::add_eval_command(app, g, rc);
+  atrex::cli::add_sweep_commands(app, g, rc);
+  atrex::cli::add_report_command(app, g, rc);
+  app.parse_complete_callback([&] { atrex::configure_logging(log_level); });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;  // bad flags are bad input
+  }
+  return rc;
+}

@@ -1,0 +1,24 @@
+// Measures this host's CPU ceilings for a `measured` hardware profile (DESIGN.md §9,
+// `atrex hardware measure`): copy bandwidth (bytes read + written, all cores, best of several
+// passes over buffers far larger than the caches) and fp32 FMA throughput (all cores, widest
+// vector ISA the CPU reports). CPUs have no tensor cores: every p_peak path gets the fp32 rate.
+#pragma once
+
+#include "atrex/problems/hardware.h"
+
+namespace atrex::runner {
+
+struct HostCeilings {
+  double copy_bytes_per_s = 0;
+  double fp32_flops_per_s = 0;
+  int threads = 0;
+  std::string isa;  // "avx512f", "avx2+fma", "sse2"
+  std::string cpu_name;
+};
+
+HostCeilings measure_host_ceilings();
+
+// A hardware profile named `name` from measured ceilings.
+problems::HardwareProfile host_profile(const HostCeilings& c, const std::string& name = "host-cpu");
+
+}  // namespace atrex::runner

@@ -1,0 +1,161 @@
+#include "atrex/scheduler/sweep_spec.h"
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "atrex/common/embedded.h"
+
+namespace atrex::scheduler {
+
+namespace sweeps_data {
+std::span<const EmbeddedFile> embedded_files();
+}
+
+std::string_view embedded_default_sweep() {
+  auto f = find_embedded(sweeps_data::embedded_files(), "local-default.yaml");
+  return f ? *f : std::string_view();
+}
+
+namespace {
+
+Result<void> check_keys(const JsonField& f, const std::set<std::string>& known) {
+  ATREX_TRY(f.expect_object());
+  for (auto& [key, _] : f.value().items()) {
+    if (!known.count(key)) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      return invalid_input(fmt::format("{}: field \"{}{}{}\" is not a known field here (known: {})", f.source(), f.path(),
+                                       f.path().empty() ? "" : ".", key, list));
+    }
+  }
+  return ok();
+}
+
+Result<std::string> string_field(const JsonField& f, const char* key, std::string dflt) {
+  if (!f.has(key)) return dflt;
+  ATREX_ASSIGN_OR_RETURN(auto c, f.at(key));
+  return c.as_string();
+}
+
+Result<ShapeRule> parse_shape_rule(const JsonField& f) {
+  ShapeRule r;
+  if (f.value().is_string()) {
+    ATREX_ASSIGN_OR_RETURN(std::string s, f.as_string());
+    if (s != "all") return f.fail("expected `all` or a mapping with ids / max_input_elements / max_per_operator / at_least");
+    return r;
+  }
+  ATREX_TRY(check_keys(f, {"ids", "max_input_elements", "max_per_operator", "at_least"}));
+  r.all = false;
+  auto int_field = [&](const char* key, auto& out) -> Result<void> {
+    if (!f.has(key)) return ok();
+    ATREX_ASSIGN_OR_RETURN(auto c, f.at(key));
+    ATREX_ASSIGN_OR_RETURN(int64_t v, c.as_int());
+    if (v < 0) return c.fail("expected a non-negative integer");
+    out = static_cast<std::remove_reference_t<decltype(out)>>(v);
+    return ok();
+  };
+  ATREX_TRY(int_field("max_input_elements", r.max_input_elements));
+  ATREX_TRY(int_field("max_per_operator", r.max_per_operator));
+  ATREX_TRY(int_field("at_least", r.at_least));
+  if (f.has("ids")) {
+    ATREX_ASSIGN_OR_RETURN(auto ids, f.at("ids"));
+    ATREX_TRY(ids.expect_object());
+    for (auto& [op, list] : ids.value().items()) {
+      JsonField lf(list, f.source(), ids.path() + "." + op);
+      ATREX_TRY(lf.expect_array());
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Json& v = list[i];
+        if (v.is_number_integer()) r.ids[op].push_back(std::to_string(v.get<int64_t>()));
+        else if (v.is_string()) r.ids[op].push_back(v.get<std::string>());
+        else return lf.element(i).fail("expected a shape id");
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) {
+  ATREX_ASSIGN_OR_RETURN(Json doc, parse_yaml_to_json(text, source));
+  JsonField root(doc, source);
+  if (!doc.is_object()) return root.fail("a sweep file is a YAML mapping");
+  ATREX_TRY(check_keys(root, {"schema", "name", "suite", "hardware", "backend", "agents", "operators", "shapes",
+                              "evaluation", "quick_evaluation", "output"}));
+  SweepSpec s;
+  s.source = source;
+  s.raw = doc;
+  if (root.has("schema")) {
+    ATREX_ASSIGN_OR_RETURN(auto sc, root.at("schema"));
+    ATREX_ASSIGN_OR_RETURN(std::string v, sc.as_string());
+    if (v != kSweepSchema) return sc.fail(fmt::format("unsupported schema (this atrex reads {})", kSweepSchema));
+  }
+  ATREX_ASSIGN_OR_RETURN(auto name, root.at("name"));
+  ATREX_ASSIGN_OR_RETURN(s.name, name.as_string());
+  if (s.name.empty() || s.name.find_first_of("/ \t") != std::string::npos) return name.fail("expected a name without spaces or '/'");
+  ATREX_ASSIGN_OR_RETURN(s.suite, string_field(root, "suite", "bundled"));
+  ATREX_ASSIGN_OR_RETURN(s.hardware, string_field(root, "hardware", "auto"));
+  ATREX_ASSIGN_OR_RETURN(s.backend, string_field(root, "backend", "auto"));
+  if (s.backend != "auto" && s.backend != "cpu" && s.backend != "cuda") {
+    return root.at("backend")->fail("expected auto, cpu or cuda");
+  }
+  ATREX_ASSIGN_OR_RETURN(auto agents, root.at("agents"));
+  ATREX_TRY(agents.expect_array());
+  if (agents.value().empty()) return agents.fail("expected at least one agent");
+  std::set<std::string> names;
+  for (size_t i = 0; i < agents.value().size(); ++i) {
+    ATREX_ASSIGN_OR_RETURN(agent::AgentSpec a, agent::agent_spec_from_json(agents.element(i)));
+    if (!names.insert(a.name).second) return agents.element(i).fail(fmt::format("duplicate agent name \"{}\"", a.name));
+    s.agents.push_back(std::move(a));
+  }
+  if (root.has("operators")) {
+    ATREX_ASSIGN_OR_RETURN(auto ops, root.at("operators"));
+    if (ops.value().is_string()) {
+      ATREX_ASSIGN_OR_RETURN(std::string v, ops.as_string());
+      if (v != "all") return ops.fail("expected `all` or a list of operator names");
+    } else {
+      ATREX_TRY(ops.expect_array());
+      for (size_t i = 0; i < ops.value().size(); ++i) {
+        ATREX_ASSIGN_OR_RETURN(std::string op, ops.element(i).as_string());
+        s.operators.push_back(op);
+      }
+    }
+  }
+  if (root.has("shapes")) {
+    ATREX_ASSIGN_OR_RETURN(auto sh, root.at("shapes"));
+    ATREX_TRY(check_keys(sh, {"cpu", "cuda", "hip", "quick"}));
+    for (const char* backend : {"cpu", "cuda", "hip"}) {
+      if (!sh.has(backend)) continue;
+      ATREX_ASSIGN_OR_RETURN(auto rf, sh.at(backend));
+      ATREX_ASSIGN_OR_RETURN(s.shapes[backend], parse_shape_rule(rf));
+    }
+    if (sh.has("quick")) {
+      ATREX_ASSIGN_OR_RETURN(auto q, sh.at("quick"));
+      ATREX_ASSIGN_OR_RETURN(int64_t v, q.as_int());
+      if (v < 1 || v > 1000) return q.fail("expected an integer in [1, 1000]");
+      s.quick_shapes = static_cast<int>(v);
+    }
+  }
+  if (root.has("evaluation")) {
+    ATREX_ASSIGN_OR_RETURN(auto e, root.at("evaluation"));
+    ATREX_ASSIGN_OR_RETURN(s.evaluation, eval_settings_from_json(e));
+  }
+  // Quick evaluations inherit the evaluation settings, with fewer seeds and less timing.
+  s.quick_evaluation = s.evaluation;
+  s.quick_evaluation.seeds = std::min(s.evaluation.seeds, 2);
+  s.quick_evaluation.min_time_s = std::min(s.evaluation.min_time_s, 0.02);
+  if (root.has("quick_evaluation")) {
+    ATREX_ASSIGN_OR_RETURN(auto q, root.at("quick_evaluation"));
+    ATREX_ASSIGN_OR_RETURN(s.quick_evaluation, eval_settings_from_json(q, s.quick_evaluation));
+  }
+  ATREX_ASSIGN_OR_RETURN(s.output, string_field(root, "output", "results/" + s.name));
+  return s;
+}
+
+Result<SweepSpec> load_sweep_file(const std::filesystem::path& path) {
+  ATREX_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
+  return parse_sweep(text, path.string());
+}
+
+}  // namespace atrex::scheduler

@@ -1,0 +1,142 @@
+#include <gtest/gtest.h>
+
+#include "atrex/scheduler/local_sweep.h"
+#include "atrex/scheduler/sweep_spec.h"
+
+namespace atrex::scheduler {
+namespace {
+
+TEST(SweepSpec, EmbeddedDefaultParses) {
+  auto s = parse_sweep(embedded_default_sweep(), "<embedded default>");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->name, "local-default");
+  ASSERT_EQ(s->agents.size(), 1u);
+  EXPECT_EQ(s->agents[0].provider, "search");
+  EXPECT_EQ(s->operators.size(), 5u);
+  EXPECT_FALSE(s->shapes.at("cpu").all);
+  EXPECT_TRUE(s->shapes.at("cuda").all);
+  EXPECT_EQ(s->evaluation.seeds, 5);
+  EXPECT_EQ(s->quick_evaluation.seeds, 2);
+}
+
+TEST(SweepSpec, UnknownTopLevelFieldIsNamed) {
+  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperatorz: all\n", "bad.yaml");
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kInvalidInput);
+  EXPECT_NE(s.error().message.find("bad.yaml: field \"operatorz\""), std::string::npos) << s.error().message;
+}
+
+TEST(SweepSpec, BadAgentBudgetNamesPathAndValue) {
+  auto s = parse_sweep("name: x\nagents:\n  - name: a\n    budget: {iterations: -2}\n", "s.yaml");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("agents[0].budget.iterations"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("got -2"), std::string::npos);
+}
+
+TEST(SweepSpec, UnsupportedProviderIsRejected) {
+  auto s = parse_sweep("name: x\nagents: [{name: a, provider: gpt}]\n", "s.yaml");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("agents[0].provider"), std::string::npos) << s.error().message;
+}
+
+TEST(SweepSpec, DuplicateAgentNameIsRejected) {
+  auto s = parse_sweep("name: x\nagents: [{name: a}, {name: a}]\n", "s.yaml");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("duplicate agent name"), std::string::npos);
+}
+
+TEST(SweepSpec, YamlSyntaxErrorHasLine) {
+  auto s = parse_sweep("name: x\nagents: [\n", "s.yaml");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("s.yaml: not valid YAML"), std::string::npos);
+}
+
+TEST(SweepSpec, MissingFileIsNotFound) {
+  auto s = load_sweep_file("/nonexistent/sweep.yaml");
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kNotFound);
+}
+
+TEST(SweepSpec, QuickEvaluationInheritsEvaluation) {
+  auto s = parse_sweep("name: x\nagents: [{name: a}]\nevaluation: {atol: 0.5, seeds: 3}\nquick_evaluation: {seeds: 1}\n", "s");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_DOUBLE_EQ(s->quick_evaluation.atol, 0.5);
+  EXPECT_EQ(s->quick_evaluation.seeds, 1);
+}
+
+SweepOverrides cpu_h20() {
+  SweepOverrides o;
+  o.backend = "cpu";
+  o.hardware = "H20";
+  o.suite_dir = ATREX_TEST_SUITE_DIR;
+  return o;
+}
+
+TEST(Resolve, DefaultCpuSubsetRespectsCapsAndKeepsSmallestWhenNoneFit) {
+  auto s = parse_sweep(embedded_default_sweep(), "<embedded default>");
+  auto r = resolve_sweep(*s, cpu_h20());
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->operators.size(), 5u);
+  for (const auto& op : r->operators) {
+    EXPECT_GE(op.shapes.size(), 1u) << op.name;
+    EXPECT_LE(op.shapes.size(), 3u) << op.name;
+    EXPECT_LE(op.quick_shapes.size(), op.shapes.size());
+  }
+  const auto& moe = *std::find_if(r->operators.begin(), r->operators.end(), [](auto& o) { return o.name == "moe_sum_reduce"; });
+  ASSERT_EQ(moe.shapes.size(), 1u);
+  EXPECT_EQ(moe.shapes[0], "6");  // 4195 tokens: the smallest
+  EXPECT_EQ(r->not_covered.size(), 25u);
+  EXPECT_EQ(r->sweep_id.size(), 12u);
+}
+
+TEST(Resolve, AllShapesOnCudaRule) {
+  auto s = parse_sweep(embedded_default_sweep(), "<embedded default>");
+  SweepOverrides o = cpu_h20();
+  auto spec = *s;
+  spec.shapes["cpu"] = ShapeRule{};  // all
+  auto r = resolve_sweep(spec, o);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->operators[0].shapes.size(), 56u);  // rms_norm
+  EXPECT_EQ(r->operators[0].quick_shapes.size(), 3u);
+}
+
+TEST(Resolve, UnknownOperatorNamesTheField) {
+  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperators: [rms_norm, rmsnorm]\n", "my.yaml");
+  ASSERT_TRUE(s);
+  auto r = resolve_sweep(*s, cpu_h20());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(r.error().message.find("my.yaml: field \"operators[1]\": unknown operator \"rmsnorm\""), std::string::npos)
+      << r.error().message;
+}
+
+TEST(Resolve, OperatorWithoutNativeDefinitionIsNamed) {
+  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperators: [fused_moe]\n", "my.yaml");
+  auto r = resolve_sweep(*s, cpu_h20());
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("fused_moe"), std::string::npos);
+}
+
+TEST(Resolve, ExplicitIdsAndBadId) {
+  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm]\nshapes: {cpu: {ids: {l2_norm: [0, 3]}}}\n", "my.yaml");
+  auto r = resolve_sweep(*s, cpu_h20());
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->operators[0].shapes, (std::vector<std::string>{"0", "3"}));
+  auto bad = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm]\nshapes: {cpu: {ids: {l2_norm: [77]}}}\n", "my.yaml");
+  auto rb = resolve_sweep(*bad, cpu_h20());
+  ASSERT_FALSE(rb);
+  EXPECT_NE(rb.error().message.find("no shape \"77\""), std::string::npos);
+}
+
+TEST(Resolve, SweepIdChangesWithSettings) {
+  auto a = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm]\n", "s");
+  auto b = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm]\nevaluation: {seeds: 3}\n", "s");
+  auto ra = resolve_sweep(*a, cpu_h20());
+  auto rb = resolve_sweep(*b, cpu_h20());
+  ASSERT_TRUE(ra && rb);
+  EXPECT_NE(ra->sweep_id, rb->sweep_id);
+  EXPECT_EQ(ra->sweep_id, resolve_sweep(*a, cpu_h20())->sweep_id);
+}
+
+}  // namespace
+}  // namespace atrex::scheduler
