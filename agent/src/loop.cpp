@@ -13,15 +13,18 @@ namespace fs = std::filesystem;
 
 Json to_json(const AgentSpec& s) {
   return Json{{"name", s.name}, {"provider", s.provider}, {"iterations", s.iterations}, {"patience", s.patience},
-              {"max_generations", s.max_generations}, {"min_improvement", s.min_improvement}};
+              {"max_generations", s.max_generations}, {"min_improvement", s.min_improvement},
+              {"templates", s.templates}};
 }
 
 Result<AgentSpec> agent_spec_from_json(const JsonField& f) {
   ATREX_TRY(f.expect_object());
   AgentSpec s;
   for (auto& [key, _] : f.value().items()) {
-    static const std::set<std::string> kKnown = {"name", "provider", "budget", "dropout", "model", "command"};
-    if (!kKnown.count(key)) return f.fail(fmt::format("unknown agent field \"{}\" (known: name, provider, budget, dropout)", key));
+    static const std::set<std::string> kKnown = {"name", "provider", "budget", "dropout", "templates"};
+    if (!kKnown.count(key)) {
+      return f.fail(fmt::format("unknown agent field \"{}\" (known: name, provider, budget, dropout, templates)", key));
+    }
   }
   ATREX_ASSIGN_OR_RETURN(auto name, f.at("name"));
   ATREX_ASSIGN_OR_RETURN(s.name, name.as_string());
@@ -32,6 +35,18 @@ Result<AgentSpec> agent_spec_from_json(const JsonField& f) {
     if (s.provider != "search") {
       return p.fail("unsupported provider (this build has: search; openai and cli providers are not implemented yet)");
     }
+  }
+  if (f.has("templates")) {
+    ATREX_ASSIGN_OR_RETURN(auto t, f.at("templates"));
+    ATREX_ASSIGN_OR_RETURN(s.templates, t.as_string());
+    // Relative to the sweep file, so a sweep and its templates travel together.
+    std::filesystem::path p(s.templates);
+    if (p.is_relative() && !f.source().empty() && f.source().front() != '<') {
+      p = std::filesystem::absolute(std::filesystem::path(f.source()).parent_path() / p);
+    }
+    std::error_code ec;
+    if (!std::filesystem::is_directory(p, ec)) return t.fail("template folder not found");
+    s.templates = p.string();
   }
   auto int_in = [&](const JsonField& parent, const char* key, int& out, int lo, int hi) -> Result<void> {
     if (!parent.has(key)) return ok();
@@ -95,6 +110,7 @@ Result<AgentTask> agent_task_from_json(const Json& j, const std::string& source)
   t.agent.patience = j["agent"].value("patience", 3);
   t.agent.max_generations = j["agent"].value("max_generations", 4);
   t.agent.min_improvement = j["agent"].value("min_improvement", 0.02);
+  t.agent.templates = j["agent"].value("templates", "");
   ATREX_ASSIGN_OR_RETURN(auto qs, root.at("quick_settings"));
   ATREX_ASSIGN_OR_RETURN(t.quick_settings, eval_settings_from_json(qs));
   ATREX_ASSIGN_OR_RETURN(auto fs_, root.at("full_settings"));

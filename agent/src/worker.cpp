@@ -95,9 +95,19 @@ Result<AuditTrail*> AgentWorker::audit_for(const AgentTask& task) {
   return (audits_[key] = std::move(trail)).get();
 }
 
+Result<const TemplateCatalog*> AgentWorker::catalog_for(const AgentSpec& spec) {
+  if (spec.templates.empty()) return &catalog_;
+  std::lock_guard lock(mu_);
+  auto it = folder_catalogs_.find(spec.templates);
+  if (it != folder_catalogs_.end()) return it->second.get();
+  ATREX_ASSIGN_OR_RETURN(TemplateCatalog c, TemplateCatalog::load_dir(spec.templates));
+  return (folder_catalogs_[spec.templates] = std::make_unique<TemplateCatalog>(std::move(c))).get();
+}
+
 Result<void> AgentWorker::handle(const AgentTask& task, const std::atomic<bool>* stop) {
   ATREX_ASSIGN_OR_RETURN(AuditTrail * audit, audit_for(task));
-  auto provider = make_search_provider(catalog_);
+  ATREX_ASSIGN_OR_RETURN(const TemplateCatalog* catalog, catalog_for(task.agent));
+  auto provider = make_search_provider(*catalog);
   QueueEvalFn eval(queue_, results_, "eval", 3, stop);
   ATREX_ASSIGN_OR_RETURN(GenerationResult gen, run_generation(task, *provider, eval, *audit));
   if (gen.end == GenerationEnd::kDropout) {
@@ -139,6 +149,16 @@ Result<bool> AgentWorker::run_once(const std::atomic<bool>* stop) {
     handled = handle(*task, stop);
   }
   if (!handled) {
+    const ErrorCode code = handled.error().code;
+    if (code == ErrorCode::kNotFound || code == ErrorCode::kInvalidInput) {
+      // Retrying cannot help (no templates for this operator, a bad template folder): the
+      // (agent, operator) ends here and the sweep reports why.
+      ATREX_TRY(results_.put(final_key(task->agent.name, task->op),
+                             Json{{"schema", kFinalSchema}, {"agent", task->agent.name}, {"operator", task->op},
+                                  {"status", "error"}, {"error", handled.error().message}}));
+      (void)queue_.ack(lease);
+      return tl::unexpected(handled.error());
+    }
     (void)queue_.release(lease, handled.error().message);
     return tl::unexpected(handled.error());
   }

@@ -126,15 +126,29 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
           ++done;
           const std::string key = a.name + "/" + op.name;
           if (reported.insert(key).second) {
-            say(fmt::format("{} / {}: {} (quick S = {:.4f}, {} iterations, {} generation(s))", a.name, op.name,
-                            (**fin).value("status", ""), (**fin).value("quick_score", -1.0),
-                            (**fin).value("iterations_used", 0), (**fin).value("generations", 0)));
+            const Json& f = **fin;
+            if (f.value("status", "") == "error") {
+              say(fmt::format("{} / {}: error: {}", a.name, op.name, f.value("error", "")));
+            } else {
+              say(fmt::format("{} / {}: {} (quick S = {:.4f}, {} iterations, {} generation(s))", a.name, op.name,
+                              f.value("status", ""), f.value("quick_score", -1.0), f.value("iterations_used", 0),
+                              f.value("generations", 0)));
+            }
           }
         }
       }
     }
     const int total = static_cast<int>(sweep.spec.agents.size() * sweep.operators.size());
     if (done == total) break;
+    // An agent task that kept failing ends its (agent, operator) with the reason.
+    if (auto dead = queue.dead_letters(agent::kAgentStream); dead) {
+      for (const auto& d : *dead) {
+        const std::string a = d.body["agent"].value("name", ""), op = d.body.value("operator", "");
+        ATREX_TRY(store->put(agent::final_key(a, op),
+                             Json{{"schema", agent::kFinalSchema}, {"agent", a}, {"operator", op}, {"status", "error"},
+                                  {"error", fmt::format("agent task failed {} times: {}", d.delivery_count, d.last_error)}}));
+      }
+    }
     if (options.stop && options.stop->load()) {
       outcome.interrupted = true;
       break;
@@ -168,13 +182,18 @@ Result<SweepOutcome> write_reports(const fs::path& dir, const problems::Suite& s
   ATREX_ASSIGN_OR_RETURN(Json manifest, read_json_file(dir / "manifest.json"));
   ATREX_ASSIGN_OR_RETURN(auto store, MemoryResultStore::open_jsonl(dir / "results.jsonl"));
   std::vector<EvalRecord> finals;
+  std::map<std::string, std::map<std::string, std::string>> failed;  // agent -> op -> reason
   std::vector<std::string> agents;
   for (const auto& a : manifest.value("agents", Json::array())) agents.push_back(a.value("name", ""));
   for (const auto& a : agents) {
     for (const auto& op : manifest.value("operators", Json::array())) {
       const std::string name = op.value("operator", "");
       ATREX_ASSIGN_OR_RETURN(auto fin, store->get(agent::final_key(a, name)));
-      if (!fin || (*fin).value("status", "") != "evaluated") continue;
+      if (!fin) continue;
+      if ((*fin).value("status", "") != "evaluated") {
+        failed[a][name] = (*fin).value("error", (*fin).value("status", ""));
+        continue;
+      }
       const std::string task_id = (*fin).value("task_id", "");
       for (const auto& shape : (*fin).value("shapes", std::vector<std::string>{})) {
         ATREX_ASSIGN_OR_RETURN(auto rec, store->get(record_key(task_id, shape)));
@@ -185,7 +204,7 @@ Result<SweepOutcome> write_reports(const fs::path& dir, const problems::Suite& s
     }
   }
   SweepOutcome out;
-  for (const auto& a : agents) out.agents.push_back(scoring::score_agent(suite, a, finals));
+  for (const auto& a : agents) out.agents.push_back(scoring::score_agent(suite, a, finals, failed[a]));
   scoring::ReportContext ctx{manifest.value("sweep_id", ""), manifest.value("name", ""), manifest.value("suite", ""),
                              manifest["hardware"].value("name", ""), manifest.value("backend", ""),
                              manifest.value("device", ""), utc_timestamp_now()};

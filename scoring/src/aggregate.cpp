@@ -15,7 +15,7 @@ double median(std::vector<double> v) {
 }
 
 AgentScore score_agent(const problems::Suite& suite, const std::string& agent, const std::vector<EvalRecord>& records,
-                       double dsl_threshold) {
+                       const std::map<std::string, std::string>& failed, double dsl_threshold) {
   std::map<std::string, std::vector<const EvalRecord*>> by_op;
   for (const auto& r : records) {
     if (r.candidate.agent == agent && suite.find(r.operator_name)) by_op[r.operator_name].push_back(&r);
@@ -30,7 +30,15 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent, c
     os.shapes_in_suite = static_cast<int>(info.shapes.size());
     auto it = by_op.find(info.name);
     if (it == by_op.end()) {
-      os.status = "not attempted";
+      auto f = failed.find(info.name);
+      if (f != failed.end()) {
+        os.attempted = true;
+        os.status = "incorrect";
+        os.first_error = f->second;
+        ++out.operators_attempted;
+      } else {
+        os.status = "not attempted";
+      }
       out.operators.push_back(std::move(os));
       continue;
     }

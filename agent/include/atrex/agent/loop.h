@@ -30,6 +30,7 @@ struct AgentSpec {
   int patience = 3;              // iterations without improvement before dropout
   int max_generations = 4;
   double min_improvement = 0.02; // relative gain that counts as an improvement (timing noise)
+  std::string templates;         // search provider: template folder; empty = the built-in templates
 };
 Json to_json(const AgentSpec& s);
 Result<AgentSpec> agent_spec_from_json(const JsonField& f);

@@ -61,13 +61,15 @@ class AgentWorker {
  private:
   Result<void> handle(const AgentTask& task, const std::atomic<bool>* stop);
   Result<AuditTrail*> audit_for(const AgentTask& task);
+  Result<const TemplateCatalog*> catalog_for(const AgentSpec& spec);
 
   TaskQueue& queue_;
   ResultStore& results_;
-  const TemplateCatalog& catalog_;
+  const TemplateCatalog& catalog_;  // built-in templates
   AgentWorkerOptions options_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<AuditTrail>> audits_;
+  std::map<std::string, std::unique_ptr<TemplateCatalog>> folder_catalogs_;
 };
 
 }  // namespace atrex::agent

@@ -27,22 +27,27 @@ namespace {
 const char* g_error = "";
 int fail(const char* msg) { g_error = msg; return 1; }
 
-// V bf16 values moved with one 2V-byte access (V = 8 is a 16-byte load).
+// V consecutive bf16 values (as bits), aligned like the word that moves them.
 template <int V> struct alignas(2 * V) Pack { uint16_t h[V]; };
 
+// The machine word that moves V bf16 values in one access (V = 8: a 16-byte load/store).
+template <int V> struct Word;
+template <> struct Word<8> { using T = uint4; };
+template <> struct Word<4> { using T = uint2; };
+template <> struct Word<2> { using T = unsigned; };
+template <> struct Word<1> { using T = unsigned short; };
+
+// Read-only-cache load of an input.
 template <int V> __device__ __forceinline__ Pack<V> load(const uint16_t* p) {
+  const typename Word<V>::T u = __ldg(reinterpret_cast<const typename Word<V>::T*>(p));
   Pack<V> r;
-  if constexpr (V == 8) { const uint4 u = __ldg(reinterpret_cast<const uint4*>(p)); memcpy(&r, &u, sizeof r); }
-  else if constexpr (V == 4) { const uint2 u = __ldg(reinterpret_cast<const uint2*>(p)); memcpy(&r, &u, sizeof r); }
-  else if constexpr (V == 2) { const unsigned u = __ldg(reinterpret_cast<const unsigned*>(p)); memcpy(&r, &u, sizeof r); }
-  else r.h[0] = __ldg(reinterpret_cast<const unsigned short*>(p));
+  memcpy(&r, &u, sizeof r);
   return r;
 }
 template <int V> __device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
-  if constexpr (V == 8) { uint4 u; memcpy(&u, &v, sizeof u); *reinterpret_cast<uint4*>(p) = u; }
-  else if constexpr (V == 4) { uint2 u; memcpy(&u, &v, sizeof u); *reinterpret_cast<uint2*>(p) = u; }
-  else if constexpr (V == 2) { unsigned u; memcpy(&u, &v, sizeof u); *reinterpret_cast<unsigned*>(p) = u; }
-  else *p = v.h[0];
+  typename Word<V>::T u;
+  memcpy(&u, &v, sizeof u);
+  *reinterpret_cast<typename Word<V>::T*>(p) = u;
 }
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
 // Round-to-nearest-even; pairs go through one packed cvt.rn.bf16x2.f32.
@@ -51,7 +56,10 @@ template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V])
   if constexpr (V == 1) o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
   else {
 #pragma unroll
-    for (int e = 0; e < V; e += 2) { const __nv_bfloat162 b = __floats2bfloat162_rn(f[e], f[e + 1]); memcpy(&o.h[e], &b, 4); }
+    for (int e = 0; e < V; e += 2) {
+      const __nv_bfloat162 b = __floats2bfloat162_rn(f[e], f[e + 1]);
+      memcpy(&o.h[e], &b, 4);
+    }
   }
   return o;
 }
@@ -87,7 +95,8 @@ __device__ __forceinline__ float block_sum(float v) {
 // hidden % V == 0 and all row bases are 2V-byte aligned (checked by the host).
 template <int V>
 __global__ void __launch_bounds__(BLOCK_THREADS, 1)
-rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, uint16_t* __restrict__ out, int hidden, float eps) {
+rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, uint16_t* __restrict__ out, int hidden,
+                float eps) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const uint16_t* xr = x + base;
   uint16_t* orow = out + base;
@@ -114,7 +123,8 @@ rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, 
 }
 
 template <int V>
-void launch_v(const uint16_t* x, const uint16_t* w, uint16_t* out, int64_t rows, int hidden, float eps, cudaStream_t s) {
+void launch_v(const uint16_t* x, const uint16_t* w, uint16_t* out, int64_t rows, int hidden, float eps,
+              cudaStream_t s) {
   // Just enough threads (whole warps, at most BLOCK_THREADS) that each caches at most REG_PACKS packs:
   // short rows then leave no idle warps holding a row's block slot.
   const int64_t want = (hidden / V + REG_PACKS - 1) / REG_PACKS;

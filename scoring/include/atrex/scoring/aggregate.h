@@ -9,6 +9,7 @@
 // nothing was measured; the CPU backend does not measure it).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,7 +49,9 @@ double median(std::vector<double> values);
 
 // Scores one agent from its final evaluation records (one per evaluated shape; records of
 // other agents are ignored). Records for operators absent from the suite are ignored.
+// `failed` lists operators the agent attempted without producing a final evaluation (no
+// correct candidate, an error), with the reason: they count as attempted and incorrect.
 AgentScore score_agent(const problems::Suite& suite, const std::string& agent, const std::vector<EvalRecord>& records,
-                       double dsl_threshold = 0.9);
+                       const std::map<std::string, std::string>& failed = {}, double dsl_threshold = 0.9);
 
 }  // namespace atrex::scoring

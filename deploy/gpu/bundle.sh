@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Prepares what a run on the lent GPU machine needs (built HERE, run THERE; see
+# shared/notes/device-notes.md): the release build's bin/ and share/ folders, and the Debian
+# shared libraries they link that the GPU image lacks or has under other sonames, copied into
+# .gpu-bundle/lib. The device call then carries build/release/bin, build/release/share and
+# .gpu-bundle, and runs deploy/gpu/run-gpu-checks.sh.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cmake --workflow --preset release >/dev/null
+rm -rf .gpu-bundle
+mkdir -p .gpu-bundle/lib
+# Everything the binaries load except the C runtime, libstdc++/libgcc (newer there) and CUDA.
+for bin in build/release/bin/*; do
+  ldd "$bin" | awk '/=> \// {print $3}'
+done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart)\.so' |
+  while read -r lib; do cp -L "$lib" .gpu-bundle/lib/; done
+du -sh build/release/bin build/release/share .gpu-bundle | sed 's/^/bundle: /'
+ls .gpu-bundle/lib

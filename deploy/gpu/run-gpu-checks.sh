@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs on the lent GPU machine (device tool), from the repository root, after
+# deploy/gpu/bundle.sh ran on the development machine and the call carried build/release/bin,
+# build/release/share and .gpu-bundle:
+#   1. the `gpu` test label (GPU gates: CUDA events timing, illegal address, all-zero output);
+#   2. `atrex eval` of each covered operator's CUDA templates on all shapes;
+#   3. the local sweep on the cuda backend (embedded default: all shapes of covered operators).
+# Everything printed is also saved under $OUT (when set) for the issue notes.
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|all]...
+set -uo pipefail
+root=$(pwd)
+# Work under /tmp; at the end everything is packed into $OUT (which returns at most 8 files).
+out=/tmp/atrex-gpu-out
+rm -rf "$out"
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$root/.gpu-bundle/lib:${LD_LIBRARY_PATH:-}"
+export ATREX_CACHE_DIR=/tmp/atrex-cache
+atrex="$root/build/release/bin/atrex"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(all)
+want() { for s in "${steps[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
+rc=0
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
+
+if want tests; then
+  echo "=== gpu test label"
+  "$root/build/release/bin/atrex_runner_gpu_tests" 2>&1 | tee "$out/gpu-tests.txt" || rc=1
+fi
+
+if want eval; then
+  echo "=== atrex eval: every CUDA template at its defaults, all shapes"
+  for tpl in agent/templates/*/cuda/*.cu; do
+    op=$(basename "$(dirname "$(dirname "$tpl")")")
+    echo "--- $tpl"
+    "$atrex" eval "$tpl" --operator "$op" --shapes all --out "$out/eval-$op-$(basename "$tpl" .cu).jsonl" 2>&1 \
+      | grep -v '^  shape ' | tee -a "$out/eval.txt" || rc=1
+  done
+fi
+
+if want sweep; then
+  echo "=== atrex sweep run (embedded default, cuda backend)"
+  "$atrex" sweep run --backend cuda --out "$out/sweep" 2>&1 | tee "$out/sweep.txt" || rc=1
+  rm -rf "$out/sweep/work"
+fi
+if [ -n "${OUT:-}" ]; then
+  tar czf "$OUT/gpu-run.tar.gz" -C "$out" .
+  cp "$out"/*.txt "$OUT"/ 2>/dev/null
+fi
+exit $rc

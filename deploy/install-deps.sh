@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs everything atrex needs to build and test, from Debian 12 (bookworm) packages.
+# Idempotent; needs root (uses sudo when run as another user). Daemons are not started here:
+# tests start their own on loopback.
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then exec sudo -E bash "$0" "$@"; fi
+  echo "install-deps.sh: run as root (or install sudo)" >&2
+  exit 1
+fi
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  # libraries (DESIGN.md / STYLE.md "Dependencies")
+  nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev libexpected-dev
+  libdlpack-dev libssl-dev libgtest-dev libgmock-dev
+  # test and debug helpers
+  procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The CUDA backend is built when nvcc is found (CUDACXX, /usr/local/cuda/bin/nvcc or PATH);
+# without it atrex builds and runs on the CPU backend.
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "install-deps.sh: nvcc found: the CUDA backend will be built"
+else
+  echo "install-deps.sh: no nvcc: the CUDA backend is skipped (CPU backend only)"
+fi
+echo "install-deps.sh: dependencies ready"

@@ -1,0 +1,152 @@
+// The atrex binary end to end: bad input gives one clear message and exit code 2; a sweep
+// that meets crashing and hanging candidates completes; a second run resumes without
+// re-evaluating anything.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "atrex/common/json_io.h"
+#include "atrex/runner/subprocess.h"
+
+namespace atrex {
+namespace {
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int rc;
+  std::string output;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("atrex_e2e_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CliRun atrex(std::vector<std::string> args, int timeout_s = 300) {
+    runner::SubprocessOptions o;
+    o.argv = {std::string(ATREX_TEST_BIN_DIR) + "/atrex"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.timeout = std::chrono::seconds(timeout_s);
+    o.working_dir = dir_;
+    o.output_tail_bytes = 1 << 20;
+    o.extra_env = {{"ATREX_CACHE_DIR", (dir_ / "cache").string()}};
+    auto r = runner::run_subprocess(o);
+    EXPECT_TRUE(r) << r.error().message;
+    return CliRun{r->timed_out ? -1 : r->exit_code, r->output_tail};
+  }
+
+  fs::path write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return dir_ / name;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Cli, MalformedSweepFileIsOneMessageAndExitCode2) {
+  auto f = write("bad.yaml", "name: x\nagents: [\n");
+  auto r = atrex({"sweep", "run", f.string()});
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("bad.yaml: not valid YAML"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("terminate"), std::string::npos);
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << "one message:\n" << r.output;
+}
+
+TEST_F(Cli, SweepFileWithUnknownFieldNamesIt) {
+  auto f = write("s.yaml", "name: x\nagents: [{name: a}]\nevaluation: {seedz: 3}\n");
+  auto r = atrex({"sweep", "run", f.string()});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.output.find("evaluation.seedz"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, SweepWithUnknownOperatorIsExitCode2) {
+  auto f = write("s.yaml", "name: x\nbackend: cpu\nhardware: H20\nagents: [{name: a}]\noperators: [rms_norm, rmsnorm]\n");
+  auto r = atrex({"sweep", "run", f.string()});
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("field \"operators[1]\": unknown operator \"rmsnorm\""), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, MissingCandidateFileIsExitCode2) {
+  auto r = atrex({"eval", "nope.cpp", "--operator", "rms_norm"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.output.find("nope.cpp: no such file"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, EvalOfUnknownOperatorIsExitCode2) {
+  auto r = atrex({"eval", std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_correct.cpp", "--operator", "rmsnorm"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.output.find("unknown operator \"rmsnorm\""), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, BadFlagIsExitCode2) {
+  EXPECT_EQ(atrex({"eval", "--frobnicate"}).rc, 2);
+  EXPECT_EQ(atrex({"problems", "show"}).rc, 2);
+}
+
+TEST_F(Cli, EvalPrintsAPerShapeTableAndSi) {
+  auto r = atrex({"eval", std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_correct.cpp", "--operator", "rms_norm",
+                  "--shapes", "15,28", "--hardware", "H20"});
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find("T_roofline us"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("S_i(rms_norm) ="), std::string::npos) << r.output;
+  auto wrong = atrex({"eval", std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_wrong.cpp", "--operator", "rms_norm",
+                      "--shapes", "15", "--hardware", "H20"});
+  EXPECT_EQ(wrong.rc, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("wrong_result"), std::string::npos);
+}
+
+TEST_F(Cli, ProblemsListHas30OperatorsAndShowHidesEvaluatorData) {
+  auto r = atrex({"problems", "list", "--json"});
+  ASSERT_EQ(r.rc, 0);
+  Json j = Json::parse(r.output);
+  EXPECT_EQ(j["operators"].size(), 30u);
+  auto show = atrex({"problems", "show", "fused_moe", "--json"});
+  ASSERT_EQ(show.rc, 0);
+  for (const char* hidden : {"production_performance", "performance_us", "semantic_W_flops", "SOL_time", "origin_kernel"}) {
+    EXPECT_EQ(show.output.find(hidden), std::string::npos) << hidden;
+  }
+}
+
+TEST_F(Cli, SweepWithCrashingAndHangingCandidatesCompletesAndResumes) {
+  fs::copy(ATREX_TEST_FIXTURES_DIR, dir_ / "fx", fs::copy_options::recursive);
+  const std::string sweep = (dir_ / "fx" / "crash_sweep.yaml").string();
+  auto r = atrex({"sweep", "run", sweep, "--out", "out"}, 600);
+  ASSERT_EQ(r.rc, 0) << r.output;
+  auto report = read_json_file(dir_ / "out" / "report.json");
+  ASSERT_TRUE(report) << report.error().message;
+  const Json& agent = (*report)["agents"][0];
+  EXPECT_EQ(agent["agent"], "fixture");
+  Json rms;
+  for (const auto& o : agent["operators"]) if (o["operator"] == "rms_norm") rms = o;
+  EXPECT_EQ(rms["status"], "correct") << rms.dump();
+  EXPECT_GT(rms["s_i"].get<double>(), 0.0);
+  EXPECT_GT(agent["s_agg"].get<double>(), 0.0);
+  // The audit trail shows the crash and the timeout.
+  std::ifstream audit(dir_ / "out" / "audit" / "fixture" / "rms_norm.jsonl");
+  std::string all((std::istreambuf_iterator<char>(audit)), {});
+  EXPECT_NE(all.find("\"status\":\"crashed\""), std::string::npos);
+  EXPECT_NE(all.find("\"status\":\"timeout\""), std::string::npos);
+  // Running again resumes: nothing is evaluated twice.
+  auto count_lines = [&] {
+    std::ifstream in(dir_ / "out" / "results.jsonl");
+    return std::count(std::istreambuf_iterator<char>(in), {}, '\n');
+  };
+  const auto before = count_lines();
+  auto again = atrex({"sweep", "run", sweep, "--out", "out"}, 120);
+  ASSERT_EQ(again.rc, 0) << again.output;
+  EXPECT_EQ(count_lines(), before);
+  // A different sweep cannot reuse that folder.
+  auto other = write("other.yaml", "name: other\nbackend: cpu\nhardware: H20\nagents: [{name: a}]\noperators: [l2_norm]\n");
+  auto clash = atrex({"sweep", "run", other.string(), "--out", "out"});
+  EXPECT_EQ(clash.rc, 2) << clash.output;
+  EXPECT_NE(clash.output.find("different sweep"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace atrex
