@@ -6,14 +6,16 @@
 #   2. `atrex eval` of each covered operator's CUDA templates on all shapes;
 #   3. the local sweep on the cuda backend (embedded default: all shapes of covered operators).
 # Everything printed is also saved under $OUT (when set) for the issue notes.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|all]...
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|all]...
+#   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
+#          deploy/gpu/smoke-sweep.yaml, for a quick check within a few minutes.
 set -uo pipefail
 root=$(pwd)
 # Work under /tmp; at the end everything is packed into $OUT (which returns at most 8 files).
 out=/tmp/atrex-gpu-out
 rm -rf "$out"
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$root/.gpu-bundle/lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$root/.gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
 export ATREX_CACHE_DIR=/tmp/atrex-cache
 atrex="$root/build/release/bin/atrex"
 steps=("$@")
@@ -26,6 +28,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 if want tests; then
   echo "=== gpu test label"
   "$root/build/release/bin/atrex_runner_gpu_tests" 2>&1 | tee "$out/gpu-tests.txt" || rc=1
+  [ -n "${OUT:-}" ] && cp "$out/gpu-tests.txt" "$OUT/"
 fi
 
 if want eval; then
@@ -36,6 +39,22 @@ if want eval; then
     "$atrex" eval "$tpl" --operator "$op" --shapes all --out "$out/eval-$op-$(basename "$tpl" .cu).jsonl" 2>&1 \
       | grep -v '^  shape ' | tee -a "$out/eval.txt" || rc=1
   done
+fi
+
+if want smoke; then
+  echo "=== smoke: atrex eval of one CUDA template per operator on 3 shapes"
+  for op in rms_norm fused_add_rms_norm silu_and_mul l2_norm moe_sum_reduce; do
+    tpl=$(ls agent/templates/$op/cuda/*.cu | head -1)
+    n=$("$atrex" problems show "$op" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["shapes"]))')
+    ids=$(python3 -c "n=$n; print(','.join(sorted({'0', str(n//2), str(n-1)}, key=int)))")
+    echo "--- $tpl shapes $ids"
+    timeout 120 "$atrex" eval "$tpl" --operator "$op" --shapes "$ids" --out "$out/eval-$op.jsonl" 2>&1 \
+      | grep -v '^  shape ' | tee -a "$out/eval.txt" || rc=1
+    [ -n "${OUT:-}" ] && cp "$out/eval.txt" "$OUT/"
+  done
+  echo "=== smoke: atrex sweep run deploy/gpu/smoke-sweep.yaml"
+  timeout 300 "$atrex" sweep run deploy/gpu/smoke-sweep.yaml --out "$out/sweep" 2>&1 | tee "$out/sweep.txt" || rc=1
+  [ -n "${OUT:-}" ] && cp "$out/sweep.txt" "$OUT/" && cp "$out/sweep/report.md" "$OUT/sweep-report.md" 2>/dev/null
 fi
 
 if want sweep; then
