@@ -24,6 +24,14 @@ Json operator_json(const OperatorScore& o) {
 
 std::string opt_pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", 100 * *v) : "n/a"; }
 
+std::string not_attempted(const AgentScore& a) {
+  std::string names;
+  for (const auto& o : a.operators) {
+    if (!o.attempted) names += (names.empty() ? "" : ", ") + o.name;
+  }
+  return names;
+}
+
 }  // namespace
 
 Json report_json(const ReportContext& ctx, const std::vector<AgentScore>& agents) {
@@ -63,6 +71,7 @@ std::string agent_table_text(const AgentScore& a) {
   if (skipped > 0) {
     out += fmt::format("{:<30} {:>7.4f} {:>8.4f} {:>9} {:>9.5f}  not attempted (count as 0)\n",
                        fmt::format("({} other operators)", skipped), skipped_weight, 0.0, "-", 0.0);
+    out += fmt::format("not attempted: {}\n", not_attempted(a));
   }
   out += fmt::format("S_agg = {:.5f}   correctness rate = {:.1f}% ({}/{} operators)   DSL adoption = {}\n", a.s_agg,
                      100 * a.correctness_rate, a.operators_correct, a.operators_attempted, opt_pct(a.dsl_adoption_rate));
@@ -95,8 +104,8 @@ std::string report_markdown(const ReportContext& ctx, const std::vector<AgentSco
                         o.shapes_evaluated, o.weight * o.s_i, status);
     }
     if (skipped > 0) {
-      md += fmt::format("\n{} operators (total weight {:.4f}) were not attempted and count as S_i = 0.\n", skipped,
-                        skipped_weight);
+      md += fmt::format("\n{} operators (total weight {:.4f}) were not attempted and count as S_i = 0: {}.\n", skipped,
+                        skipped_weight, not_attempted(a));
     }
     md += fmt::format("\n**S_agg = {:.5f}**\n", a.s_agg);
   }
