@@ -18,14 +18,7 @@ QueueEvalFn::QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string str
 namespace {
 
 EvalRecord missing_record(const EvalTask& task, const std::string& shape, EvalStatus status, std::string error) {
-  EvalRecord r;
-  r.task_id = task.task_id;
-  r.sweep_id = task.sweep_id;
-  r.operator_name = task.operator_name;
-  r.shape_id = shape;
-  r.candidate = task.candidate;
-  r.candidate.source.clear();
-  r.hardware = task.hardware;
+  EvalRecord r = new_eval_record(task, shape);
   r.status = status;
   r.error = std::move(error);
   return r;

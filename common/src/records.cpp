@@ -92,7 +92,9 @@ Result<CandidateRef> candidate_from_json(const JsonField& f) {
   return c;
 }
 
-Json timing_json(const TimingSummary& t) {
+}  // namespace
+
+Json to_json(const TimingSummary& t) {
   return Json{{"time_us_median", t.time_us_median}, {"time_us_p25", t.time_us_p25},
               {"time_us_p75", t.time_us_p75},       {"time_us_iqr", t.time_us_iqr},
               {"time_us_min", t.time_us_min},       {"time_us_mean", t.time_us_mean},
@@ -100,7 +102,7 @@ Json timing_json(const TimingSummary& t) {
               {"method", t.method}};
 }
 
-TimingSummary timing_from_json(const Json& j) {
+TimingSummary timing_summary_from_json(const Json& j) {
   TimingSummary t;
   t.time_us_median = j.value("time_us_median", 0.0);
   t.time_us_p25 = j.value("time_us_p25", 0.0);
@@ -113,8 +115,6 @@ TimingSummary timing_from_json(const Json& j) {
   t.method = j.value("method", "");
   return t;
 }
-
-}  // namespace
 
 Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSettings& base) {
   EvalSettings s = base;
@@ -200,7 +200,7 @@ Json to_json(const EvalRecord& r) {
          {"max_rel_error", r.max_rel_error},
          {"low_signal_outputs", r.low_signal_outputs},
          {"seeds_passed", r.seeds_passed},
-         {"timing", r.timing ? timing_json(*r.timing) : Json(nullptr)},
+         {"timing", r.timing ? to_json(*r.timing) : Json(nullptr)},
          {"t_roofline_us", r.t_roofline_us},
          {"s_j", r.s_j ? Json(*r.s_j) : Json(nullptr)},
          {"above_roofline", r.above_roofline},
@@ -231,7 +231,7 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
     r.max_rel_error = j.value("max_rel_error", 0.0);
     if (j.contains("low_signal_outputs")) r.low_signal_outputs = j["low_signal_outputs"].get<std::vector<std::string>>();
     r.seeds_passed = j.value("seeds_passed", 0);
-    if (j.contains("timing") && j["timing"].is_object()) r.timing = timing_from_json(j["timing"]);
+    if (j.contains("timing") && j["timing"].is_object()) r.timing = timing_summary_from_json(j["timing"]);
     r.t_roofline_us = j.value("t_roofline_us", 0.0);
     if (j.contains("s_j") && j["s_j"].is_number()) r.s_j = j["s_j"].get<double>();
     r.above_roofline = j.value("above_roofline", false);
@@ -247,6 +247,19 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
   auto c = candidate_from_json(*cand);
   if (!c) return tl::unexpected(c.error());
   r.candidate = std::move(*c);
+  return r;
+}
+
+EvalRecord new_eval_record(const EvalTask& task, const std::string& shape_id, const std::string& device) {
+  EvalRecord r;
+  r.task_id = task.task_id;
+  r.sweep_id = task.sweep_id;
+  r.operator_name = task.operator_name;
+  r.shape_id = shape_id;
+  r.candidate = task.candidate;
+  r.candidate.source.clear();  // records never carry source
+  r.hardware = task.hardware;
+  r.device = device;
   return r;
 }
 

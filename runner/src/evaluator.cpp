@@ -75,6 +75,7 @@ Evaluator::Evaluator(EvaluatorOptions options)
 }
 
 void Evaluator::finish_record(EvalRecord& r, const problems::Shape& shape) {
+  r.hardware = options_.hardware.name;
   r.created_at = utc_timestamp_now();
   if (!options_.suite) return;
   auto counts = options_.suite->roofline(r.operator_name, shape.id);
@@ -120,18 +121,7 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
     reject = fmt::format("backend \"{}\" cannot run on this runner (available: cpu{})", task.candidate.backend,
                          env.has_gpu() ? ", cuda" : "");
   }
-  auto base_record = [&](const problems::Shape& s) {
-    EvalRecord r;
-    r.task_id = task.task_id;
-    r.sweep_id = task.sweep_id;
-    r.operator_name = task.operator_name;
-    r.shape_id = s.id;
-    r.candidate = task.candidate;
-    r.candidate.source.clear();
-    r.hardware = options_.hardware.name;
-    r.device = device_name;
-    return r;
-  };
+  auto base_record = [&](const problems::Shape& s) { return new_eval_record(task, s.id, device_name); };
   std::vector<EvalRecord> out;
   auto emit = [&](EvalRecord r, const problems::Shape& s) {
     finish_record(r, s);
@@ -167,15 +157,7 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
 
 EvalRecord Evaluator::evaluate_shape(const EvalTask& task, const problems::Shape& shape, const fs::path& library,
                                      const std::string& device_name) {
-  EvalRecord r;
-  r.task_id = task.task_id;
-  r.sweep_id = task.sweep_id;
-  r.operator_name = task.operator_name;
-  r.shape_id = shape.id;
-  r.candidate = task.candidate;
-  r.candidate.source.clear();
-  r.hardware = options_.hardware.name;
-  r.device = device_name;
+  EvalRecord r = new_eval_record(task, shape.id, device_name);
   const auto& st = task.settings;
   // Fresh seeds per (evaluator, task, shape): a candidate cannot know them in advance.
   const uint64_t base = num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id + "/" + shape.id));
@@ -228,20 +210,7 @@ EvalRecord Evaluator::evaluate_shape(const EvalTask& task, const problems::Shape
     if (j.contains("low_signal_outputs")) r.low_signal_outputs = j["low_signal_outputs"].get<std::vector<std::string>>();
     if (j.contains("device")) r.device = j["device"].get<std::string>();
     if (j.contains("clocks")) r.clocks = j["clocks"];
-    if (j.contains("timing") && j["timing"].is_object()) {
-      TimingSummary t;
-      const Json& tj = j["timing"];
-      t.time_us_median = tj.value("time_us_median", 0.0);
-      t.time_us_p25 = tj.value("time_us_p25", 0.0);
-      t.time_us_p75 = tj.value("time_us_p75", 0.0);
-      t.time_us_iqr = tj.value("time_us_iqr", 0.0);
-      t.time_us_min = tj.value("time_us_min", 0.0);
-      t.time_us_mean = tj.value("time_us_mean", 0.0);
-      t.n = tj.value("n", 0);
-      t.samples_us = tj.value("samples_us", std::vector<double>{});
-      t.method = tj.value("method", "");
-      r.timing = std::move(t);
-    }
+    if (j.contains("timing") && j["timing"].is_object()) r.timing = timing_summary_from_json(j["timing"]);
   }
   fs::remove(req_file, ec);
   fs::remove(resp_file, ec);

@@ -83,6 +83,9 @@ struct TimingSummary {
   std::string method;  // "cuda_events_l2_flush", "steady_clock_cache_flush"
 };
 
+Json to_json(const TimingSummary& t);
+TimingSummary timing_summary_from_json(const Json& j);
+
 struct EvalRecord {
   std::string task_id;
   std::string sweep_id;
@@ -108,6 +111,9 @@ struct EvalRecord {
 };
 Json to_json(const EvalRecord& r);
 Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& source);
+
+// An empty record of `task` for one shape, without the candidate source; the gates fill it in.
+EvalRecord new_eval_record(const EvalTask& task, const std::string& shape_id, const std::string& device = "");
 
 // Key under which a shape's record is stored: "<task_id>/<shape_id>".
 std::string record_key(const std::string& task_id, const std::string& shape_id);
