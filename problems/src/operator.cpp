@@ -89,6 +89,10 @@ Result<std::vector<TensorDesc>> resolve_tensors(const std::vector<TensorSpec>& s
   for (const auto& spec : specs) {
     TensorDesc d{spec.name, spec.dtype, {}};
     for (const auto& expr : spec.dims) {
+      if (!expr.empty() && expr[0] == '=') {  // computed by OperatorDef::resolve
+        d.dims.push_back(-1);
+        continue;
+      }
       auto v = eval_dim(expr, params);
       if (!v) return invalid_input(fmt::format("tensor \"{}\": {}", spec.name, v.error().message));
       if (*v < 1) return invalid_input(fmt::format("tensor \"{}\": dim \"{}\" = {} must be positive", spec.name, expr, *v));
@@ -99,17 +103,6 @@ Result<std::vector<TensorDesc>> resolve_tensors(const std::vector<TensorSpec>& s
   return out;
 }
 
-int gen_dtype(DType d) {
-  switch (d) {
-    case DType::kBF16: return kGenBF16;
-    case DType::kF16: return kGenF16;
-    case DType::kF32: return kGenF32;
-    case DType::kF64: return kGenF64;
-    case DType::kI32: return kGenI32;
-    case DType::kI64: return kGenI64;
-    default: return -1;
-  }
-}
 
 }  // namespace
 
@@ -139,6 +132,16 @@ Result<ResolvedShape> resolve_shape(const OperatorDef& def, const Shape& shape) 
   if (!out) return where(out.error().message);
   r.inputs = std::move(*in);
   r.outputs = std::move(*out);
+  if (def.resolve) {
+    if (auto h = def.resolve(r); !h) return where(h.error().message);
+  }
+  for (const auto* list : {&r.inputs, &r.outputs}) {
+    for (const auto& t : *list) {
+      for (int64_t dim : t.dims) {
+        if (dim < 0) return internal_error(fmt::format("operator {}: tensor {} has a dim its resolve hook did not set", def.name, t.name));
+      }
+    }
+  }
   return r;
 }
 
@@ -159,6 +162,10 @@ void parallel_for_cpu(int64_t n, const std::function<void(int64_t, int64_t)>& ra
 
 void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data) {
   const TensorSpec& spec = shape.def->inputs[index];
+  if (spec.generate) {
+    spec.generate(shape, index, seed, data);
+    return;
+  }
   const Distribution& d = spec.distribution;
   GenerateFn f{d.kind, static_cast<float>(d.scale), static_cast<float>(d.offset), d.lo, d.hi,
                gen_dtype(spec.dtype), data, seed, input_stream_id(index)};

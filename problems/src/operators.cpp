@@ -1,74 +1,16 @@
-// The native operator table. Signatures and distributions follow alibaba/atrex-bench
-// data/<op>/{reference.py,input.py} (semantics carried over, not code).
-#include <array>
+// The native operator table: every group of operators registers itself (ops/*_defs.cpp).
 #include <map>
 
 #include "atrex/problems/operator.h"
-#include "ops/activation_ops.h"
-#include "ops/executors.h"
-#include "ops/norm_ops.h"
+#include "ops/def_helpers.h"
 
 namespace atrex::problems {
 namespace {
 
-template <void (*Ref)(const CpuExec&, const ResolvedShape&, const void* const*, void* const*)>
-void cpu_ref(const ResolvedShape& s, std::span<const void* const> in, std::span<void* const> out) {
-  Ref(CpuExec{}, s, in.data(), out.data());
-}
-
-Distribution normal(double scale = 1.0, double offset = 0.0) { return Distribution{Distribution::kNormal, scale, offset, 0, 1}; }
-
-ParamSpec int_param(const char* name, const char* doc) { return ParamSpec{name, ParamKind::kInt, true, nullptr, doc}; }
-ParamSpec float_param(const char* name, double dflt, const char* doc) {
-  return ParamSpec{name, ParamKind::kFloat, false, dflt, doc};
-}
-
 std::vector<OperatorDef> make_operators() {
   std::vector<OperatorDef> ops;
-  ops.push_back(OperatorDef{
-      "rms_norm",
-      "out = x * rsqrt(mean(x^2, dim=-1) + eps) * weight, computed in fp32 from bf16 inputs, rounded to bf16.",
-      {int_param("token_count", "rows of x"), int_param("hidden_size", "row length"),
-       float_param("eps", 1e-6, "added to the mean square")},
-      {{"x", DType::kBF16, {"token_count", "hidden_size"}, normal(0.02), "randn * 0.02"},
-       {"weight", DType::kBF16, {"hidden_size"}, normal(0.02, 1.0), "randn * 0.02 + 1"}},
-      {{"out", DType::kBF16, {"token_count", "hidden_size"}, {}, "normalised rows"}},
-      &cpu_ref<ops::rms_norm_reference<CpuExec>>});
-  ops.push_back(OperatorDef{
-      "fused_add_rms_norm",
-      "residual_out = bf16(x + residual); out = residual_out * rsqrt(mean(residual_out^2) + eps) * weight "
-      "(fp32 arithmetic, bf16 results). Both outputs are separate buffers: inputs must stay unchanged.",
-      {int_param("token_count", "rows"), int_param("hidden_size", "row length"),
-       float_param("eps", 1e-6, "added to the mean square")},
-      {{"x", DType::kBF16, {"token_count", "hidden_size"}, normal(0.02), "randn * 0.02"},
-       {"residual", DType::kBF16, {"token_count", "hidden_size"}, normal(), "randn"},
-       {"weight", DType::kBF16, {"hidden_size"}, normal(0.02, 1.0), "randn * 0.02 + 1"}},
-      {{"out", DType::kBF16, {"token_count", "hidden_size"}, {}, "normalised sum"},
-       {"residual", DType::kBF16, {"token_count", "hidden_size"}, {}, "x + residual"}},
-      &cpu_ref<ops::fused_add_rms_norm_reference<CpuExec>>});
-  ops.push_back(OperatorDef{
-      "silu_and_mul",
-      "x: [N, 2d] -> out: [N, d] = bf16(bf16(silu(x[:, :d])) * x[:, d:2d]), silu in fp32.",
-      {ParamSpec{"shape", ParamKind::kIntList, true, nullptr, "input shape [N, 2d]"}},
-      {{"x", DType::kBF16, {"shape[0]", "shape[1]"}, normal(), "randn"}},
-      {{"out", DType::kBF16, {"shape[0]", "shape[1]/2"}, {}, "gated activation"}},
-      &cpu_ref<ops::silu_and_mul_reference<CpuExec>>});
-  ops.push_back(OperatorDef{
-      "l2_norm",
-      "out = x * rsqrt(sum(x^2, dim=-1) + eps) in fp32 from bf16, rounded to bf16.",
-      {int_param("num_tokens", "rows"), int_param("hidden_size", "row length"),
-       float_param("eps", 1e-6, "added to the sum of squares")},
-      {{"x", DType::kBF16, {"num_tokens", "hidden_size"}, normal(), "randn"}},
-      {{"out", DType::kBF16, {"num_tokens", "hidden_size"}, {}, "unit rows"}},
-      &cpu_ref<ops::l2_norm_reference<CpuExec>>});
-  ops.push_back(OperatorDef{
-      "moe_sum_reduce",
-      "expert_outputs: [T, K, H] -> out: [T, H] = sum over K in fp32, times routed_scaling_factor, rounded to bf16.",
-      {int_param("token_count", "tokens"), int_param("top_k", "experts per token"),
-       int_param("hidden_size", "row length"), float_param("routed_scaling_factor", 1.0, "output scale")},
-      {{"expert_outputs", DType::kBF16, {"token_count", "top_k", "hidden_size"}, normal(0.02), "randn * 0.02"}},
-      {{"out", DType::kBF16, {"token_count", "hidden_size"}, {}, "reduced rows"}},
-      &cpu_ref<ops::moe_sum_reduce_reference<CpuExec>>});
+  ops::add_norm_operators(ops);
+  ops::add_activation_operators(ops);
   return ops;
 }
 

@@ -57,3 +57,45 @@ TEST(Rng, StreamsAndSeedsDiffer) {
 
 }  // namespace
 }  // namespace atrex::num
+
+namespace atrex::num {
+namespace {
+
+TEST(Fp8E4M3, KnownValuesAndRounding) {
+  EXPECT_EQ(float_to_fp8e4m3(1.0f), 0x38);
+  EXPECT_EQ(float_to_fp8e4m3(448.0f), 0x7e);
+  EXPECT_EQ(float_to_fp8e4m3(-448.0f), 0xfe);
+  EXPECT_EQ(float_to_fp8e4m3(464.0f), 0x7e);  // below the 480 boundary: rounds to 448
+  EXPECT_EQ(float_to_fp8e4m3(480.0f), 0x7f);  // torch c10: >= 480 is NaN
+  EXPECT_EQ(float_to_fp8e4m3(0.001953125f), 0x01);  // 2^-9, smallest subnormal
+  EXPECT_EQ(float_to_fp8e4m3(0.0009765625f), 0x00);  // half of it: ties to even -> 0
+  EXPECT_EQ(float_to_fp8e4m3(1.0625f), 0x38);  // halfway 1 and 1.125: even -> 1
+  EXPECT_EQ(float_to_fp8e4m3(1.1875f), 0x3a);  // halfway 1.125 (odd) and 1.25: -> 1.25
+  EXPECT_TRUE(std::isnan(fp8e4m3_to_float(0x7f)));
+  EXPECT_FLOAT_EQ(fp8e4m3_to_float(0x7e), 448.0f);
+  EXPECT_FLOAT_EQ(fp8e4m3_to_float(0x08), 0.015625f);  // 2^-6, smallest normal
+}
+
+TEST(Fp8E4M3, EveryFiniteCodeRoundTrips) {
+  for (uint32_t v = 0; v < 256; ++v) {
+    if ((v & 0x7f) == 0x7f) continue;
+    ASSERT_EQ(float_to_fp8e4m3(fp8e4m3_to_float(static_cast<uint8_t>(v))), v) << v;
+  }
+}
+
+TEST(Fp8E4M3, RoundsToTheNearestCode) {
+  // For many floats, the chosen code is at least as close as its neighbours.
+  for (float f = -460.f; f < 460.f; f += 0.37f) {
+    const uint8_t c = float_to_fp8e4m3(f);
+    const float d = std::fabs(fp8e4m3_to_float(c) - f);
+    for (int delta : {-1, 1}) {
+      const int n = (c & 0x7f) + delta;
+      if (n < 0 || n > 0x7e) continue;
+      const uint8_t nb = static_cast<uint8_t>((c & 0x80) | n);
+      ASSERT_LE(d, std::fabs(fp8e4m3_to_float(nb) - f) + 1e-6f) << f;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace atrex::num

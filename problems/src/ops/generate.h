@@ -4,12 +4,28 @@
 
 #include <cstdint>
 
+#include "atrex/problems/dtype.h"
 #include "atrex/problems/numeric.h"
 
 namespace atrex::problems {
 
 // Element-type codes for device code (mirrors DType's order).
-enum GenDType : int { kGenBF16 = 0, kGenF16 = 1, kGenF32 = 2, kGenF64 = 3, kGenI32 = 4, kGenI64 = 5 };
+enum GenDType : int { kGenBF16 = 0, kGenF16 = 1, kGenF32 = 2, kGenF64 = 3, kGenI32 = 4, kGenI64 = 5, kGenFP8 = 6, kGenU8 = 7 };
+
+inline int gen_dtype(DType d) {
+  switch (d) {
+    case DType::kBF16: return kGenBF16;
+    case DType::kF16: return kGenF16;
+    case DType::kF32: return kGenF32;
+    case DType::kF64: return kGenF64;
+    case DType::kI32: return kGenI32;
+    case DType::kI64: return kGenI64;
+    case DType::kFP8E4M3: return kGenFP8;
+    case DType::kU8:
+    case DType::kBool: return kGenU8;
+  }
+  return -1;
+}
 
 struct GenerateFn {
   int kind;       // Distribution::Kind
@@ -26,6 +42,7 @@ struct GenerateFn {
   ATREX_HD float round_to(float v) const {
     if (dtype == kGenBF16) return num::round_bf16(v);
     if (dtype == kGenF16) return num::round_fp16(v);
+    if (dtype == kGenFP8) return num::round_fp8e4m3(v);
     return v;
   }
 
@@ -46,6 +63,8 @@ struct GenerateFn {
       case kGenF64: static_cast<double*>(data)[i] = value; break;
       case kGenI32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(floor(value)); break;
       case kGenI64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(floor(value)); break;
+      case kGenFP8: static_cast<uint8_t*>(data)[i] = num::float_to_fp8e4m3(static_cast<float>(value)); break;
+      case kGenU8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(floor(value)); break;
       default: break;
     }
   }

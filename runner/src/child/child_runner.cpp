@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "atrex/candidate.h"
-#include "compare.h"
+#include "atrex/problems/compare.h"
 #include "launch.h"
 
 namespace atrex::runner {
@@ -110,7 +110,8 @@ class ShapeRun {
 
     // --- correctness gate: every seed draws fresh inputs
     const auto seeds = req_.value("seeds", std::vector<uint64_t>{1});
-    const double atol = req_.value("atol", 1e-2), rtol = req_.value("rtol", 5e-2);
+    const double atol = def->atol.value_or(req_.value("atol", 1e-2));
+    const double rtol = def->rtol.value_or(req_.value("rtol", 5e-2));
     for (uint64_t seed : seeds) {
       if (auto f = prepare_seed(seed)) return f;
       if (auto f = call_and_check(resp, atol, rtol, "")) return f;
@@ -139,6 +140,19 @@ class ShapeRun {
     return std::nullopt;
   }
 
+  // Puts output i in its pre-call state: a copy of its `initial_from` input (in-place
+  // semantics), else poison (0xFF bytes: NaN for floats) so unwritten elements fail.
+  std::string initialise_output(size_t i, void* buffer) {
+    const std::string& from = shape_.def->outputs[i].initial_from;
+    if (!from.empty()) {
+      for (size_t k = 0; k < shape_.inputs.size(); ++k) {
+        if (shape_.inputs[k].name == from) return dev_.copy(buffer, pristine_in_[k], shape_.outputs[i].bytes());
+      }
+      return "output " + shape_.outputs[i].name + " starts from unknown input " + from;
+    }
+    return dev_.fill(buffer, 0xFF, shape_.outputs[i].bytes());
+  }
+
   std::optional<Failure> device_error(const std::string& err, const char* where) {
     if (err.empty()) return std::nullopt;
     return Failure{"crashed", fmt::format("{}: {}", where, err)};
@@ -149,6 +163,9 @@ class ShapeRun {
     for (size_t i = 0; i < shape_.inputs.size(); ++i) {
       if (auto f = device_error(dev_.generate(shape_, i, seed, pristine_in_[i]), "generating inputs")) return f;
       if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()), "copying inputs")) return f;
+    }
+    for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+      if (auto f = device_error(initialise_output(i, ref_out_[i]), "initialising reference outputs")) return f;
     }
     std::vector<const void*> in(pristine_in_.begin(), pristine_in_.end());
     if (auto f = device_error(dev_.reference(shape_, in, ref_out_), "reference")) return f;
@@ -165,7 +182,7 @@ class ShapeRun {
   // Poisons outputs, calls the candidate once, and checks outputs and inputs.
   std::optional<Failure> call_and_check(Json& resp, double atol, double rtol, const std::string& context) {
     for (size_t i = 0; i < out_.size(); ++i) {
-      if (auto f = device_error(dev_.fill(out_[i], 0xFF, shape_.outputs[i].bytes()), "poisoning outputs")) return f;
+      if (auto f = device_error(initialise_output(i, out_[i]), "poisoning outputs")) return f;
     }
     if (auto f = device_error(dev_.synchronize(), "poisoning outputs")) return f;
     const int rc = entry_(launch_->launch());
@@ -187,7 +204,15 @@ class ShapeRun {
     }
     for (size_t i = 0; i < shape_.outputs.size(); ++i) {
       if (auto f = device_error(dev_.to_host(host_out_[i].data(), out_[i], shape_.outputs[i].bytes()), "copy")) return f;
-      CompareResult c = compare_output(shape_.outputs[i], host_out_[i].data(), host_ref_[i].data(), atol, rtol);
+    }
+    std::vector<const void*> cand, ref, in;
+    for (auto& b : host_out_) cand.push_back(b.data());
+    for (auto& b : host_ref_) ref.push_back(b.data());
+    for (auto& b : host_pristine_) in.push_back(b.data());
+    for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+      const auto custom = shape_.def->outputs[i].compare;
+      problems::CompareResult c = custom ? custom(shape_, i, cand, ref, in, atol, rtol)
+                                         : problems::compare_output(shape_.outputs[i], cand[i], ref[i], atol, rtol);
       resp["max_abs_error"] = std::max(resp["max_abs_error"].get<double>(), c.max_abs_error);
       resp["max_rel_error"] = std::max(resp["max_rel_error"].get<double>(), c.max_rel_error);
       if (c.low_signal) {

@@ -74,6 +74,42 @@ ATREX_HD uint16_t float_to_fp16(float f) {
 }
 ATREX_HD float round_fp16(float f) { return fp16_to_float(float_to_fp16(f)); }
 
+// fp8 e4m3 ("fn": no infinities, one NaN pattern per sign; max finite 448) stored as a byte.
+// float -> fp8 rounds to nearest even like torch's `.to(torch.float8_e4m3fn)` (c10
+// fp8e4m3fn_from_fp32_value): magnitudes >= 480 (halfway past 448 and up) become NaN (0x7f);
+// quantisation kernels clamp to ±448 first, where this agrees with CUDA's
+// __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3).
+ATREX_HD float fp8e4m3_to_float(uint8_t v) {
+  const uint32_t sign = static_cast<uint32_t>(v & 0x80u) << 24;
+  const uint32_t exp = (v >> 3) & 0xfu;
+  const uint32_t man = v & 0x7u;
+  if (exp == 0xfu && man == 0x7u) return bits_float(sign | 0x7fc00000u);  // NaN
+  if (exp == 0) {
+    const float m = static_cast<float>(man) * 0.001953125f;  // man * 2^-9
+    return sign ? -m : m;
+  }
+  return bits_float(sign | ((exp + 120u) << 23) | (man << 20));
+}
+ATREX_HD uint8_t float_to_fp8e4m3(float f) {
+  const uint32_t u = float_bits(f);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs >= 0x43f00000u) return static_cast<uint8_t>(sign | 0x7fu);  // >= 480 or NaN/inf -> NaN
+  if (abs < 0x3c800000u) {                                             // below 2^-6: subnormal range
+    // Round abs / 2^-9 to an integer, half to even (0..8; 8 is the smallest normal 2^-6).
+    const float scaled = bits_float(abs) * 512.0f;
+    uint32_t r = static_cast<uint32_t>(scaled);
+    const float frac = scaled - static_cast<float>(r);
+    if (frac > 0.5f || (frac == 0.5f && (r & 1u))) ++r;
+    return static_cast<uint8_t>(sign | r);
+  }
+  uint32_t a = abs + 0x7ffffu + ((abs >> 20) & 1u);  // round mantissa to 3 bits, ties to even
+  a &= 0xfff00000u;
+  const uint32_t exp = (a >> 23) - 120u;
+  return static_cast<uint8_t>(sign | (exp << 3) | ((a >> 20) & 0x7u));
+}
+ATREX_HD float round_fp8e4m3(float f) { return fp8e4m3_to_float(float_to_fp8e4m3(f)); }
+
 // SplitMix64 finaliser (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
 ATREX_HD uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

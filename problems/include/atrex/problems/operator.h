@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,12 +32,36 @@ struct Distribution {
   double hi = 1.0;      // kUniform
 };
 
+struct ResolvedShape;
+struct CompareResult;
+
+// Fills a structured input (ids, slot mappings, sequence lengths, ...) on the host: `data` is
+// the tensor's bytes. Used instead of `distribution` when set; the CUDA backend copies the
+// result to the device.
+using CpuGenerateFn = void (*)(const ResolvedShape& shape, size_t index, uint64_t seed, void* data);
+
+// Compares output `index` when elementwise allclose does not fit (a valid prefix given by
+// another output, order-free sets, ...). Buffers are host copies in ResolvedShape layout;
+// `inputs` are the pristine inputs.
+using OutputCompareFn = CompareResult (*)(const ResolvedShape& shape, size_t index,
+                                          std::span<const void* const> candidate_outputs,
+                                          std::span<const void* const> reference_outputs,
+                                          std::span<const void* const> inputs, double atol, double rtol);
+
 struct TensorSpec {
   std::string name;
   DType dtype = DType::kBF16;
-  std::vector<std::string> dims;  // symbolic: "token_count", "shape[1]/2", ...
-  Distribution distribution;      // inputs only
+  // Symbolic dims over the shape's parameters: "token_count", "shape[1]/2", "top_k*2". A dim
+  // written "=<formula>" is computed by OperatorDef::resolve (the text is documentation).
+  std::vector<std::string> dims;
+  Distribution distribution;      // inputs: how elements are drawn
   std::string doc;                // how it is drawn / what it holds, for `problems show`
+  CpuGenerateFn generate = nullptr;   // inputs: structured generator instead of `distribution`
+  // Outputs: the name of an input this output starts as (the reference updates it in place,
+  // e.g. a KV cache). Such an output is initialised with that input's values instead of
+  // being poisoned, for the reference and the candidate alike.
+  std::string initial_from;
+  OutputCompareFn compare = nullptr;  // outputs: custom comparison
 };
 
 enum class ParamKind { kInt, kFloat, kBool, kString, kIntList };
@@ -74,6 +99,9 @@ struct ResolvedShape {
 // Reference on the host: `in[i]` / `out[i]` point at tensors laid out as ResolvedShape says.
 using CpuReferenceFn = void (*)(const ResolvedShape& shape, std::span<const void* const> in, std::span<void* const> out);
 
+// Fills dims written "=..." and checks cross-parameter constraints after generic resolution.
+using ResolveFn = Result<void> (*)(ResolvedShape& shape);
+
 struct OperatorDef {
   std::string name;
   std::string semantics;     // one paragraph: what the reference computes, dtypes of arithmetic
@@ -81,12 +109,18 @@ struct OperatorDef {
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   CpuReferenceFn reference_cpu = nullptr;
+  ResolveFn resolve = nullptr;
+  // Tolerances that replace the sweep's for this operator (e.g. fp8 outputs, where one
+  // quantisation step exceeds rtol). Each override is documented in `semantics`.
+  std::optional<double> atol;
+  std::optional<double> rtol;
 };
 
 // Evaluates dims and checks parameters. Errors (kInvalidInput) name operator, shape, parameter.
 Result<ResolvedShape> resolve_shape(const OperatorDef& def, const Shape& shape);
 
-// Draws input `index` of `shape` for `seed` into host memory `data` (bytes() long).
+// Draws input `index` of `shape` for `seed` into host memory `data` (bytes() long), with the
+// input's structured generator when it has one, else its distribution.
 void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data);
 
 // The operators atrex evaluates natively, and lookup by name.

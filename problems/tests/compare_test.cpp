@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "atrex/problems/numeric.h"
-#include "compare.h"
+#include "atrex/problems/compare.h"
 
-namespace atrex::runner {
+namespace atrex::problems {
 namespace {
 
-using problems::DType;
-using problems::TensorDesc;
+
+
 
 TEST(Compare, WithinAtolPlusRtolPasses) {
   TensorDesc d{"out", DType::kF32, {3}};
@@ -82,4 +82,4 @@ TEST(Compare, IntegersMustMatchExactly) {
 }
 
 }  // namespace
-}  // namespace atrex::runner
+}  // namespace atrex::problems

@@ -1,4 +1,4 @@
-#include "compare.h"
+#include "atrex/problems/compare.h"
 
 #include <cmath>
 
@@ -6,7 +6,7 @@
 
 #include "atrex/problems/numeric.h"
 
-namespace atrex::runner {
+namespace atrex::problems {
 
 using problems::DType;
 
@@ -18,16 +18,16 @@ double element_as_double(DType dtype, const void* data, int64_t i) {
     case DType::kF64: return static_cast<const double*>(data)[i];
     case DType::kI32: return static_cast<const int32_t*>(data)[i];
     case DType::kI64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    case DType::kFP8E4M3: return num::fp8e4m3_to_float(static_cast<const uint8_t*>(data)[i]);
     case DType::kU8:
-    case DType::kBool:
-    case DType::kFP8E4M3: return static_cast<const uint8_t*>(data)[i];
+    case DType::kBool: return static_cast<const uint8_t*>(data)[i];
   }
   return 0;
 }
 
 namespace {
 
-std::string coords(const problems::TensorDesc& d, int64_t i) {
+std::string coords(const TensorDesc& d, int64_t i) {
   std::string s;
   for (size_t k = d.dims.size(); k-- > 0;) {
     s = fmt::format("{}{}", i % d.dims[k], s.empty() ? "" : ", " + s);
@@ -40,7 +40,7 @@ bool is_integer(DType d) { return d == DType::kI32 || d == DType::kI64 || d == D
 
 }  // namespace
 
-CompareResult compare_output(const problems::TensorDesc& desc, const void* cand, const void* ref, double atol,
+CompareResult compare_output(const TensorDesc& desc, const void* cand, const void* ref, double atol,
                              double rtol) {
   CompareResult res;
   const int64_t n = desc.numel();
@@ -94,4 +94,4 @@ CompareResult compare_output(const problems::TensorDesc& desc, const void* cand,
   return res;
 }
 
-}  // namespace atrex::runner
+}  // namespace atrex::problems

@@ -14,7 +14,7 @@
 
 #include "atrex/problems/operator.h"
 
-namespace atrex::runner {
+namespace atrex::problems {
 
 struct CompareResult {
   bool pass = true;
@@ -26,10 +26,10 @@ struct CompareResult {
 };
 
 // Compares host buffers of one output tensor.
-CompareResult compare_output(const problems::TensorDesc& desc, const void* candidate, const void* reference,
+CompareResult compare_output(const TensorDesc& desc, const void* candidate, const void* reference,
                              double atol, double rtol);
 
 // Reads element i of a typed buffer as double (bf16/fp16/fp32/fp64/int).
-double element_as_double(problems::DType dtype, const void* data, int64_t i);
+double element_as_double(DType dtype, const void* data, int64_t i);
 
-}  // namespace atrex::runner
+}  // namespace atrex::problems

@@ -1,0 +1,31 @@
+// silu_and_mul and moe_sum_reduce (alibaba/atrex-bench data/<op>/{reference.py,input.py}).
+#include "activation_ops.h"
+#include "def_helpers.h"
+
+namespace atrex::problems::ops {
+
+void add_activation_operators(std::vector<OperatorDef>& ops) {
+  ops.push_back(OperatorDef{
+      .name = "silu_and_mul",
+      .semantics = "x: [N, 2d] -> out: [N, d] = bf16(bf16(silu(x[:, :d])) * x[:, d:2d]), silu in fp32.",
+      .params = {int_list_param("shape", "input shape [N, 2d]")},
+      .inputs = {{.name = "x", .dtype = DType::kBF16, .dims = {"shape[0]", "shape[1]"}, .distribution = normal(),
+                  .doc = "randn"}},
+      .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"shape[0]", "shape[1]/2"},
+                   .doc = "gated activation"}},
+      .reference_cpu = &cpu_ref<silu_and_mul_reference<CpuExec>>});
+  ops.push_back(OperatorDef{
+      .name = "moe_sum_reduce",
+      .semantics = "expert_outputs: [T, K, H] -> out: [T, H] = sum over K in fp32, times routed_scaling_factor, "
+                   "rounded to bf16.",
+      .params = {int_param("token_count", "tokens"), int_param("top_k", "experts per token"),
+                 int_param("hidden_size", "row length"),
+                 float_param("routed_scaling_factor", 1.0, "output scale")},
+      .inputs = {{.name = "expert_outputs", .dtype = DType::kBF16, .dims = {"token_count", "top_k", "hidden_size"},
+                  .distribution = normal(0.02), .doc = "randn * 0.02"}},
+      .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
+                   .doc = "reduced rows"}},
+      .reference_cpu = &cpu_ref<moe_sum_reduce_reference<CpuExec>>});
+}
+
+}  // namespace atrex::problems::ops

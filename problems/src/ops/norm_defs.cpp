@@ -1,0 +1,51 @@
+// rms_norm, fused_add_rms_norm, l2_norm: signatures and distributions of alibaba/atrex-bench
+// data/<op>/{reference.py,input.py} (semantics carried over, not code).
+#include "def_helpers.h"
+#include "norm_ops.h"
+
+namespace atrex::problems::ops {
+
+void add_norm_operators(std::vector<OperatorDef>& ops) {
+  ops.push_back(OperatorDef{
+      .name = "rms_norm",
+      .semantics = "out = x * rsqrt(mean(x^2, dim=-1) + eps) * weight, computed in fp32 from bf16 inputs, "
+                   "rounded to bf16.",
+      .params = {int_param("token_count", "rows of x"), int_param("hidden_size", "row length"),
+                 float_param("eps", 1e-6, "added to the mean square")},
+      .inputs = {{.name = "x", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
+                  .distribution = normal(0.02), .doc = "randn * 0.02"},
+                 {.name = "weight", .dtype = DType::kBF16, .dims = {"hidden_size"},
+                  .distribution = normal(0.02, 1.0), .doc = "randn * 0.02 + 1"}},
+      .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
+                   .doc = "normalised rows"}},
+      .reference_cpu = &cpu_ref<rms_norm_reference<CpuExec>>});
+  ops.push_back(OperatorDef{
+      .name = "fused_add_rms_norm",
+      .semantics = "residual_out = bf16(x + residual); out = residual_out * rsqrt(mean(residual_out^2) + eps) * "
+                   "weight (fp32 arithmetic, bf16 results). Both outputs are separate buffers: inputs must stay "
+                   "unchanged.",
+      .params = {int_param("token_count", "rows"), int_param("hidden_size", "row length"),
+                 float_param("eps", 1e-6, "added to the mean square")},
+      .inputs = {{.name = "x", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
+                  .distribution = normal(0.02), .doc = "randn * 0.02"},
+                 {.name = "residual", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
+                  .distribution = normal(), .doc = "randn"},
+                 {.name = "weight", .dtype = DType::kBF16, .dims = {"hidden_size"},
+                  .distribution = normal(0.02, 1.0), .doc = "randn * 0.02 + 1"}},
+      .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
+                   .doc = "normalised sum"},
+                  {.name = "residual", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
+                   .doc = "x + residual"}},
+      .reference_cpu = &cpu_ref<fused_add_rms_norm_reference<CpuExec>>});
+  ops.push_back(OperatorDef{
+      .name = "l2_norm",
+      .semantics = "out = x * rsqrt(sum(x^2, dim=-1) + eps) in fp32 from bf16, rounded to bf16.",
+      .params = {int_param("num_tokens", "rows"), int_param("hidden_size", "row length"),
+                 float_param("eps", 1e-6, "added to the sum of squares")},
+      .inputs = {{.name = "x", .dtype = DType::kBF16, .dims = {"num_tokens", "hidden_size"},
+                  .distribution = normal(), .doc = "randn"}},
+      .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"num_tokens", "hidden_size"}, .doc = "unit rows"}},
+      .reference_cpu = &cpu_ref<l2_norm_reference<CpuExec>>});
+}
+
+}  // namespace atrex::problems::ops
