@@ -11,6 +11,10 @@ std::vector<OperatorDef> make_operators() {
   std::vector<OperatorDef> ops;
   ops::add_norm_operators(ops);
   ops::add_activation_operators(ops);
+  ops::add_quant_norm_operators(ops);
+  ops::add_moe_gemm_operators(ops);
+  ops::add_attention_operators(ops);
+  ops::add_rope_conv_delta_operators(ops);
   return ops;
 }
 

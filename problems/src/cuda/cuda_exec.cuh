@@ -36,5 +36,9 @@ using CudaRefTable = std::map<std::string_view, CudaRefFn>;
 
 void add_norm_cuda(CudaRefTable& t);        // rms_norm, fused_add_rms_norm, l2_norm
 void add_activation_cuda(CudaRefTable& t);  // silu_and_mul, moe_sum_reduce
+void add_quant_norm_cuda(CudaRefTable& t);
+void add_moe_gemm_cuda(CudaRefTable& t);
+void add_attention_cuda(CudaRefTable& t);
+void add_rope_conv_delta_cuda(CudaRefTable& t);
 
 }  // namespace atrex::problems::cuda

@@ -13,6 +13,10 @@ const CudaRefTable& references() {
     CudaRefTable t;
     add_norm_cuda(t);
     add_activation_cuda(t);
+    add_quant_norm_cuda(t);
+    add_moe_gemm_cuda(t);
+    add_attention_cuda(t);
+    add_rope_conv_delta_cuda(t);
     return t;
   }();
   return kRefs;

@@ -3,6 +3,19 @@
 #include "def_helpers.h"
 
 namespace atrex::problems::ops {
+namespace {
+
+// silu (exp, add, divide: ~3) and the gate multiply, counted as 5 FLOPs per output element.
+RooflineCounts silu_and_mul_roofline(const ResolvedShape& s) {
+  return RooflineCounts{{{"bf16", 5.0 * static_cast<double>(s.outputs[0].numel())}}, input_bytes(s), output_bytes(s)};
+}
+// (K - 1) adds per output element plus the scaling multiply.
+RooflineCounts moe_sum_reduce_roofline(const ResolvedShape& s) {
+  const double k = static_cast<double>(s.int_param("top_k"));
+  return RooflineCounts{{{"bf16", k * static_cast<double>(s.outputs[0].numel())}}, input_bytes(s), output_bytes(s)};
+}
+
+}  // namespace
 
 void add_activation_operators(std::vector<OperatorDef>& ops) {
   ops.push_back(OperatorDef{
@@ -13,7 +26,8 @@ void add_activation_operators(std::vector<OperatorDef>& ops) {
                   .doc = "randn"}},
       .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"shape[0]", "shape[1]/2"},
                    .doc = "gated activation"}},
-      .reference_cpu = &cpu_ref<silu_and_mul_reference<CpuExec>>});
+      .reference_cpu = &cpu_ref<silu_and_mul_reference<CpuExec>>,
+      .analytic = &silu_and_mul_roofline});
   ops.push_back(OperatorDef{
       .name = "moe_sum_reduce",
       .semantics = "expert_outputs: [T, K, H] -> out: [T, H] = sum over K in fp32, times routed_scaling_factor, "
@@ -25,7 +39,8 @@ void add_activation_operators(std::vector<OperatorDef>& ops) {
                   .distribution = normal(0.02), .doc = "randn * 0.02"}},
       .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
                    .doc = "reduced rows"}},
-      .reference_cpu = &cpu_ref<moe_sum_reduce_reference<CpuExec>>});
+      .reference_cpu = &cpu_ref<moe_sum_reduce_reference<CpuExec>>,
+      .analytic = &moe_sum_reduce_roofline});
 }
 
 }  // namespace atrex::problems::ops

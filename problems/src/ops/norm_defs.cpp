@@ -4,6 +4,20 @@
 #include "norm_ops.h"
 
 namespace atrex::problems::ops {
+namespace {
+
+// FLOPs per element: square, accumulate, scale by rsqrt, times weight (rms_norm); the
+// fused variant adds the residual add. Compulsory bytes: every input read once, every output
+// written once.
+RooflineCounts norm_roofline(const ResolvedShape& s, double flops_per_element) {
+  const double elements = static_cast<double>(s.outputs[0].numel());
+  return RooflineCounts{{{"bf16", flops_per_element * elements}}, input_bytes(s), output_bytes(s)};
+}
+RooflineCounts rms_norm_roofline(const ResolvedShape& s) { return norm_roofline(s, 4); }
+RooflineCounts fused_add_rms_norm_roofline(const ResolvedShape& s) { return norm_roofline(s, 5); }
+RooflineCounts l2_norm_roofline(const ResolvedShape& s) { return norm_roofline(s, 3); }
+
+}  // namespace
 
 void add_norm_operators(std::vector<OperatorDef>& ops) {
   ops.push_back(OperatorDef{
@@ -18,7 +32,8 @@ void add_norm_operators(std::vector<OperatorDef>& ops) {
                   .distribution = normal(0.02, 1.0), .doc = "randn * 0.02 + 1"}},
       .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
                    .doc = "normalised rows"}},
-      .reference_cpu = &cpu_ref<rms_norm_reference<CpuExec>>});
+      .reference_cpu = &cpu_ref<rms_norm_reference<CpuExec>>,
+      .analytic = &rms_norm_roofline});
   ops.push_back(OperatorDef{
       .name = "fused_add_rms_norm",
       .semantics = "residual_out = bf16(x + residual); out = residual_out * rsqrt(mean(residual_out^2) + eps) * "
@@ -36,7 +51,8 @@ void add_norm_operators(std::vector<OperatorDef>& ops) {
                    .doc = "normalised sum"},
                   {.name = "residual", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
                    .doc = "x + residual"}},
-      .reference_cpu = &cpu_ref<fused_add_rms_norm_reference<CpuExec>>});
+      .reference_cpu = &cpu_ref<fused_add_rms_norm_reference<CpuExec>>,
+      .analytic = &fused_add_rms_norm_roofline});
   ops.push_back(OperatorDef{
       .name = "l2_norm",
       .semantics = "out = x * rsqrt(sum(x^2, dim=-1) + eps) in fp32 from bf16, rounded to bf16.",
@@ -45,7 +61,8 @@ void add_norm_operators(std::vector<OperatorDef>& ops) {
       .inputs = {{.name = "x", .dtype = DType::kBF16, .dims = {"num_tokens", "hidden_size"},
                   .distribution = normal(), .doc = "randn"}},
       .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"num_tokens", "hidden_size"}, .doc = "unit rows"}},
-      .reference_cpu = &cpu_ref<l2_norm_reference<CpuExec>>});
+      .reference_cpu = &cpu_ref<l2_norm_reference<CpuExec>>,
+      .analytic = &l2_norm_roofline});
 }
 
 }  // namespace atrex::problems::ops

@@ -102,6 +102,10 @@ using CpuReferenceFn = void (*)(const ResolvedShape& shape, std::span<const void
 // Fills dims written "=..." and checks cross-parameter constraints after generic resolution.
 using ResolveFn = Result<void> (*)(ResolvedShape& shape);
 
+// Analytical roofline counts of one shape: FLOPs by dtype ("bf16", "fp8_e4m3", "fp32", ...)
+// and the minimum compulsory traffic (each input read once, each output written once).
+using AnalyticRooflineFn = RooflineCounts (*)(const ResolvedShape& shape);
+
 struct OperatorDef {
   std::string name;
   std::string semantics;     // one paragraph: what the reference computes, dtypes of arithmetic
@@ -110,6 +114,7 @@ struct OperatorDef {
   std::vector<TensorSpec> outputs;
   CpuReferenceFn reference_cpu = nullptr;
   ResolveFn resolve = nullptr;
+  AnalyticRooflineFn analytic = nullptr;  // for `atrex roofline --audit`
   // Tolerances that replace the sweep's for this operator (e.g. fp8 outputs, where one
   // quantisation step exceeds rtol). Each override is documented in `semantics`.
   std::optional<double> atol;
