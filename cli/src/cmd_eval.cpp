@@ -23,6 +23,7 @@ struct EvalArgs {
   bool no_perf = false;
   double timeout_s = 180;
   std::string out;
+  std::string roofline = "released";
 };
 
 Result<std::string> backend_for(const EvalArgs& a) {
@@ -118,6 +119,7 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   t.settings.seeds = a.seeds;
   t.settings.performance = !a.no_perf;
   t.settings.shape_timeout_s = a.timeout_s;
+  t.settings.roofline = a.roofline;
   runner::EvaluatorOptions o;
   o.suite = &*suite;
   o.hardware = *hw;
@@ -165,6 +167,8 @@ void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
   e->add_flag("--no-perf", a.no_perf, "Skip the performance gate");
   e->add_option("--timeout", a.timeout_s, "Wall-clock limit of one shape, seconds")->capture_default_str();
   e->add_option("--out", a.out, "Also write the atrex.eval/1 records (JSONL) here");
+  e->add_option("--roofline", a.roofline, "W/Q for T_roofline: released (roofline.json) or analytic")
+      ->check(CLI::IsMember({"released", "analytic"}))->capture_default_str();
   e->add_flag("--json", g.json, "Machine-readable output (atrex.eval-summary/1)");
   e->callback([&] { rc = run_eval(g, a); });
 }

@@ -1,8 +1,11 @@
 // `atrex roofline` (evaluator side: reads the hidden roofline counts) and `atrex hardware`.
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "atrex/problems/hardware.h"
 #include "atrex/runner/host_measure.h"
+#include "atrex/scoring/audit.h"
 #include "atrex/scoring/roofline.h"
 #include "cli.h"
 
@@ -54,6 +57,52 @@ int roofline(const GlobalOptions& g, const std::string& hw_name, const std::stri
     }
   }
   if (g.json) fmt::print("{}\n", Json{{"schema", "atrex.roofline/1"}, {"hardware", hw->name}, {"shapes", rows}}.dump(2));
+  return 0;
+}
+
+std::string pct(double d) { return std::isfinite(d) ? fmt::format("{:+.1f}%", 100 * d) : "inf"; }
+
+int roofline_audit(const GlobalOptions& g, const std::string& op_name, bool show_shapes) {
+  auto suite = load_suite(g);
+  if (!suite) return fail(suite.error());
+  if (!op_name.empty()) {
+    if (auto op = suite->require(op_name); !op) return fail(op.error());
+  }
+  auto audit = scoring::audit_roofline(*suite);
+  if (!audit) return fail(audit.error());
+  Json rows = Json::array();
+  if (!g.json) {
+    fmt::print("analytical W/Q (atrex) against the released roofline.json; flagged: a shape differing by more than 5%\n");
+    fmt::print("{:<30} {:>7} {:>11} {:>11} {:>8}  {}\n", "operator", "shapes", "max |dW|", "max |dQ|", "flagged", "reason");
+  }
+  for (const auto& a : *audit) {
+    if (!op_name.empty() && a.op != op_name) continue;
+    if (g.json) {
+      Json shapes = Json::array();
+      for (const auto& s : a.shapes) {
+        shapes.push_back(Json{{"shape_id", s.shape_id}, {"w_released", s.w_released}, {"w_analytic", s.w_analytic},
+                              {"q_released", s.q_released}, {"q_analytic", s.q_analytic}, {"w_diff", s.w_diff},
+                              {"q_diff", s.q_diff}, {"flagged", s.flagged}});
+      }
+      rows.push_back(Json{{"operator", a.op}, {"has_formula", a.has_formula}, {"flagged", a.flagged},
+                          {"max_abs_w_diff", a.max_abs_w_diff}, {"max_abs_q_diff", a.max_abs_q_diff},
+                          {"notes", a.notes}, {"shapes", shapes}});
+      continue;
+    }
+    if (!a.has_formula) {
+      fmt::print("{:<30} {:>7} {:>11} {:>11} {:>8}  no analytic formula yet\n", a.op, "-", "-", "-", "-");
+      continue;
+    }
+    fmt::print("{:<30} {:>7} {:>11} {:>11} {:>8}  {}\n", a.op, a.shapes.size(), pct(a.max_abs_w_diff),
+               pct(a.max_abs_q_diff), a.flagged, a.flagged ? (a.notes.empty() ? "(no explanation recorded)" : a.notes) : "");
+    if (show_shapes) {
+      for (const auto& s : a.shapes) {
+        fmt::print("    shape {:>4}: W {:.4g} vs {:.4g} ({}), Q {:.4g} vs {:.4g} ({}){}\n", s.shape_id, s.w_analytic,
+                   s.w_released, pct(s.w_diff), s.q_analytic, s.q_released, pct(s.q_diff), s.flagged ? "  FLAG" : "");
+      }
+    }
+  }
+  if (g.json) fmt::print("{}\n", Json{{"schema", "atrex.roofline-audit/1"}, {"operators", rows}}.dump(2));
   return 0;
 }
 
@@ -114,11 +163,23 @@ int hardware_measure(const GlobalOptions& g, const std::string& out, const std::
 
 void add_roofline_command(CLI::App& app, GlobalOptions& g, int& rc) {
   static std::string hw, op;
-  auto* r = app.add_subcommand("roofline", "T_roofline per shape for a hardware profile (evaluator side)");
-  r->add_option("--hardware", hw, "Hardware profile (see `atrex hardware list`)")->required();
+  static bool audit = false, shapes = false;
+  auto* r = app.add_subcommand("roofline", "T_roofline per shape for a hardware profile (evaluator side), or "
+                                           "--audit: analytical W/Q against the released roofline.json");
+  r->add_option("--hardware", hw, "Hardware profile (see `atrex hardware list`); required without --audit");
   r->add_option("--operator", op, "Only this operator");
-  r->add_flag("--json", g.json, "Machine-readable output (atrex.roofline/1)");
-  r->callback([&] { rc = roofline(g, hw, op); });
+  r->add_flag("--audit", audit, "Compare atrex's analytical W/Q with the released counts; flag > 5% differences");
+  r->add_flag("--shapes", shapes, "With --audit: one line per shape");
+  r->add_flag("--json", g.json, "Machine-readable output (atrex.roofline/1, atrex.roofline-audit/1)");
+  r->callback([&] {
+    if (audit) {
+      rc = roofline_audit(g, op, shapes);
+    } else if (hw.empty()) {
+      rc = fail(Error{ErrorCode::kInvalidInput, "roofline: --hardware is required (or pass --audit)"});
+    } else {
+      rc = roofline(g, hw, op);
+    }
+  });
 }
 
 void add_hardware_commands(CLI::App& app, GlobalOptions& g, int& rc) {

@@ -35,7 +35,8 @@ Json to_json(const EvalSettings& s) {
               {"min_time_s", s.min_time_s},
               {"max_timing_s", s.max_timing_s},
               {"shape_timeout_s", s.shape_timeout_s},
-              {"compile_timeout_s", s.compile_timeout_s}};
+              {"compile_timeout_s", s.compile_timeout_s},
+              {"roofline", s.roofline}};
 }
 
 namespace {
@@ -121,7 +122,8 @@ Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSetti
   ATREX_TRY(f.expect_object());
   for (auto& [key, _] : f.value().items()) {
     static const char* kKnown[] = {"seeds", "atol", "rtol", "performance", "warmup_iterations", "min_iterations",
-                                   "max_iterations", "min_time_s", "max_timing_s", "shape_timeout_s", "compile_timeout_s"};
+                                   "max_iterations", "min_time_s", "max_timing_s", "shape_timeout_s", "compile_timeout_s",
+                                   "roofline"};
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
     if (!known) {
@@ -140,6 +142,11 @@ Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSetti
   ATREX_TRY(read_opt(f, "max_timing_s", s.max_timing_s, 0.01, 3600));
   ATREX_TRY(read_opt(f, "shape_timeout_s", s.shape_timeout_s, 0.1, 86400));
   ATREX_TRY(read_opt(f, "compile_timeout_s", s.compile_timeout_s, 0.1, 86400));
+  if (f.has("roofline")) {
+    ATREX_ASSIGN_OR_RETURN(auto rf, f.at("roofline"));
+    ATREX_ASSIGN_OR_RETURN(s.roofline, rf.as_string());
+    if (s.roofline != "released" && s.roofline != "analytic") return rf.fail("expected released or analytic");
+  }
   if (s.max_iterations < s.min_iterations) {
     return invalid_input(fmt::format("{}: field \"{}\": max_iterations ({}) is below min_iterations ({})",
                                      f.source(), f.path(), s.max_iterations, s.min_iterations));

@@ -74,12 +74,24 @@ Evaluator::Evaluator(EvaluatorOptions options)
   if (options_.work_dir.empty()) options_.work_dir = fs::temp_directory_path() / fmt::format("atrex-eval-{}", ::getpid());
 }
 
-void Evaluator::finish_record(EvalRecord& r, const problems::Shape& shape) {
+Result<problems::RooflineCounts> roofline_counts(const problems::Suite& suite, const std::string& op,
+                                                const problems::Shape& shape, const std::string& source) {
+  if (source != "analytic") return suite.roofline(op, shape.id);
+  ATREX_ASSIGN_OR_RETURN(const problems::OperatorDef* def, problems::require_native_operator(op));
+  if (!def->analytic) return not_found(fmt::format("operator {} has no analytic roofline formula", op));
+  ATREX_ASSIGN_OR_RETURN(problems::ResolvedShape resolved, problems::resolve_shape(*def, shape));
+  return def->analytic(resolved);
+}
+
+void Evaluator::finish_record(EvalRecord& r, const EvalSettings& settings, const problems::Shape& shape) {
   r.hardware = options_.hardware.name;
   r.created_at = utc_timestamp_now();
   if (!options_.suite) return;
-  auto counts = options_.suite->roofline(r.operator_name, shape.id);
-  if (!counts) return;
+  auto counts = roofline_counts(*options_.suite, r.operator_name, shape, settings.roofline);
+  if (!counts) {
+    spdlog::warn("roofline for {} shape {}: {}", r.operator_name, shape.id, counts.error().message);
+    return;
+  }
   auto t = scoring::roofline_time(*counts, options_.hardware);
   if (!t) {
     spdlog::warn("roofline for {} shape {}: {}", r.operator_name, shape.id, t.error().message);
@@ -124,7 +136,7 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
   auto base_record = [&](const problems::Shape& s) { return new_eval_record(task, s.id, device_name); };
   std::vector<EvalRecord> out;
   auto emit = [&](EvalRecord r, const problems::Shape& s) {
-    finish_record(r, s);
+    finish_record(r, task.settings, s);
     if (on_record) on_record(r);
     out.push_back(std::move(r));
   };

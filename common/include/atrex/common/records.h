@@ -52,6 +52,9 @@ struct EvalSettings {
   double max_timing_s = 3.0;    // ... or until the timing loop has run this long (wall clock)
   double shape_timeout_s = 120; // wall-clock limit of one shape's child process
   double compile_timeout_s = 180;
+  // Which W/Q give T_roofline: "released" (Atrex-Bench roofline.json, comparable with the
+  // paper) or "analytic" (atrex's per-operator formulas; `atrex roofline --audit`).
+  std::string roofline = "released";
 };
 Json to_json(const EvalSettings& s);
 // Reads settings from `f`; fields it does not name keep their value in `base`.

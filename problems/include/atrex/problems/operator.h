@@ -119,6 +119,8 @@ struct OperatorDef {
   // quantisation step exceeds rtol). Each override is documented in `semantics`.
   std::optional<double> atol;
   std::optional<double> rtol;
+  // Why `analytic` differs from the released roofline.json where it does (shown by the audit).
+  std::string roofline_notes;
 };
 
 // Evaluates dims and checks parameters. Errors (kInvalidInput) name operator, shape, parameter.

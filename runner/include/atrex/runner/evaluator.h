@@ -48,6 +48,11 @@ const Environment& probe_environment();
 // Folder holding the atrex-eval-* children: next to the running executable.
 std::filesystem::path default_child_dir();
 
+// W/Q of one shape from the released roofline.json ("released") or the operator's analytic
+// formula ("analytic"). Errors: kNotFound when the operator or formula is missing.
+Result<problems::RooflineCounts> roofline_counts(const problems::Suite& suite, const std::string& op,
+                                                const problems::Shape& shape, const std::string& source);
+
 struct EvaluatorOptions {
   const problems::Suite* suite = nullptr;   // for roofline counts (evaluator side)
   problems::HardwareProfile hardware;       // T_roofline is computed against this profile
@@ -76,7 +81,7 @@ class Evaluator {
  private:
   EvalRecord evaluate_shape(const EvalTask& task, const problems::Shape& shape, const std::filesystem::path& library,
                             const std::string& device_name);
-  void finish_record(EvalRecord& r, const problems::Shape& shape);
+  void finish_record(EvalRecord& r, const EvalSettings& settings, const problems::Shape& shape);
 
   EvaluatorOptions options_;
   CompileCache cache_;
