@@ -13,7 +13,7 @@ fi
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git ca-certificates
-  # libraries (DESIGN.md / STYLE.md "Dependencies")
+  # libraries (docs/architecture.md / docs/architecture.md "Dependencies")
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev libexpected-dev
   libdlpack-dev libssl-dev libgtest-dev libgmock-dev
   # test and debug helpers

@@ -65,14 +65,17 @@ Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, con
 
 Result<problems::HardwareProfile> hardware_for(const std::string& name, const std::string& backend,
                                                const problems::Suite& suite) {
-  if (name == "host-cpu" || (name == "auto" && backend == "cpu")) return runner::host_profile(runner::measure_host_ceilings());
+  if (name == "host-cpu" || (name == "auto" && backend == "cpu")) return runner::cached_host_profile();
   ATREX_ASSIGN_OR_RETURN(auto profiles, problems::load_default_hardware_profiles(suite.dir()));
   if (name != "auto") return problems::find_hardware_profile(profiles, name);
   const auto& env = runner::probe_environment();
-  if (env.has_gpu()) {
-    if (auto m = problems::match_hardware_profile(profiles, env.gpus.front().name)) return *m;
+  if (!env.has_gpu()) {
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("the {} backend needs a GPU and this machine has none ({})", backend, env.gpu_probe_error));
   }
-  return not_found("no hardware profile matches this machine; pass --hardware NAME (see `atrex hardware list`)");
+  if (auto m = problems::match_hardware_profile(profiles, env.gpus.front().name)) return *m;
+  return not_found(fmt::format("no hardware profile matches the GPU \"{}\"; pass --hardware NAME (see `atrex hardware list`)",
+                               env.gpus.front().name));
 }
 
 void print_table(const std::vector<EvalRecord>& recs) {

@@ -123,36 +123,37 @@ int hardware_list(const GlobalOptions& g) {
   }
   fmt::print("{:<16} {:<8} {:>9} {:>9} {:>9} {:>9}  {}\n", "profile", "arch", "HBM TB/s", "bf16 TF", "fp8 TF", "fp32 TF", "file");
   for (const auto& p : *profiles) {
-    fmt::print("{:<16} {:<8} {:>9.2f} {:>9.1f} {:>9.1f} {:>9.1f}  {}\n", p.name, p.arch, p.hbm_bytes_per_s / 1e12,
+    fmt::print("{:<16} {:<8} {:>9.2f} {:>9.1f} {:>9.1f} {:>9.1f}  {}\n", p.name, p.arch.empty() ? "-" : p.arch,
+               p.hbm_bytes_per_s / 1e12,
                peak(p, "bf16_tc") / 1e12, peak(p, "fp8_e4m3_tc") / 1e12, peak(p, "fp32_strict") / 1e12, p.file.string());
   }
   fmt::print("host-cpu         (measured on demand: `atrex hardware measure`, or `hardware: auto` on a CPU-only machine)\n");
   return 0;
 }
 
-std::string profile_yaml(const problems::HardwareProfile& p) {
-  std::string y = fmt::format("# Hardware profile measured by `atrex hardware measure` ({}).\nhardware:\n  name: {}\n  arch: {}\n"
-                              "  vendor: {}\n\np_peak:\n", p.retrieved_at, p.name, p.arch, p.vendor);
-  for (const auto& [k, v] : p.p_peak_flops_per_s) y += fmt::format("  {}: {:.0f}\n", k, v);
-  y += fmt::format("\nb_peak:\n  hbm: {:.0f}\n\nsource:\n  vendor_doc: '{}'\n  retrieved_at: '{}'\n  notes: '{}'\n",
-                   p.hbm_bytes_per_s, p.source_doc, p.retrieved_at, p.notes);
-  return y;
-}
-
 int hardware_measure(const GlobalOptions& g, const std::string& out, const std::string& name) {
   fmt::print(stderr, "measuring this host's CPU (copy bandwidth, fp32 FMA rate)...\n");
-  const auto c = runner::measure_host_ceilings();
-  const auto p = runner::host_profile(c, name);
-  if (g.json) {
-    fmt::print("{}\n", Json{{"schema", "atrex.hardware-measure/1"}, {"name", p.name}, {"cpu", c.cpu_name},
-                            {"threads", c.threads}, {"isa", c.isa}, {"copy_bytes_per_s", c.copy_bytes_per_s},
-                            {"fp32_flops_per_s", c.fp32_flops_per_s}}.dump(2));
+  problems::HardwareProfile p;
+  if (name == "host-cpu") {
+    // The cached profile that `hardware: auto` uses on the cpu backend is refreshed.
+    auto cached = runner::cached_host_profile(/*refresh=*/true);
+    if (!cached) return fail(cached.error());
+    p = *cached;
   } else {
-    fmt::print("{} ({} threads, {}): copy {:.1f} GB/s (read+write), fp32 FMA {:.1f} GFLOP/s\n", c.cpu_name, c.threads,
-               c.isa, c.copy_bytes_per_s / 1e9, c.fp32_flops_per_s / 1e9);
+    p = runner::host_profile(runner::measure_host_ceilings(), name);
+  }
+  const double copy = p.hbm_bytes_per_s, fma = p.p_peak_flops_per_s["fp32_strict"];
+  if (g.json) {
+    fmt::print("{}\n", Json{{"schema", "atrex.hardware-measure/1"}, {"name", p.name},
+                            {"cpu", p.match.empty() ? "" : p.match.front()}, {"copy_bytes_per_s", copy},
+                            {"fp32_flops_per_s", fma}, {"source", p.source_doc}, {"file", p.file.string()}}.dump(2));
+  } else {
+    fmt::print("{}: copy {:.1f} GB/s (read+write), fp32 FMA {:.1f} GFLOP/s\n{}\n", p.name, copy / 1e9, fma / 1e9,
+               p.source_doc);
+    if (!p.file.empty()) fmt::print("cached as {}\n", p.file.string());
   }
   if (!out.empty()) {
-    auto w = write_text_file_atomic(out, profile_yaml(p));
+    auto w = write_text_file_atomic(out, problems::hardware_profile_yaml(p));
     if (!w) return fail(w.error());
     fmt::print(stderr, "wrote {}\n", out);
   }

@@ -43,8 +43,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;  // bad flags are bad input
+    // One line, like every other bad-input message; bad flags are bad input (exit code 2).
+    fmt::print(stderr, "atrex: {} (see `atrex --help`)\n", e.what());
+    return 2;
   }
   return rc;
 }

@@ -1,5 +1,5 @@
 // The TaskQueue contract. Every implementation must pass this suite; the Redis Streams queue
-// instantiates it against a real redis-server (DESIGN.md §2, STYLE.md "Tests").
+// instantiates it against a real redis-server (docs/architecture.md §2, docs/architecture.md §8).
 #include "queue_contract.h"
 
 #include "atrex/common/inprocess_queue.h"

@@ -80,6 +80,26 @@ Result<HardwareProfile> load_hardware_profile(const fs::path& file) {
   return p;
 }
 
+std::string hardware_profile_yaml(const HardwareProfile& p) {
+  auto quoted = [](const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c == '\n' ? ' ' : c);
+    return q + "'";
+  };
+  std::string y = fmt::format("hardware:\n  name: {}\n  arch: {}\n  vendor: {}\n\np_peak:\n", quoted(p.name),
+                              quoted(p.arch), quoted(p.vendor));
+  for (const auto& [k, v] : p.p_peak_flops_per_s) y += fmt::format("  {}: {:.0f}\n", k, v);
+  y += fmt::format("\nb_peak:\n  hbm: {:.0f}\n", p.hbm_bytes_per_s);
+  if (p.l2_bytes > 0) y += fmt::format("\nmemory:\n  l2_bytes: {:.0f}\n", p.l2_bytes);
+  if (!p.match.empty()) {
+    y += "\ndevice:\n  match:\n";
+    for (const auto& m : p.match) y += "    - " + quoted(m) + "\n";
+  }
+  y += fmt::format("\nsource:\n  vendor_doc: {}\n  retrieved_at: {}\n  notes: {}\n", quoted(p.source_doc),
+                   quoted(p.retrieved_at), quoted(p.notes));
+  return y;
+}
+
 Result<std::vector<HardwareProfile>> load_hardware_profiles(const std::vector<fs::path>& dirs) {
   std::vector<HardwareProfile> out;
   for (const auto& dir : dirs) {

@@ -11,7 +11,11 @@
 
 #include <fmt/format.h>
 
+#include <spdlog/spdlog.h>
+
 #include "atrex/common/clock.h"
+#include "atrex/common/json_io.h"
+#include "atrex/runner/compile.h"
 
 namespace atrex::runner {
 namespace {
@@ -118,6 +122,32 @@ problems::HardwareProfile host_profile(const HostCeilings& c, const std::string&
                              c.cpu_name, c.threads, c.isa, c.copy_bytes_per_s / 1e9, c.fp32_flops_per_s / 1e9);
   p.retrieved_at = utc_timestamp_now();
   p.notes = "CPU: no tensor cores, every path gets the fp32 FMA rate; memory = DRAM copy bandwidth.";
+  p.match = {c.cpu_name};
+  return p;
+}
+
+Result<problems::HardwareProfile> cached_host_profile(bool refresh) {
+  const std::filesystem::path file = default_cache_dir() / "hardware" / "host-cpu.yaml";
+  std::string cpu;
+  {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("model name", 0) == 0) {
+        cpu = line.substr(line.find(':') + 2);
+        break;
+      }
+    }
+  }
+  std::error_code ec;
+  if (!refresh && std::filesystem::exists(file, ec)) {
+    auto cached = problems::load_hardware_profile(file);
+    if (cached && !cached->match.empty() && cached->match.front() == cpu) return *cached;
+  }
+  spdlog::info("measuring this host's CPU ceilings for the roofline (kept in {})", file.string());
+  problems::HardwareProfile p = host_profile(measure_host_ceilings());
+  ATREX_TRY(write_text_file_atomic(file, "# Measured by atrex on this host; `atrex hardware measure` refreshes it.\n" +
+                                             problems::hardware_profile_yaml(p)));
+  p.file = file;
   return p;
 }
 

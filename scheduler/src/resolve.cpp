@@ -79,10 +79,7 @@ Result<std::vector<std::string>> apply_rule(const ShapeRule& rule, const problem
 Result<problems::HardwareProfile> pick_hardware(const std::string& name, const std::string& backend,
                                                const std::string& device, const problems::Suite& suite) {
   ATREX_ASSIGN_OR_RETURN(auto profiles, problems::load_default_hardware_profiles(suite.dir()));
-  if (name == "host-cpu" || (name == "auto" && backend == "cpu")) {
-    spdlog::info("measuring this host's CPU ceilings for the roofline (hardware: host-cpu)...");
-    return runner::host_profile(runner::measure_host_ceilings());
-  }
+  if (name == "host-cpu" || (name == "auto" && backend == "cpu")) return runner::cached_host_profile();
   if (name != "auto") return problems::find_hardware_profile(profiles, name);
   if (auto m = problems::match_hardware_profile(profiles, device)) return *m;
   std::vector<std::string> names;
@@ -136,7 +133,6 @@ Result<ResolvedSweep> resolve_sweep(const SweepSpec& spec, const SweepOverrides&
     return make_error(ErrorCode::kUnavailable, "backend cuda needs a CUDA GPU: " + env.gpu_probe_error);
   }
   r.device = r.backend == "cuda" ? env.gpus.front().name : env.cpu_name;
-  ATREX_ASSIGN_OR_RETURN(r.hardware, pick_hardware(ov.hardware ? *ov.hardware : spec.hardware, r.backend, r.device, r.suite));
 
   std::vector<std::string> names = spec.operators;
   if (names.empty()) {
@@ -171,6 +167,8 @@ Result<ResolvedSweep> resolve_sweep(const SweepSpec& spec, const SweepOverrides&
   for (const auto& op : r.suite.operators()) {
     if (std::find(names.begin(), names.end(), op.name) == names.end()) r.not_covered.push_back(op.name);
   }
+  // Last: measuring the host takes a second, and bad input above should fail at once.
+  ATREX_ASSIGN_OR_RETURN(r.hardware, pick_hardware(ov.hardware ? *ov.hardware : spec.hardware, r.backend, r.device, r.suite));
   r.output = ov.output ? *ov.output : fs::path(spec.output);
   // The id covers everything that determines results, so a changed sweep never reuses them.
   Json identity = r.to_manifest();

@@ -100,14 +100,19 @@ Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) 
   if (s.backend != "auto" && s.backend != "cpu" && s.backend != "cuda") {
     return root.at("backend")->fail("expected auto, cpu or cuda");
   }
-  ATREX_ASSIGN_OR_RETURN(auto agents, root.at("agents"));
-  ATREX_TRY(agents.expect_array());
-  if (agents.value().empty()) return agents.fail("expected at least one agent");
-  std::set<std::string> names;
-  for (size_t i = 0; i < agents.value().size(); ++i) {
-    ATREX_ASSIGN_OR_RETURN(agent::AgentSpec a, agent::agent_spec_from_json(agents.element(i)));
-    if (!names.insert(a.name).second) return agents.element(i).fail(fmt::format("duplicate agent name \"{}\"", a.name));
-    s.agents.push_back(std::move(a));
+  if (!root.has("agents")) {
+    // Without an agents list: the built-in search agent with its default budget.
+    s.agents.push_back(agent::AgentSpec{.name = "search"});
+  } else {
+    ATREX_ASSIGN_OR_RETURN(auto agents, root.at("agents"));
+    ATREX_TRY(agents.expect_array());
+    if (agents.value().empty()) return agents.fail("expected at least one agent");
+    std::set<std::string> names;
+    for (size_t i = 0; i < agents.value().size(); ++i) {
+      ATREX_ASSIGN_OR_RETURN(agent::AgentSpec a, agent::agent_spec_from_json(agents.element(i)));
+      if (!names.insert(a.name).second) return agents.element(i).fail(fmt::format("duplicate agent name \"{}\"", a.name));
+      s.agents.push_back(std::move(a));
+    }
   }
   if (root.has("operators")) {
     ATREX_ASSIGN_OR_RETURN(auto ops, root.at("operators"));

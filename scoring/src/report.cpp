@@ -22,6 +22,13 @@ Json operator_json(const OperatorScore& o) {
               {"first_error", o.first_error}};
 }
 
+// "correct", plus a warning when S_j was capped on some shapes.
+std::string status_text(const OperatorScore& o) {
+  if (o.shapes_above_roofline == 0) return o.status;
+  return fmt::format("{} ({} shape(s) capped at S_j = 1: measured faster than the roofline)", o.status,
+                     o.shapes_above_roofline);
+}
+
 std::string opt_pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", 100 * *v) : "n/a"; }
 
 std::string not_attempted(const AgentScore& a) {
@@ -66,7 +73,7 @@ std::string agent_table_text(const AgentScore& a) {
       continue;
     }
     out += fmt::format("{:<30} {:>7.4f} {:>8.4f} {:>9} {:>9.5f}  {}\n", o.name, o.weight, o.s_i,
-                       fmt::format("{}/{}", o.shapes_correct, o.shapes_evaluated), o.weight * o.s_i, o.status);
+                       fmt::format("{}/{}", o.shapes_correct, o.shapes_evaluated), o.weight * o.s_i, status_text(o));
   }
   if (skipped > 0) {
     out += fmt::format("{:<30} {:>7.4f} {:>8.4f} {:>9} {:>9.5f}  not attempted (count as 0)\n",
@@ -98,7 +105,7 @@ std::string report_markdown(const ReportContext& ctx, const std::vector<AgentSco
         skipped_weight += o.weight;
         continue;
       }
-      std::string status = o.status;
+      std::string status = status_text(o);
       if (!o.first_error.empty()) status += " (" + o.first_error.substr(0, 120) + ")";
       md += fmt::format("| {} | {:.4f} | {:.4f} | {}/{} | {:.5f} | {} |\n", o.name, o.weight, o.s_i, o.shapes_correct,
                         o.shapes_evaluated, o.weight * o.s_i, status);

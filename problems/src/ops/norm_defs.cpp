@@ -33,7 +33,10 @@ void add_norm_operators(std::vector<OperatorDef>& ops) {
       .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
                    .doc = "normalised rows"}},
       .reference_cpu = &cpu_ref<rms_norm_reference<CpuExec>>,
-      .analytic = &rms_norm_roofline});
+      .analytic = &rms_norm_roofline,
+      .roofline_notes = "W: the traced count (FlopCounterMode) has 3 FLOPs per element + 1 per row, leaving out the "
+                        "reduction's additions that atrex counts (4 per element); Q matches. Memory-bound by ~1000x: "
+                        "W does not change T_roofline."});
   ops.push_back(OperatorDef{
       .name = "fused_add_rms_norm",
       .semantics = "residual_out = bf16(x + residual); out = residual_out * rsqrt(mean(residual_out^2) + eps) * "
@@ -52,7 +55,10 @@ void add_norm_operators(std::vector<OperatorDef>& ops) {
                   {.name = "residual", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
                    .doc = "x + residual"}},
       .reference_cpu = &cpu_ref<fused_add_rms_norm_reference<CpuExec>>,
-      .analytic = &fused_add_rms_norm_roofline});
+      .analytic = &fused_add_rms_norm_roofline,
+      .roofline_notes = "W: the traced count has 4 FLOPs per element, leaving out the reduction's additions that "
+                        "atrex counts (5 per element: add, square, sum, scale, weight); Q matches. Memory-bound: "
+                        "W does not change T_roofline."});
   ops.push_back(OperatorDef{
       .name = "l2_norm",
       .semantics = "out = x * rsqrt(sum(x^2, dim=-1) + eps) in fp32 from bf16, rounded to bf16.",

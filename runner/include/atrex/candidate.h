@@ -33,7 +33,7 @@
  * Errors that kill the process (segfault, illegal address, abort, hang) are contained: the
  * shape is recorded as `crashed` or `timeout` and evaluation continues.
  *
- * Source: DESIGN.md §4 (Candidate ABI); DLPack: https://dmlc.github.io/dlpack/latest/
+ * Source: docs/architecture.md §4 (Candidate ABI); DLPack: https://dmlc.github.io/dlpack/latest/
  */
 #ifndef ATREX_CANDIDATE_H_
 #define ATREX_CANDIDATE_H_

@@ -1,4 +1,4 @@
-// AKA: the profile-driven measure-revise loop with optimisation dropout (paper §5, DESIGN.md §7).
+// AKA: the profile-driven measure-revise loop with optimisation dropout (paper §5, docs/architecture.md §7).
 //
 // An agent task is one generation of one (agent, operator). Each iteration asks the provider
 // for a candidate, evaluates it quickly (few shapes, few seeds) through the evaluation queue,

@@ -1,4 +1,4 @@
-// Providers propose the next candidate of an AKA iteration (DESIGN.md §7). The built-in
+// Providers propose the next candidate of an AKA iteration (docs/architecture.md §7). The built-in
 // `search` provider needs no model: it explores parameterised kernel templates by a measured
 // search (neighbours of the incumbent first). `openai` and `cli` providers plug in here too.
 #pragma once

@@ -1,4 +1,4 @@
-// Parameterised kernel templates of the built-in `search` provider (DESIGN.md §7).
+// Parameterised kernel templates of the built-in `search` provider (docs/architecture.md §7).
 //
 // A template is a complete candidate source (agent/templates/<op>/<backend>/<name>.<ext>)
 // whose tunable integers are macros with guarded defaults, declared in its header comment:

@@ -1,4 +1,4 @@
-// The agent worker (DESIGN.md §2): pulls agent tasks (one AKA generation each) from the queue,
+// The agent worker (docs/architecture.md §2): pulls agent tasks (one AKA generation each) from the queue,
 // evaluates candidates by enqueueing eval tasks and waiting for their records in the result
 // store, re-queues the next generation after a dropout, and at the end runs the full
 // evaluation and writes the (agent, operator) final marker.

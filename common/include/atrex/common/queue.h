@@ -2,7 +2,7 @@
 //
 // Two implementations pass one contract suite (common/tests/queue_contract_test.cpp):
 // InProcessQueue (the embedded default, this component) and the Redis Streams queue
-// (XADD / XREADGROUP / XACK / XAUTOCLAIM; DESIGN.md §2). Semantics, modelled on Redis
+// (XADD / XREADGROUP / XACK / XAUTOCLAIM; docs/architecture.md §2). Semantics, modelled on Redis
 // consumer groups (https://redis.io/docs/latest/develop/data-types/streams/):
 //   * enqueue appends a message to a named stream; it is "ready".
 //   * claim hands up to N messages to a consumer and starts a lease on each. A lease is the

@@ -1,4 +1,4 @@
-// Versioned messages that cross process boundaries (DESIGN.md §4):
+// Versioned messages that cross process boundaries (docs/architecture.md §4):
 //   atrex.task/1   EvalTask   — evaluate one candidate on shapes of one operator
 //   atrex.eval/1   EvalRecord — the result of one (candidate, operator, shape)
 // JSON field names are the contract; the structs are conveniences around them.
@@ -39,7 +39,7 @@ struct CandidateRef {
   std::string source;
 };
 
-// Evaluation settings (sweep file `evaluation:`; defaults follow the paper, DESIGN.md §5).
+// Evaluation settings (sweep file `evaluation:`; defaults follow the paper, docs/architecture.md §5).
 struct EvalSettings {
   int seeds = 5;                // fresh random seeds for the correctness gate
   double atol = 1e-2;           // absolute tolerance

@@ -1,4 +1,4 @@
-// Idempotent result records: the first write per key wins (DESIGN.md §2).
+// Idempotent result records: the first write per key wins (docs/architecture.md §2).
 //
 // Delivery is at-least-once, so the same evaluation may run twice; keying results by task id
 // (plus shape id) and refusing later writes makes a duplicate execution harmless: it is

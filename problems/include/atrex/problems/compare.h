@@ -1,4 +1,4 @@
-// Output comparison of the correctness gate (DESIGN.md §5, paper §4: atol 1e-2, rtol 5e-2).
+// Output comparison of the correctness gate (docs/architecture.md §5, paper §4: atol 1e-2, rtol 5e-2).
 //
 //  * Integer outputs must match exactly.
 //  * Float outputs: |c - r| <= atol + rtol * |r| element-wise (torch.allclose), and a NaN/Inf

@@ -42,6 +42,9 @@ Result<std::vector<HardwareProfile>> load_hardware_profiles(const std::vector<st
 // The released profiles (<suite>/configs/hardware) plus atrex's own (default_hardware_dir()).
 Result<std::vector<HardwareProfile>> load_default_hardware_profiles(const std::filesystem::path& suite_dir);
 
+// The profile as YAML in the schema above (load_hardware_profile reads it back).
+std::string hardware_profile_yaml(const HardwareProfile& p);
+
 // Case-insensitive lookup; kNotFound lists the known names.
 Result<HardwareProfile> find_hardware_profile(const std::vector<HardwareProfile>& profiles, std::string_view name);
 

@@ -1,4 +1,4 @@
-// Compile gate with a content-addressed cache (DESIGN.md §5).
+// Compile gate with a content-addressed cache (docs/architecture.md §5).
 //
 // A candidate source becomes a shared object: nvcc (cuda), hipcc (hip) or the system C++
 // compiler (cpu), with -shared -fPIC and the staged include folder that holds

@@ -1,4 +1,4 @@
-// Measures this host's CPU ceilings for a `measured` hardware profile (DESIGN.md §9,
+// Measures this host's CPU ceilings for a `measured` hardware profile (docs/architecture.md §9,
 // `atrex hardware measure`): copy bandwidth (bytes read + written, all cores, best of several
 // passes over buffers far larger than the caches) and fp32 FMA throughput (all cores, widest
 // vector ISA the CPU reports). CPUs have no tensor cores: every p_peak path gets the fp32 rate.
@@ -18,7 +18,12 @@ struct HostCeilings {
 
 HostCeilings measure_host_ceilings();
 
-// A hardware profile named `name` from measured ceilings.
+// A hardware profile named `name` from measured ceilings; `device.match` holds the CPU model.
 problems::HardwareProfile host_profile(const HostCeilings& c, const std::string& name = "host-cpu");
+
+// The measured host profile, measured once per machine and kept in
+// <cache dir>/hardware/host-cpu.yaml so scores are comparable from run to run. A cached
+// profile of another CPU model, or `refresh`, measures again and rewrites the file.
+Result<problems::HardwareProfile> cached_host_profile(bool refresh = false);
 
 }  // namespace atrex::runner

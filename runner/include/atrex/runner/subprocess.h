@@ -1,4 +1,4 @@
-// Child processes with a wall-clock limit: the isolation unit of evaluation (DESIGN.md §5).
+// Child processes with a wall-clock limit: the isolation unit of evaluation (docs/architecture.md §5).
 //
 // Each child runs in its own process group; on timeout the whole group gets SIGKILL, so a
 // candidate that forks or spawns threads cannot outlive its limit. Output (stdout + stderr)

@@ -1,4 +1,4 @@
-// Sweep files (YAML, schema atrex.sweep/1; DESIGN.md §9): the suite and hardware profile,
+// Sweep files (YAML, schema atrex.sweep/1; docs/architecture.md §9): the suite and hardware profile,
 // agents (name, provider, budget, dropout), operators (a list or `all`), shape subset rules per
 // backend, evaluation settings, and where results go. Unknown fields and bad values are
 // errors naming the file, the field and the value (exit code 2), never silent defaults.

@@ -1,4 +1,4 @@
-// S_i and S_agg (paper §3–4, DESIGN.md §6):
+// S_i and S_agg (paper §3–4, docs/architecture.md §6):
 //   S_i   = median of S_j over the shapes where the operator's final candidate is correct;
 //           0 when no shape passes or the operator was not attempted.
 //   S_agg = Σ_i w_i · S_i over the WHOLE suite (w_i = normalised importance_score), so an

@@ -2,7 +2,7 @@
 //   T_roofline = max( Σ_dtype W_dtype / P_peak[path(dtype)],  (Q_read + Q_write) / B_hbm )
 // with the dtype -> execution path map of Atrex's eval/roofline.py
 // (bf16 -> bf16_tc, fp16 -> fp16_tc, fp32 -> fp32_strict, fp8_e4m3 -> fp8_e4m3_tc, ...).
-// S_j = T_roofline / T_candidate, capped at 1; above 1 is flagged (DESIGN.md §6): it means the
+// S_j = T_roofline / T_candidate, capped at 1; above 1 is flagged (docs/architecture.md §6): it means the
 // roofline or the measurement is wrong.
 #pragma once
 

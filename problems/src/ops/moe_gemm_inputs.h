@@ -1,0 +1,161 @@
+// Structured input generators of the moe_gemm operators (host only), after the Atrex-Bench
+// input.py of each operator (read 2026-12-01). Tensors that input.py derives from one random
+// draw (fp8 weights and their block scales; routing ids and weights) draw it from one shared
+// stream, so each generator recomputes the same values independently of the call order.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "atrex/problems/numeric.h"
+#include "atrex/problems/operator.h"
+
+namespace atrex::problems::ops {
+
+constexpr float kFp8Max = 448.0f;  // torch.finfo(torch.float8_e4m3fn).max
+
+inline uint64_t counter_hash(uint64_t seed, uint64_t stream, uint64_t i) {
+  return num::mix64(seed ^ num::mix64(stream * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) ^
+                    num::mix64(i + 0x1234567ull));
+}
+
+// Standard normals of elements 2p and 2p+1 (Box-Muller in fp32 on one 64-bit hash, as curand's
+// randn does: the tails stop near 6.7 sigma). Half the cost of num::standard_normal, which
+// matters for the multi-GB fp8 weight tensors generated on the host.
+inline void normal_pair(uint64_t seed, uint64_t stream, uint64_t p, float& a, float& b) {
+  const uint64_t h = counter_hash(seed, stream, p);
+  const float u1 = (static_cast<float>(static_cast<uint32_t>(h)) + 0.5f) * 2.3283064365386963e-10f;  // (0, 1)
+  const float u2 = static_cast<float>(h >> 40) * 5.9604644775390625e-08f;                           // [0, 1)
+  const float r = sqrtf(-2.0f * logf(u1));
+  a = r * cosf(6.2831853f * u2);
+  b = r * sinf(6.2831853f * u2);
+}
+inline float normal_at(uint64_t seed, uint64_t stream, uint64_t i) {
+  float a, b;
+  normal_pair(seed, stream, i / 2, a, b);
+  return (i & 1) ? b : a;
+}
+// Uniform in [0, 1) (torch.rand).
+inline double uniform_at(uint64_t seed, uint64_t stream, uint64_t i) {
+  return 1.0 - num::uniform_open0(seed, stream, i);
+}
+
+// One randn-derived matrix [rows, cols] and its block quantisation to fp8 e4m3, the
+// `_block_quant` of the input.py files: scale = max / 448 per [block_r, block_c] block,
+// q = fp8(clamp(x / scale, -448, 448)). Variants: fp8_blockscale_fused_moe draws bf16 randn
+// (times `mul`, rounded to bf16 again) and floors |x|max at 1e-12; block_scaled_mm draws fp32
+// randn, floors the scale at 1e-10, and scales b by its *signed* max (input.py's b_max is
+// amax(dim) of the raw values, not of their magnitudes).
+struct BlockQuantSource {
+  uint64_t seed;
+  uint64_t stream;
+  int64_t rows;
+  int64_t cols;
+  int64_t block_r;
+  int64_t block_c;
+  bool bf16 = false;
+  float mul = 1.0f;
+  bool signed_max = false;
+  float amax_floor = 0.0f;
+  float scale_floor = 0.0f;
+
+  int64_t blocks() const { return rows / block_r * (cols / block_c); }
+  // The block's values in row-major order; its scale.
+  float draw(int64_t block, std::vector<float>& v) const {
+    const int64_t br = block / (cols / block_c), bc = block % (cols / block_c);
+    v.resize(static_cast<size_t>(block_r * block_c));
+    float m = signed_max ? -INFINITY : 0.0f;
+    for (int64_t r = 0; r < block_r; ++r) {
+      const int64_t base = (br * block_r + r) * cols + bc * block_c;
+      for (int64_t c = 0; c < block_c; ++c) {
+        float x;
+        if (base % 2 == 0 && c + 1 < block_c && c % 2 == 0) {  // both halves of a pair land in this row
+          normal_pair(seed, stream, static_cast<uint64_t>((base + c) / 2), x, v[static_cast<size_t>(r * block_c + c + 1)]);
+        } else if (base % 2 == 0 && c % 2 == 1) {
+          x = v[static_cast<size_t>(r * block_c + c)];
+        } else {
+          x = normal_at(seed, stream, static_cast<uint64_t>(base + c));
+        }
+        if (bf16) x = num::round_bf16(x);
+        if (mul != 1.0f) x = num::round_bf16(x * mul);
+        v[static_cast<size_t>(r * block_c + c)] = x;
+        m = signed_max ? std::max(m, x) : std::max(m, std::fabs(x));
+      }
+    }
+    return std::max(std::max(m, amax_floor) / kFp8Max, scale_floor);
+  }
+  void fill_scales(float* out) const {
+    parallel_for_cpu(blocks(), [&](int64_t b0, int64_t b1) {
+      std::vector<float> v;
+      for (int64_t b = b0; b < b1; ++b) out[b] = draw(b, v);
+    });
+  }
+  void fill_quantised(uint8_t* out) const {
+    parallel_for_cpu(blocks(), [&](int64_t b0, int64_t b1) {
+      std::vector<float> v;
+      for (int64_t b = b0; b < b1; ++b) {
+        const float s = draw(b, v);
+        const int64_t br = b / (cols / block_c), bc = b % (cols / block_c);
+        for (int64_t r = 0; r < block_r; ++r) {
+          uint8_t* row = out + (br * block_r + r) * cols + bc * block_c;
+          for (int64_t c = 0; c < block_c; ++c) {
+            const float q = std::clamp(v[static_cast<size_t>(r * block_c + c)] / s, -kFp8Max, kFp8Max);
+            row[c] = num::float_to_fp8e4m3(q);
+          }
+        }
+      }
+    });
+  }
+};
+
+// topk_ids of moe_align_block_size / moe_count_and_sort: torch.randint(0, E) per element.
+inline void fill_uniform_ids(int32_t* ids, int64_t n, int64_t experts, uint64_t seed, uint64_t stream) {
+  parallel_for_cpu(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const auto id = static_cast<int64_t>(std::floor(uniform_at(seed, stream, static_cast<uint64_t>(i)) * experts));
+      ids[i] = static_cast<int32_t>(std::min(id, experts - 1));
+    }
+  });
+}
+
+// Per token, the k experts with the largest of `experts` scores (descending; equal scores by
+// ascending index), as torch.topk over a row. score(t, e) is the row's value for expert e.
+template <class Score, class Emit>
+void for_each_topk_row(int64_t tokens, int64_t experts, int64_t k, const Score& score, const Emit& emit) {
+  parallel_for_cpu(tokens, [&](int64_t t0, int64_t t1) {
+    std::vector<float> v(static_cast<size_t>(experts));
+    std::vector<int32_t> order(static_cast<size_t>(experts));
+    for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t e = 0; e < experts; ++e) v[static_cast<size_t>(e)] = score(t, e);
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+        return v[static_cast<size_t>(a)] > v[static_cast<size_t>(b)] || (v[static_cast<size_t>(a)] == v[static_cast<size_t>(b)] && a < b);
+      });
+      emit(t, v.data(), order.data());
+    }
+  });
+}
+
+// fused_moe routing: router_logits = randn(T, E) fp32, p = softmax(logits), the top-k of p,
+// weights renormalised to sum 1 (fp32). `ids` or `weights` may be null.
+inline void fill_softmax_routing(int64_t tokens, int64_t experts, int64_t k, uint64_t seed, uint64_t stream,
+                                 int32_t* ids, float* weights) {
+  auto logit = [&](int64_t t, int64_t e) { return normal_at(seed, stream, static_cast<uint64_t>(t * experts + e)); };
+  for_each_topk_row(tokens, experts, k, logit, [&](int64_t t, const float* v, const int32_t* order) {
+    float mx = -INFINITY;
+    for (int64_t e = 0; e < experts; ++e) mx = std::max(mx, v[e]);
+    float z = 0;
+    for (int64_t e = 0; e < experts; ++e) z += std::exp(v[e] - mx);
+    float top_sum = 0;
+    for (int64_t j = 0; j < k; ++j) top_sum += std::exp(v[order[j]] - mx) / z;
+    for (int64_t j = 0; j < k; ++j) {
+      if (ids) ids[t * k + j] = order[j];
+      if (weights) weights[t * k + j] = (std::exp(v[order[j]] - mx) / z) / top_sum;
+    }
+  });
+}
+
+}  // namespace atrex::problems::ops
