@@ -84,9 +84,13 @@ TEST_F(Cli, EvalOfUnknownOperatorIsExitCode2) {
   EXPECT_NE(r.output.find("unknown operator \"rmsnorm\""), std::string::npos) << r.output;
 }
 
-TEST_F(Cli, BadFlagIsExitCode2) {
-  EXPECT_EQ(atrex({"eval", "--frobnicate"}).rc, 2);
-  EXPECT_EQ(atrex({"problems", "show"}).rc, 2);
+TEST_F(Cli, BadFlagIsOneLineAndExitCode2) {
+  for (auto args : std::vector<std::vector<std::string>>{{"eval", "--frobnicate"}, {"problems", "show"}, {"sweep"}}) {
+    auto r = atrex(args);
+    EXPECT_EQ(r.rc, 2) << r.output;
+    EXPECT_EQ(r.output.rfind("atrex: ", 0), 0u) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
 }
 
 TEST_F(Cli, EvalPrintsAPerShapeTableAndSi) {

@@ -147,8 +147,7 @@ Result<problems::HardwareProfile> cached_host_profile(bool refresh) {
   problems::HardwareProfile p = host_profile(measure_host_ceilings());
   ATREX_TRY(write_text_file_atomic(file, "# Measured by atrex on this host; `atrex hardware measure` refreshes it.\n" +
                                              problems::hardware_profile_yaml(p)));
-  p.file = file;
-  return p;
+  return problems::load_hardware_profile(file);  // exactly what later runs will read
 }
 
 }  // namespace atrex::runner

@@ -51,6 +51,15 @@ TEST(Aggregate, SiIsMedianOverCorrectShapesAndSaggWeightsWholeSuite) {
   EXPECT_FALSE(a.dsl_adoption_rate.has_value());
 }
 
+TEST(Report, CappedShapesAreFlaggedInTheTables) {
+  auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
+  EvalRecord r = rec("a", "rms_norm", "0", EvalStatus::kOk, 1.0);
+  r.above_roofline = true;
+  AgentScore a = score_agent(*suite, "a", {r});
+  EXPECT_NE(agent_table_text(a).find("capped"), std::string::npos);
+  EXPECT_NE(report_markdown(ReportContext{}, {a}).find("capped"), std::string::npos);
+}
+
 TEST(Aggregate, MedianOfEvenCountAveragesMiddle) {
   EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
   EXPECT_DOUBLE_EQ(median({}), 0.0);
