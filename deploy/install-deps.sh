@@ -15,7 +15,9 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   # libraries (docs/architecture.md / docs/architecture.md "Dependencies")
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev libexpected-dev
-  libdlpack-dev libssl-dev libgtest-dev libgmock-dev
+  libdlpack-dev libssl-dev libgtest-dev libgmock-dev libhiredis-dev
+  # servers the tests start on loopback
+  redis-server redis-tools
   # test and debug helpers
   procps
 )

@@ -1,0 +1,29 @@
+// ResultStore on Redis: `SET <prefix>:r:<key> <record> NX` — the first write wins, so a task
+// executed twice (at-least-once delivery) is stored, and counted, once. Accepted keys are
+// appended to <prefix>:r:index to list them in write order. wait() polls with backoff.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "atrex/common/redis.h"
+#include "atrex/common/result_store.h"
+
+namespace atrex {
+
+class RedisResultStore final : public ResultStore {
+ public:
+  static Result<std::unique_ptr<RedisResultStore>> open(const RedisOptions& redis, std::string prefix = "atrex");
+
+  Result<bool> put(const std::string& key, const Json& record) override;
+  Result<std::optional<Json>> get(const std::string& key) override;
+  Result<std::optional<Json>> wait(const std::string& key, std::chrono::milliseconds timeout) override;
+  Result<std::vector<Json>> all() override;
+
+ private:
+  RedisResultStore(const RedisOptions& redis, std::string prefix) : pool_(redis), prefix_(std::move(prefix)) {}
+  RedisPool pool_;
+  std::string prefix_;
+};
+
+}  // namespace atrex

@@ -1,0 +1,271 @@
+#include "atrex/common/redis_queue.h"
+
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace atrex {
+namespace {
+
+constexpr const char* kGroup = "atrex";
+
+// KEYS: stream, counters. ARGV: body. Appends and counts in one round trip.
+constexpr const char* kEnqueue = R"lua(
+local id = redis.call('XADD', KEYS[1], '*', 'body', ARGV[1])
+redis.call('HINCRBY', KEYS[2], 'enqueued', 1)
+return id
+)lua";
+
+// KEYS: stream, dlq, errors. ARGV: group, consumer, min_idle_ms, count, max_deliveries.
+// Claims leases idle longer than the lease timeout; those past their deliveries become dead
+// letters. Returns {id, body, deliveries} triples.
+constexpr const char* kReclaim = R"lua(
+local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], '0-0', 'COUNT', ARGV[4])
+local out = {}
+for _, e in ipairs(r[2]) do
+  local id = e[1]
+  local body = e[2][2]
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
+  local deliveries = tonumber(p[1][4])
+  if deliveries > tonumber(ARGV[5]) then
+    local err = redis.call('HGET', KEYS[3], id)
+    if not err then err = 'lease expired ' .. (deliveries - 1) .. ' times (runner lost?)' end
+    redis.call('XADD', KEYS[2], '*', 'message_id', id, 'body', body, 'deliveries', deliveries - 1, 'error', err)
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.call('XDEL', KEYS[1], id)
+    redis.call('HDEL', KEYS[3], id)
+  else
+    table.insert(out, {id, body, deliveries})
+  end
+end
+return out
+)lua";
+
+// Ownership check shared by ack/renew/release: the entry must still be pending for this
+// consumer with the delivery count the lease was handed out with.
+constexpr const char* kOwnerCheck = R"lua(
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 0 or p[1][2] ~= ARGV[3] or tonumber(p[1][4]) ~= tonumber(ARGV[4]) then return 0 end
+)lua";
+
+// KEYS: stream, counters, errors. ARGV: group, id, consumer, deliveries.
+constexpr const char* kAckTail = R"lua(
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+redis.call('HDEL', KEYS[3], ARGV[2])
+redis.call('HINCRBY', KEYS[2], 'acked', 1)
+return 1
+)lua";
+
+// KEYS: stream. ARGV: group, id, consumer, deliveries.
+constexpr const char* kRenewTail = R"lua(
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2], 'JUSTID')
+return 1
+)lua";
+
+// KEYS: stream, dlq, errors. ARGV: group, id, consumer, deliveries, error, max_deliveries.
+constexpr const char* kReleaseTail = R"lua(
+if tonumber(ARGV[4]) >= tonumber(ARGV[6]) then
+  local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
+  local body = ''
+  if #e > 0 then body = e[1][2][2] end
+  redis.call('XADD', KEYS[2], '*', 'message_id', ARGV[2], 'body', body, 'deliveries', ARGV[4], 'error', ARGV[5])
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('XDEL', KEYS[1], ARGV[2])
+  redis.call('HDEL', KEYS[3], ARGV[2])
+else
+  redis.call('HSET', KEYS[3], ARGV[2], ARGV[5])
+  -- A huge idle time makes the next claim's XAUTOCLAIM take it at once.
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2], 'IDLE', 2000000000, 'JUSTID')
+end
+return 1
+)lua";
+
+Result<int64_t> eval(RedisPool& pool, const std::string& script, std::vector<std::string> keys,
+                     std::vector<std::string> args) {
+  ATREX_ASSIGN_OR_RETURN(auto conn, pool.acquire());
+  std::vector<std::string> cmd = {"EVAL", script, std::to_string(keys.size())};
+  cmd.insert(cmd.end(), keys.begin(), keys.end());
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command(cmd));
+  return v.integer;
+}
+
+Result<Json> parse_body(const std::string& text, const std::string& where) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return invalid_input(fmt::format("{}: message body is not JSON: {}", where, e.what()));
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RedisQueue>> RedisQueue::open(const RedisOptions& redis, QueueOptions options,
+                                                     std::string prefix) {
+  std::unique_ptr<RedisQueue> q(new RedisQueue(redis, options, std::move(prefix)));
+  ATREX_ASSIGN_OR_RETURN(auto conn, q->pool_.acquire());
+  for (const auto& [name, want] : {std::pair<std::string, std::string>{"appendonly", "yes"},
+                                   std::pair<std::string, std::string>{"maxmemory-policy", "noeviction"}}) {
+    auto v = conn->command({"CONFIG", "GET", name});
+    if (!v) {
+      spdlog::warn("redis {}:{}: cannot read {} ({}); make sure it is `{}`", redis.host, redis.port, name,
+                   v.error().message, want);
+    } else if (v->elements.size() < 2 || v->elements[1].str != want) {
+      spdlog::warn("!!! redis {}:{} runs with {} = {}: set it to `{}` or a restart/eviction can LOSE QUEUED TASKS !!!",
+                   redis.host, redis.port, name, v->elements.size() > 1 ? v->elements[1].str : "?", want);
+    }
+  }
+  return q;
+}
+
+std::string RedisQueue::key(std::string_view kind, std::string_view stream) const {
+  return fmt::format("{}:{}:{{{}}}", prefix_, kind, stream);
+}
+
+Result<void> RedisQueue::ensure_group(std::string_view stream) {
+  {
+    std::lock_guard lock(mu_);
+    if (groups_.count(stream)) return ok();
+  }
+  ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
+  auto r = conn->command({"XGROUP", "CREATE", key("q", stream), kGroup, "0", "MKSTREAM"});
+  if (!r && r.error().message.find("BUSYGROUP") == std::string::npos) return tl::unexpected(r.error());
+  std::lock_guard lock(mu_);
+  groups_.insert(std::string(stream));
+  return ok();
+}
+
+Result<std::string> RedisQueue::enqueue(std::string_view stream, const Json& body) {
+  ATREX_TRY(ensure_group(stream));
+  ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
+  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command({"EVAL", kEnqueue, "2", key("q", stream), key("cnt", stream),
+                                                      body.dump()}));
+  return v.str;
+}
+
+Result<std::vector<Lease>> RedisQueue::reclaim(std::string_view stream, std::string_view consumer, size_t max_count) {
+  ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
+  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command({"EVAL", kReclaim, "3", key("q", stream), key("dlq", stream),
+                                                      key("err", stream), kGroup, std::string(consumer),
+                                                      std::to_string(options_.lease_timeout.count()),
+                                                      std::to_string(max_count),
+                                                      std::to_string(options_.max_deliveries)}));
+  std::vector<Lease> out;
+  for (const auto& e : v.elements) {
+    if (e.elements.size() < 3) continue;
+    ATREX_ASSIGN_OR_RETURN(Json body, parse_body(e.elements[1].str, key("q", stream) + " " + e.elements[0].str));
+    out.push_back(Lease{std::string(stream), e.elements[0].str, std::move(body), static_cast<int>(e.elements[2].integer),
+                        std::string(consumer)});
+  }
+  return out;
+}
+
+Result<std::vector<Lease>> RedisQueue::claim(std::string_view stream, std::string_view consumer, size_t max_count,
+                                             std::chrono::milliseconds block) {
+  ATREX_TRY(ensure_group(stream));
+  const auto deadline = std::chrono::steady_clock::now() + block;
+  for (;;) {
+    ATREX_ASSIGN_OR_RETURN(std::vector<Lease> out, reclaim(stream, consumer, max_count));
+    if (out.size() < max_count) {
+      // Block in short slices so leases that expire (or are released) meanwhile are seen too.
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto slice = out.empty() ? std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(500))
+                                     : std::chrono::milliseconds(0);
+      std::vector<std::string> cmd = {"XREADGROUP", "GROUP", kGroup, std::string(consumer), "COUNT",
+                                      std::to_string(max_count - out.size())};
+      if (slice.count() > 0) {
+        cmd.push_back("BLOCK");
+        cmd.push_back(std::to_string(slice.count()));
+      }
+      cmd.insert(cmd.end(), {"STREAMS", key("q", stream), ">"});
+      ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());  // a blocking read holds its own connection
+      ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command(cmd, slice + std::chrono::seconds(5)));
+      for (const auto& s : v.elements) {
+        if (s.elements.size() < 2) continue;
+        for (const auto& entry : s.elements[1].elements) {
+          if (entry.elements.size() < 2 || entry.elements[1].elements.size() < 2) continue;  // trimmed entry
+          ATREX_ASSIGN_OR_RETURN(Json body, parse_body(entry.elements[1].elements[1].str, key("q", stream)));
+          out.push_back(Lease{std::string(stream), entry.elements[0].str, std::move(body), 1, std::string(consumer)});
+        }
+      }
+    }
+    if (!out.empty() || std::chrono::steady_clock::now() >= deadline) return out;
+  }
+}
+
+Result<bool> RedisQueue::ack(const Lease& l) {
+  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, std::string(kOwnerCheck) + kAckTail,
+                                         {key("q", l.stream), key("cnt", l.stream), key("err", l.stream)},
+                                         {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count)}));
+  return r == 1;
+}
+
+Result<bool> RedisQueue::renew(const Lease& l) {
+  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, std::string(kOwnerCheck) + kRenewTail, {key("q", l.stream)},
+                                         {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count)}));
+  return r == 1;
+}
+
+Result<bool> RedisQueue::release(const Lease& l, std::string_view error) {
+  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, std::string(kOwnerCheck) + kReleaseTail,
+                                         {key("q", l.stream), key("dlq", l.stream), key("err", l.stream)},
+                                         {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count),
+                                          std::string(error), std::to_string(options_.max_deliveries)}));
+  return r == 1;
+}
+
+Result<std::vector<DeadLetter>> RedisQueue::dead_letters(std::string_view stream) {
+  ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
+  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command({"XRANGE", key("dlq", stream), "-", "+"}));
+  std::vector<DeadLetter> out;
+  for (const auto& entry : v.elements) {
+    if (entry.elements.size() < 2) continue;
+    DeadLetter d;
+    const auto& f = entry.elements[1].elements;
+    for (size_t i = 0; i + 1 < f.size(); i += 2) {
+      const std::string& name = f[i].str;
+      if (name == "message_id") d.message_id = f[i + 1].str;
+      else if (name == "deliveries") d.delivery_count = std::stoi(f[i + 1].str);
+      else if (name == "error") d.last_error = f[i + 1].str;
+      else if (name == "body") {
+        ATREX_ASSIGN_OR_RETURN(d.body, parse_body(f[i + 1].str, key("dlq", stream)));
+      }
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Result<QueueStats> RedisQueue::stats(std::string_view stream) {
+  ATREX_TRY(ensure_group(stream));
+  // Expired leases count as ready, as in the in-process queue: reclaim them first.
+  ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
+  QueueStats st;
+  ATREX_ASSIGN_OR_RETURN(RedisValue groups, conn->command({"XINFO", "GROUPS", key("q", stream)}));
+  for (const auto& g : groups.elements) {
+    bool ours = false;
+    int64_t pending = 0, lag = 0;
+    for (size_t i = 0; i + 1 < g.elements.size(); i += 2) {
+      const std::string& name = g.elements[i].str;
+      if (name == "name") ours = g.elements[i + 1].str == kGroup;
+      if (name == "pending") pending = g.elements[i + 1].integer;
+      if (name == "lag") lag = g.elements[i + 1].integer;
+    }
+    if (ours) {
+      st.leased = pending;
+      st.ready = lag;
+    }
+  }
+  ATREX_ASSIGN_OR_RETURN(RedisValue dead, conn->command({"XLEN", key("dlq", stream)}));
+  st.dead = dead.integer;
+  ATREX_ASSIGN_OR_RETURN(RedisValue cnt, conn->command({"HMGET", key("cnt", stream), "enqueued", "acked"}));
+  if (cnt.elements.size() == 2) {
+    st.enqueued_total = cnt.elements[0].is_nil() ? 0 : std::stoll(cnt.elements[0].str);
+    st.acked_total = cnt.elements[1].is_nil() ? 0 : std::stoll(cnt.elements[1].str);
+  }
+  return st;
+}
+
+}  // namespace atrex

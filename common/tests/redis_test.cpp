@@ -1,0 +1,116 @@
+// The Redis queue and result store against a real redis-server: the same contract suite as
+// the in-process queue, plus Redis-specific behaviour (restart with AOF, URL parsing).
+#include <atomic>
+#include <thread>
+
+#include "atrex/common/redis_queue.h"
+#include "atrex/common/redis_result_store.h"
+#include "queue_contract.h"
+#include "redis_server.h"
+
+namespace atrex {
+namespace {
+
+std::string unique_prefix() {
+  static std::atomic<int> n{0};
+  return "test" + std::to_string(::getpid()) + "_" + std::to_string(n++);
+}
+
+class RedisQueueFactory final : public QueueFactory {
+ public:
+  std::unique_ptr<TaskQueue> make(const QueueOptions& options, ManualClock&) override {
+    auto q = RedisQueue::open(testing::shared_redis().options(), options, unique_prefix());
+    EXPECT_TRUE(q) << q.error().message;
+    return q ? std::move(*q) : nullptr;
+  }
+  // The lease lives on the Redis clock: let real time pass.
+  void advance(ManualClock& clock, std::chrono::milliseconds d) override {
+    std::this_thread::sleep_for(d + std::chrono::milliseconds(20));
+    clock.advance(d);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Redis, QueueContractTest, ::testing::Values(std::make_shared<RedisQueueFactory>()),
+                         [](const auto&) { return std::string("Redis"); });
+
+TEST(RedisUrl, ParsesUserPasswordHostPortDb) {
+  auto o = parse_redis_url("redis://runner:s3cret@redis.example:6380/2");
+  ASSERT_TRUE(o) << o.error().message;
+  EXPECT_EQ(o->user, "runner");
+  EXPECT_EQ(o->password, "s3cret");
+  EXPECT_EQ(o->host, "redis.example");
+  EXPECT_EQ(o->port, 6380);
+  EXPECT_EQ(o->db, 2);
+  auto p = parse_redis_url("redis://:pw@10.0.0.1");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->password, "pw");
+  EXPECT_EQ(p->port, 6379);
+  EXPECT_FALSE(parse_redis_url("http://host"));
+  EXPECT_FALSE(parse_redis_url("redis://host:99999"));
+}
+
+TEST(RedisResultStore, FirstWriteWinsAcrossClients) {
+  const std::string prefix = unique_prefix();
+  auto a = RedisResultStore::open(testing::shared_redis().options(), prefix);
+  auto b = RedisResultStore::open(testing::shared_redis().options(), prefix);
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(*(*a)->put("t/0", Json{{"s_j", 0.5}}));
+  EXPECT_FALSE(*(*b)->put("t/0", Json{{"s_j", 0.9}}));
+  EXPECT_EQ((**(*b)->get("t/0"))["s_j"], 0.5);
+  EXPECT_TRUE(*(*b)->put("t/1", Json{{"s_j", 0.7}}));
+  auto all = (*a)->all();
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0]["s_j"], 0.5);
+}
+
+TEST(RedisResultStore, WaitSeesAWriteFromAnotherClient) {
+  const std::string prefix = unique_prefix();
+  auto a = RedisResultStore::open(testing::shared_redis().options(), prefix);
+  auto b = RedisResultStore::open(testing::shared_redis().options(), prefix);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (void)(*b)->put("k", Json{{"v", 1}});
+  });
+  auto got = (*a)->wait("k", std::chrono::seconds(10));
+  writer.join();
+  ASSERT_TRUE(got && got->has_value());
+}
+
+// Redis restarted with AOF: queued tasks, leases and results survive, and clients reconnect.
+TEST(RedisRestart, QueueAndResultsSurviveARestartWithAof) {
+  testing::RedisServer server;
+  ASSERT_TRUE(server.running());
+  QueueOptions qo;
+  qo.lease_timeout = std::chrono::milliseconds(200);
+  auto q = RedisQueue::open(server.options(), qo, "restart");
+  auto store = RedisResultStore::open(server.options(), "restart");
+  ASSERT_TRUE(q && store);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*q)->enqueue("eval", Json{{"i", i}}));
+  auto leased = (*q)->claim("eval", "runner-a", 1, std::chrono::milliseconds(0));
+  ASSERT_EQ(leased->size(), 1u);
+  ASSERT_TRUE(*(*store)->put("t/0", Json{{"ok", true}}));
+  server.restart();
+  auto st = (*q)->stats("eval");  // the client reconnects by itself
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(st->ready, 2);
+  EXPECT_EQ(st->leased, 1);
+  EXPECT_TRUE((**(*store)->get("t/0")).at("ok"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto rest = (*q)->claim("eval", "runner-b", 10, std::chrono::milliseconds(0));
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->size(), 3u) << "the expired lease and the two queued tasks";
+}
+
+TEST(RedisConnectionTest, UnreachableServerIsUnavailable) {
+  RedisOptions o;
+  o.port = testing::free_loopback_port();
+  o.max_reconnects = 1;
+  o.connect_timeout = std::chrono::milliseconds(200);
+  auto c = RedisConnection::connect(o);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, ErrorCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace atrex
