@@ -97,8 +97,16 @@ Result<const TemplateCatalog*> AgentWorker::catalog_for(const AgentSpec& spec) {
   return (folder_catalogs_[spec.templates] = std::make_unique<TemplateCatalog>(std::move(c))).get();
 }
 
-Result<void> AgentWorker::handle(const AgentTask& task, const std::atomic<bool>* stop) {
-  ATREX_ASSIGN_OR_RETURN(AuditTrail * audit, audit_for(task));
+Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool>* stop) {
+  ATREX_ASSIGN_OR_RETURN(AuditTrail * audit, audit_for(queued));
+  // A redelivered task (its worker died) continues from the trail, not from where it started:
+  // iterations already spent stay spent and the best kernel found is kept.
+  AgentTask task = queued;
+  const auto progress = audit->progress();
+  if (progress.generation == task.generation && progress.iterations_used > task.iterations_used) {
+    task.iterations_used = progress.iterations_used;
+    if (progress.best.score > task.best.score) task.best = progress.best;
+  }
   ATREX_ASSIGN_OR_RETURN(const TemplateCatalog* catalog, catalog_for(task.agent));
   auto provider = make_search_provider(*catalog);
   QueueEvalFn eval(queue_, results_, "eval", 3, stop);

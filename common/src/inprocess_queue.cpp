@@ -132,6 +132,15 @@ Result<std::vector<DeadLetter>> InProcessQueue::dead_letters(std::string_view st
   return stream_locked(stream).dead;
 }
 
+Result<std::vector<Json>> InProcessQueue::in_flight(std::string_view stream) {
+  std::lock_guard lock(mu_);
+  Stream& s = stream_locked(stream);
+  std::vector<Json> out;
+  for (const auto& m : s.ready) out.push_back(m.body);
+  for (const auto& [_, p] : s.pending) out.push_back(p.message.body);
+  return out;
+}
+
 Result<QueueStats> InProcessQueue::stats(std::string_view stream) {
   std::lock_guard lock(mu_);
   Stream& s = stream_locked(stream);

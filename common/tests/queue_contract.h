@@ -144,6 +144,22 @@ TEST_P(QueueContractTest, ExpiredLeasePastMaxDeliveriesIsDeadLettered) {
   EXPECT_EQ(st->leased, 0);
 }
 
+TEST_P(QueueContractTest, InFlightListsReadyAndLeasedButNotAckedOrDead) {
+  QueueOptions opt;
+  opt.max_deliveries = 1;
+  auto q = make(opt);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(q->enqueue("s", Json{{"i", i}}));
+  auto got = q->claim("s", "c", 3, milliseconds(0));
+  ASSERT_EQ(got->size(), 3u);
+  ASSERT_TRUE(*q->ack((*got)[0]));
+  ASSERT_TRUE(*q->release((*got)[1], "dead"));  // max_deliveries 1: dead-lettered
+  auto flying = q->in_flight("s");
+  ASSERT_TRUE(flying);
+  std::multiset<int> ids;
+  for (const auto& b : *flying) ids.insert(b["i"].get<int>());
+  EXPECT_EQ(ids, (std::multiset<int>{2, 3}));  // one leased, one never delivered
+}
+
 TEST_P(QueueContractTest, StreamsAreIndependent) {
   auto q = make();
   ASSERT_TRUE(q->enqueue("a", Json{{"x", 1}}));

@@ -238,6 +238,20 @@ Result<std::vector<DeadLetter>> RedisQueue::dead_letters(std::string_view stream
   return out;
 }
 
+Result<std::vector<Json>> RedisQueue::in_flight(std::string_view stream) {
+  // Acked entries are deleted (XDEL) and dead letters moved out, so the stream holds exactly
+  // the ready and leased messages.
+  ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
+  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command({"XRANGE", key("q", stream), "-", "+"}));
+  std::vector<Json> out;
+  for (const auto& entry : v.elements) {
+    if (entry.elements.size() < 2 || entry.elements[1].elements.size() < 2) continue;
+    ATREX_ASSIGN_OR_RETURN(Json body, parse_body(entry.elements[1].elements[1].str, key("q", stream)));
+    out.push_back(std::move(body));
+  }
+  return out;
+}
+
 Result<QueueStats> RedisQueue::stats(std::string_view stream) {
   ATREX_TRY(ensure_group(stream));
   // Expired leases count as ready, as in the in-process queue: reclaim them first.

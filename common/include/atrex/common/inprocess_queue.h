@@ -24,6 +24,7 @@ class InProcessQueue final : public TaskQueue {
   Result<bool> renew(const Lease& lease) override;
   Result<bool> release(const Lease& lease, std::string_view error) override;
   Result<std::vector<DeadLetter>> dead_letters(std::string_view stream) override;
+  Result<std::vector<Json>> in_flight(std::string_view stream) override;
   Result<QueueStats> stats(std::string_view stream) override;
 
  private:

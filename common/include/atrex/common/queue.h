@@ -82,6 +82,9 @@ class TaskQueue {
   virtual Result<bool> release(const Lease& lease, std::string_view error) = 0;
 
   virtual Result<std::vector<DeadLetter>> dead_letters(std::string_view stream) = 0;
+  // Bodies of every message not yet acked or dead-lettered (ready or leased): what a
+  // reconciler must not enqueue again.
+  virtual Result<std::vector<Json>> in_flight(std::string_view stream) = 0;
   virtual Result<QueueStats> stats(std::string_view stream) = 0;
 };
 
