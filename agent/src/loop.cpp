@@ -17,6 +17,18 @@ Json to_json(const AgentSpec& s) {
               {"templates", s.templates}};
 }
 
+AgentSpec agent_spec_from_flat_json(const Json& j) {
+  AgentSpec s;
+  s.name = j.value("name", "");
+  s.provider = j.value("provider", "search");
+  s.iterations = j.value("iterations", 8);
+  s.patience = j.value("patience", 3);
+  s.max_generations = j.value("max_generations", 4);
+  s.min_improvement = j.value("min_improvement", 0.02);
+  s.templates = j.value("templates", "");
+  return s;
+}
+
 Result<AgentSpec> agent_spec_from_json(const JsonField& f) {
   ATREX_TRY(f.expect_object());
   AgentSpec s;
@@ -104,13 +116,7 @@ Result<AgentTask> agent_task_from_json(const Json& j, const std::string& source)
   }
   ATREX_ASSIGN_OR_RETURN(auto agent, root.at("agent"));
   ATREX_TRY(agent.expect_object());
-  t.agent.name = j["agent"].value("name", "");
-  t.agent.provider = j["agent"].value("provider", "search");
-  t.agent.iterations = j["agent"].value("iterations", 8);
-  t.agent.patience = j["agent"].value("patience", 3);
-  t.agent.max_generations = j["agent"].value("max_generations", 4);
-  t.agent.min_improvement = j["agent"].value("min_improvement", 0.02);
-  t.agent.templates = j["agent"].value("templates", "");
+  t.agent = agent_spec_from_flat_json(j["agent"]);
   ATREX_ASSIGN_OR_RETURN(auto qs, root.at("quick_settings"));
   ATREX_ASSIGN_OR_RETURN(t.quick_settings, eval_settings_from_json(qs));
   ATREX_ASSIGN_OR_RETURN(auto fs_, root.at("full_settings"));

@@ -25,6 +25,8 @@ void add_hardware_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc);
 void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_report_command(CLI::App& app, GlobalOptions& g, int& rc);
+// `sweep submit|status|wait|cancel|resume` (under `sweep`) and the `runner` / `agent-worker` daemons.
+void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int& rc);
 
 // Prints "atrex: <message>" to stderr and returns the exit code for the error.
 int fail(const Error& e);

@@ -40,10 +40,34 @@ Result<std::string> backend_for(const EvalArgs& a) {
   return invalid_input(fmt::format("{}: cannot tell the backend from the extension \"{}\"; pass --backend", a.file, ext));
 }
 
-Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, const std::string& spec) {
+// `all`, `smallest[:N]` (the N shapes with the fewest input elements, default 1) or "0,3,5".
+Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, const problems::OperatorDef& def,
+                                           const std::string& spec) {
   std::vector<std::string> ids;
   if (spec == "all") {
     for (const auto& s : op.shapes) ids.push_back(s.id);
+    return ids;
+  }
+  if (spec.rfind("smallest", 0) == 0) {
+    size_t n = 1;
+    if (spec.size() > 8) {
+      const std::string count = spec.substr(8);
+      char* end = nullptr;
+      const long v = count[0] == ':' ? std::strtol(count.c_str() + 1, &end, 10) : 0;
+      if (count[0] != ':' || v <= 0 || !end || *end != '\0') {
+        return invalid_input(fmt::format("--shapes: expected `smallest` or `smallest:N` with N >= 1; got \"{}\"", spec));
+      }
+      n = static_cast<size_t>(v);
+    }
+    std::vector<std::pair<int64_t, std::string>> sized;
+    for (const auto& s : op.shapes) {
+      ATREX_ASSIGN_OR_RETURN(problems::ResolvedShape r, problems::resolve_shape(def, s));
+      int64_t elements = 0;
+      for (const auto& d : r.inputs) elements += d.numel();
+      sized.emplace_back(elements, s.id);
+    }
+    std::stable_sort(sized.begin(), sized.end());
+    for (size_t i = 0; i < std::min(n, sized.size()); ++i) ids.push_back(sized[i].second);
     return ids;
   }
   std::string cur;
@@ -59,7 +83,7 @@ Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, con
       cur += spec[i];
     }
   }
-  if (ids.empty()) return invalid_input("--shapes: expected `all` or a comma-separated list of shape ids");
+  if (ids.empty()) return invalid_input("--shapes: expected `all`, `smallest[:N]` or a comma-separated list of shape ids");
   return ids;
 }
 
@@ -103,8 +127,9 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   if (!suite) return fail(suite.error());
   auto op = suite->require(a.op);
   if (!op) return fail(op.error());
-  if (auto def = problems::require_native_operator(a.op); !def) return fail(def.error());
-  auto ids = shape_ids(**op, a.shapes);
+  auto def = problems::require_native_operator(a.op);
+  if (!def) return fail(def.error());
+  auto ids = shape_ids(**op, **def, a.shapes);
   if (!ids) return fail(ids.error());
   auto hw = hardware_for(a.hardware, *backend, *suite);
   if (!hw) return fail(hw.error());
@@ -164,7 +189,7 @@ void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
   e->add_option("file", a.file, "Candidate source (.cu cuda, .cpp cpu, .hip hip)")->required();
   e->add_option("--operator", a.op, "Operator (see `atrex problems list`)")->required();
   e->add_option("--backend", a.backend, "auto (from the extension), cpu, cuda or hip")->capture_default_str();
-  e->add_option("--shapes", a.shapes, "`all` or comma-separated shape ids")->capture_default_str();
+  e->add_option("--shapes", a.shapes, "`all`, `smallest[:N]` (fewest input elements) or comma-separated shape ids")->capture_default_str();
   e->add_option("--hardware", a.hardware, "Profile for T_roofline: auto or a name from `atrex hardware list`")->capture_default_str();
   e->add_option("--seeds", a.seeds, "Correctness seeds per shape")->capture_default_str()->check(CLI::Range(1, 1000));
   e->add_flag("--no-perf", a.no_perf, "Skip the performance gate");

@@ -80,8 +80,11 @@ int show(const GlobalOptions& g, const std::string& name) {
   if (def) {
     fmt::print("\n{}\n\ninputs (read-only):\n", def->semantics);
     for (const auto& t : def->inputs) fmt::print("  {:<16} {:<6} {:<36} {}\n", t.name, problems::dtype_name(t.dtype), dims(t.dims), t.doc);
-    fmt::print("outputs (poisoned before each call; write every element):\n");
-    for (const auto& t : def->outputs) fmt::print("  {:<16} {:<6} {:<36} {}\n", t.name, problems::dtype_name(t.dtype), dims(t.dims), t.doc);
+    fmt::print("outputs (poisoned before each call, so write every element, unless they start as an input):\n");
+    for (const auto& t : def->outputs) {
+      fmt::print("  {:<16} {:<6} {:<36} {}{}\n", t.name, problems::dtype_name(t.dtype), dims(t.dims), t.doc,
+                 t.initial_from.empty() ? "" : " (starts as a copy of input " + t.initial_from + "; update it in place)");
+    }
     fmt::print("parameters:\n");
     for (const auto& p : def->params) {
       fmt::print("  {:<22} {}{}\n", p.name, p.doc, p.required ? "" : fmt::format(" (default {})", p.default_value.dump()));

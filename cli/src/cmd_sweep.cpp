@@ -93,6 +93,7 @@ void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   run->add_option("--agent-workers", a.agent_workers, "Agent worker threads (default: automatic)");
   run->add_flag("--json", g.json, "Print the atrex.report/1 JSON at the end");
   run->callback([&] { rc = sweep_run(g, a); });
+  add_cluster_commands(app, *sweep, g, rc);
 }
 
 void add_report_command(CLI::App& app, GlobalOptions& g, int& rc) {

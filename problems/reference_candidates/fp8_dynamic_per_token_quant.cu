@@ -28,9 +28,6 @@ __device__ float block_reduce(float v, Op op, float* smem) {
 struct MaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
-struct SumOp {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
 
 __global__ void quant_kernel(const __nv_bfloat16* x, __nv_fp8_storage_t* q, float* scale, int64_t hidden) {
   __shared__ float smem[kThreads];

@@ -23,9 +23,6 @@ __device__ float block_reduce(float v, Op op, float* smem) {
   return r;
 }
 
-struct MaxOp {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
 struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }
 };

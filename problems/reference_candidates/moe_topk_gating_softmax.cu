@@ -13,7 +13,7 @@ struct Row {
   int64_t experts, groups, topk_group;
   float max, sum;
   unsigned long long kept;
-  __device__ float softmax(int64_t e) const { return __expf(x[e] - max) / sum; }
+  __device__ float softmax(int64_t e) const { return expf(x[e] - max) / sum; }
   __device__ float group_best(int64_t g) const {
     const int64_t size = experts / groups;
     float best = 0.0f;
@@ -32,7 +32,7 @@ __global__ void gating_kernel(const float* gating, float* weights, int32_t* ids,
   if (r >= rows) return;
   Row row{gating + r * experts, experts, groups, topk_group, -INFINITY, 0.0f, ~0ull};
   for (int64_t e = 0; e < experts; ++e) row.max = fmaxf(row.max, row.x[e]);
-  for (int64_t e = 0; e < experts; ++e) row.sum += __expf(row.x[e] - row.max);
+  for (int64_t e = 0; e < experts; ++e) row.sum += expf(row.x[e] - row.max);
   if (groups > 0 && topk_group > 0) {
     row.kept = 0;
     for (int64_t g = 0; g < groups; ++g) {

@@ -392,9 +392,8 @@ TEST(MoeGemmReleasedShapes, EveryShapeResolvesWithPositiveDimsAndInt64Sizes) {
   EXPECT_EQ(moe->inputs[1].bytes(), size_t{256} * 4096 * 7168);
 }
 
-// W and Q within 5% of the released roofline.json except the documented differences
-// (docs/operators/moe_gemm.md): fused_moe's W (randint routing when traced), the small-T W of
-// fp8_blockscale_fused_moe and moe_align_block_size's sampled write of T = 1.
+// W and Q within 5% of the released roofline.json except the documented difference
+// (docs/operators/moe_gemm.md): fused_moe's W, traced with randint routing.
 TEST(MoeGemmReleasedShapes, AnalyticRooflineAgreesWithReleased) {
   auto suite = Suite::load(ATREX_TEST_SUITE_DIR);
   ASSERT_TRUE(suite);
@@ -410,9 +409,11 @@ TEST(MoeGemmReleasedShapes, AnalyticRooflineAgreesWithReleased) {
       ASSERT_TRUE(released) << released.error().message;
       const RooflineCounts ours = def->analytic(*resolve_shape(*def, shape));
       const std::string where = name + " shape " + shape.id;
-      if (total(*released) > 0 && name != "fused_moe") {
-        const double tol = name == "fp8_blockscale_fused_moe" ? 0.5 : 0.05;
-        EXPECT_NEAR(total(ours) / total(*released), 1.0, tol) << where;
+      if (name == "fused_moe") {  // released: randint routing, repeated experts merged (2.6-9% fewer GEMM rows)
+        EXPECT_GT(total(ours) / total(*released), 1.0) << where;
+        EXPECT_LT(total(ours) / total(*released), 1.11) << where;
+      } else if (total(*released) > 0) {
+        EXPECT_NEAR(total(ours) / total(*released), 1.0, 0.05) << where;
       }
       EXPECT_NEAR(ours.q_read_bytes / released->q_read_bytes, 1.0, 0.05) << where;
       EXPECT_NEAR(ours.q_write_bytes / released->q_write_bytes, 1.0, 0.05) << where;

@@ -129,10 +129,10 @@ Result<ResolvedSweep> resolve_sweep(const SweepSpec& spec, const SweepOverrides&
   if (r.backend != "cpu" && r.backend != "cuda") {
     return invalid_input(fmt::format("unknown backend \"{}\" (expected auto, cpu or cuda)", r.backend));
   }
-  if (r.backend == "cuda" && !env.has_gpu()) {
+  if (r.backend == "cuda" && !env.has_gpu() && !ov.remote_runners) {
     return make_error(ErrorCode::kUnavailable, "backend cuda needs a CUDA GPU: " + env.gpu_probe_error);
   }
-  r.device = r.backend == "cuda" ? env.gpus.front().name : env.cpu_name;
+  r.device = r.backend == "cuda" ? (env.has_gpu() ? env.gpus.front().name : "(the runners' GPUs)") : env.cpu_name;
 
   std::vector<std::string> names = spec.operators;
   if (names.empty()) {

@@ -110,11 +110,12 @@ TEST(Resolve, UnknownOperatorNamesTheField) {
       << r.error().message;
 }
 
-TEST(Resolve, OperatorWithoutNativeDefinitionIsNamed) {
-  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperators: [fused_moe]\n", "my.yaml");
+TEST(Resolve, OperatorOutsideTheSuiteIsNamedWithItsField) {
+  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm, fused_moee]\n", "my.yaml");
   auto r = resolve_sweep(*s, cpu_h20());
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("fused_moe"), std::string::npos);
+  EXPECT_NE(r.error().message.find("fused_moee"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("operators[1]"), std::string::npos) << r.error().message;
 }
 
 TEST(Resolve, ExplicitIdsAndBadId) {

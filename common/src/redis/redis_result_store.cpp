@@ -61,9 +61,16 @@ Result<std::optional<Json>> RedisResultStore::wait(const std::string& key, std::
 }
 
 Result<std::vector<Json>> RedisResultStore::all() {
+  ATREX_ASSIGN_OR_RETURN(auto pairs, entries());
+  std::vector<Json> out;
+  for (auto& [_, record] : pairs) out.push_back(std::move(record));
+  return out;
+}
+
+Result<std::vector<std::pair<std::string, Json>>> RedisResultStore::entries() {
   ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
   ATREX_ASSIGN_OR_RETURN(RedisValue keys, conn->command({"LRANGE", prefix_ + ":r:index", "0", "-1"}));
-  std::vector<Json> out;
+  std::vector<std::pair<std::string, Json>> out;
   constexpr size_t kBatch = 512;
   for (size_t i = 0; i < keys.elements.size(); i += kBatch) {
     std::vector<std::string> cmd = {"MGET"};
@@ -72,7 +79,7 @@ Result<std::vector<Json>> RedisResultStore::all() {
     for (size_t j = 0; j < vals.elements.size(); ++j) {
       if (vals.elements[j].is_nil()) continue;
       ATREX_ASSIGN_OR_RETURN(Json rec, parse_record(vals.elements[j].str, keys.elements[i + j].str));
-      out.push_back(std::move(rec));
+      out.emplace_back(keys.elements[i + j].str, std::move(rec));
     }
   }
   return out;

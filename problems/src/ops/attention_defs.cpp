@@ -223,7 +223,8 @@ void add_attention_operators(std::vector<OperatorDef>& ops) {
       .resolve = &resolve_paged_attention_decode,
       .analytic = &paged_attention_decode_roofline,
       .roofline_notes = "Q_read counts the attended KV rows only; roofline.json reads the whole cache, "
-                        "including its 16 spare blocks (up to 66% more on 1-sequence shapes)"});
+                        "including its 16 spare blocks (up to 66% more on 1-sequence shapes). W is keyed fp16 on "
+                        "fp16 shapes (roofline.json keys all bf16)"});
   ops.push_back(OperatorDef{
       .name = "mla_decode_attention",
       .semantics =
@@ -246,8 +247,8 @@ void add_attention_operators(std::vector<OperatorDef>& ops) {
       .reference_cpu = &cpu_ref<mla_decode_attention_reference<CpuExec>>,
       .resolve = &resolve_mla_decode_attention,
       .analytic = &mla_decode_attention_roofline,
-      .roofline_notes = "W counts the two matmuls, 2·B·H·L·(576 + 512); roofline.json has 21% more "
-                        "(an extra B·H·(L+1)·576 of its trace)"});
+      .roofline_notes = "W counts the two matmuls, 2·B·H·L·(576 + 512), 21% below roofline.json, whose trace "
+                        "adds B·H·(L+1)·576 (no matmul of the reference has that size); Q matches"});
   ops.push_back(OperatorDef{
       .name = "reshape_and_cache",
       .semantics =
@@ -270,15 +271,18 @@ void add_attention_operators(std::vector<OperatorDef>& ops) {
                   .generate = &in::arange_i64}},
       .outputs = {{.name = "key_cache", .dtype = DType::kBF16,
                    .dims = {"=ceil(shape[0]/block_size)", "block_size", "shape[1]", "shape[2]"},
-                   .doc = "key_cache with the mapped slots written", .initial_from = "key_cache"},
+                   .doc = "starts as the input key_cache (not poisoned); the mapped slots are written",
+                   .initial_from = "key_cache"},
                   {.name = "value_cache", .dtype = DType::kBF16,
                    .dims = {"=ceil(shape[0]/block_size)", "block_size", "shape[1]", "shape[2]"},
-                   .doc = "value_cache with the mapped slots written", .initial_from = "value_cache"}},
+                   .doc = "starts as the input value_cache (not poisoned); the mapped slots are written",
+                   .initial_from = "value_cache"}},
       .reference_cpu = &cpu_ref<reshape_and_cache_reference<CpuExec>>,
       .resolve = &resolve_reshape_and_cache,
       .analytic = &reshape_and_cache_roofline,
-      .roofline_notes = "counts key/value/slot_mapping read and the mapped rows written; roofline.json also "
-                        "reads both caches (the clone) and writes both in full (2x Q_read)"});
+      .roofline_notes = "Q counts key/value/slot_mapping read and the mapped rows written (the outputs start as "
+                        "the caches); roofline.json also reads both caches (the reference's clone, ~2x Q_read) and "
+                        "writes both in full (16x the mapped rows on the 1-token shape 0)"});
 }
 
 }  // namespace atrex::problems::ops

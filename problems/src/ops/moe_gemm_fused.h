@@ -95,7 +95,7 @@ struct MoeDown {
 
 // out[t, h] = sum_j fp32(y * w) (torch multiplies in fp32, then adds; the sum is fp64 here).
 // fused_moe writes fp32; fp8_blockscale_fused_moe casts to fp8 e4m3 (torch's c10 semantics:
-// |x| >= 480 becomes NaN, no saturation).
+// what rounds past 448, |x| > 464, becomes NaN; no saturation).
 struct MoeCombine {
   const float* y;
   const float* weights;  // [T, k]

@@ -139,11 +139,16 @@ struct LinearSigmoidMulElem {
     const int64_t t = i / out_features, n = i % out_features;
     const uint16_t* xr = hidden_states + t * hidden;
     const uint16_t* wr = weight + n * hidden;
-    double acc = 0;
-    for (int64_t k = 0; k < hidden; ++k) {
-      acc += static_cast<double>(num::bf16_to_float(xr[k])) * num::bf16_to_float(wr[k]);
+    // A bf16 x bf16 product is exact in fp32. Eight interleaved fp64 partial sums let the host
+    // compiler vectorise (~5x on the CPU backend) with one fixed order on both backends.
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 8 <= hidden; k += 8) {
+      for (int j = 0; j < 8; ++j) acc[j] += num::bf16_to_float(xr[k + j]) * num::bf16_to_float(wr[k + j]);
     }
-    const float gate = num::round_bf16(static_cast<float>(acc) + num::bf16_to_float(bias[n]));
+    for (; k < hidden; ++k) acc[0] += num::bf16_to_float(xr[k]) * num::bf16_to_float(wr[k]);
+    const double dot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    const float gate = num::round_bf16(static_cast<float>(dot) + num::bf16_to_float(bias[n]));
     const float sig = 1.0f / (1.0f + expf(-gate));
     out[i] = num::float_to_bf16(sig * num::bf16_to_float(post_mul_mat[i]));
   }

@@ -106,7 +106,7 @@ struct ChunkGatedDeltaStateColumn {
     if (slot < 0 || slot >= state_count) return;  // outputs stay poisoned: the shape fails
     const int64_t kh = shared_head(head, num_heads, num_k_heads);
     const int64_t state_base = (slot * num_heads + head) * key_dim * value_dim + j;
-    float hcol[kMaxKeyDim];
+    float hcol[kMaxKeyDim], hb[kMaxKeyDim];  // the state and its bf16 image of this chunk
     double acc[kMaxKeyDim];
     for (int64_t d = 0; d < key_dim; ++d) hcol[d] = initial[state_base + d * value_dim];
     for (int64_t c = 0; c < num_chunks; ++c) {
@@ -115,6 +115,7 @@ struct ChunkGatedDeltaStateColumn {
       uint16_t* hc = h_out + ((b * num_chunks + c) * num_heads + head) * key_dim * value_dim + j;
       for (int64_t d = 0; d < key_dim; ++d) {
         hc[d * value_dim] = num::float_to_bf16(hcol[d]);
+        hb[d] = num::round_bf16(hcol[d]);
         acc[d] = 0;
       }
       const float g_last = g[(b * tokens + end - 1) * num_heads + head];
@@ -123,7 +124,7 @@ struct ChunkGatedDeltaStateColumn {
         const uint16_t* wrow = w + row * key_dim;
         double dot = 0;
         for (int64_t d = 0; d < key_dim; ++d) {
-          dot += static_cast<double>(num::bf16_to_float(wrow[d])) * num::round_bf16(hcol[d]);
+          dot += static_cast<double>(num::bf16_to_float(wrow[d])) * hb[d];
         }
         const float vt = num::bf16_to_float(u[row * value_dim + j]) - static_cast<float>(dot);
         v_new[row * value_dim + j] = num::float_to_bf16(vt);

@@ -57,7 +57,7 @@ struct GatedDeltaRuleColumn {
     if (slot < 0 || slot >= state_count) return;  // outputs stay poisoned: the shape fails
     const int64_t qh = shared_head(head, num_heads, num_q_heads);
     const int64_t state_base = (slot * num_heads + head) * key_dim * value_dim + j;
-    float h[kMaxKeyDim];
+    float h[kMaxKeyDim], kt[kMaxKeyDim];  // the state column; this token's (normalised) key
     for (int64_t d = 0; d < key_dim; ++d) h[d] = initial[state_base + d * value_dim];
     const float decay_rate = -expf(a_log[head]);
     const float bias = num::bf16_to_float(dt_bias[head]);
@@ -72,15 +72,15 @@ struct GatedDeltaRuleColumn {
       const float beta = 1.0f / (1.0f + expf(-num::bf16_to_float(b_gate[row])));
       double hk = 0;
       for (int64_t d = 0; d < key_dim; ++d) {
+        kt[d] = num::bf16_to_float(krow[d]) / kn;
         h[d] = h[d] * decay;
-        hk += static_cast<double>(h[d]) * (num::bf16_to_float(krow[d]) / kn);
+        hk += static_cast<double>(h[d]) * kt[d];
       }
       const float vn = (num::bf16_to_float(v[row * value_dim + j]) - static_cast<float>(hk)) * beta;
       double o = 0;
       for (int64_t d = 0; d < key_dim; ++d) {
-        const float kd = num::bf16_to_float(krow[d]) / kn;
         const float qd = num::bf16_to_float(qrow[d]) / qn;
-        h[d] = h[d] + kd * vn;
+        h[d] = h[d] + kt[d] * vn;
         o += static_cast<double>(h[d]) * (qd * scale);
       }
       out[row * value_dim + j] = num::float_to_bf16(static_cast<float>(o));

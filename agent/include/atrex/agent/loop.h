@@ -32,7 +32,10 @@ struct AgentSpec {
   double min_improvement = 0.02; // relative gain that counts as an improvement (timing noise)
   std::string templates;         // search provider: template folder; empty = the built-in templates
 };
+// The flat form carried in tasks and manifests ({"name", "provider", "iterations", ...}).
 Json to_json(const AgentSpec& s);
+AgentSpec agent_spec_from_flat_json(const Json& j);
+// The sweep-file form ({name, provider, budget: {...}, dropout: {...}, templates}), validated.
 Result<AgentSpec> agent_spec_from_json(const JsonField& f);
 
 inline constexpr const char* kAgentTaskSchema = "atrex.agent-task/1";

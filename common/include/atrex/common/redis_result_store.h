@@ -19,6 +19,8 @@ class RedisResultStore final : public ResultStore {
   Result<std::optional<Json>> get(const std::string& key) override;
   Result<std::optional<Json>> wait(const std::string& key, std::chrono::milliseconds timeout) override;
   Result<std::vector<Json>> all() override;
+  // (key, record) pairs in write order, e.g. to archive a sweep's results as JSONL.
+  Result<std::vector<std::pair<std::string, Json>>> entries();
 
  private:
   RedisResultStore(const RedisOptions& redis, std::string prefix) : pool_(redis), prefix_(std::move(prefix)) {}

@@ -31,6 +31,9 @@ struct SweepOverrides {
   std::optional<std::string> hardware;
   std::optional<std::filesystem::path> output;
   std::optional<std::filesystem::path> suite_dir;
+  // The runners run on other machines (cluster launchers): the backend is not checked against
+  // this machine's devices, and `hardware: auto` needs a GPU here or an explicit profile.
+  bool remote_runners = false;
 };
 
 struct OperatorPlan {

@@ -1,0 +1,268 @@
+#include "atrex/scheduler/cluster_sweep.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "atrex/agent/worker.h"
+#include "atrex/common/clock.h"
+#include "atrex/common/redis_queue.h"
+#include "atrex/common/redis_result_store.h"
+#include "atrex/runner/runner_loop.h"
+#include "launchers.h"
+
+namespace atrex::scheduler {
+namespace fs = std::filesystem;
+
+std::string sweep_prefix(const std::string& sweep_id) { return "atrex:" + sweep_id; }
+
+namespace {
+
+struct Connections {
+  std::unique_ptr<RedisQueue> queue;
+  std::unique_ptr<RedisResultStore> store;
+};
+
+Result<Connections> connect(const std::string& url, const std::string& sweep_id) {
+  ATREX_ASSIGN_OR_RETURN(RedisOptions ro, parse_redis_url(url));
+  Connections c;
+  QueueOptions qo;
+  qo.lease_timeout = std::chrono::minutes(10);
+  ATREX_ASSIGN_OR_RETURN(c.queue, RedisQueue::open(ro, qo, sweep_prefix(sweep_id)));
+  ATREX_ASSIGN_OR_RETURN(c.store, RedisResultStore::open(ro, sweep_prefix(sweep_id)));
+  return c;
+}
+
+problems::HardwareProfile hardware_from_manifest(const Json& m) {
+  problems::HardwareProfile hw;
+  const Json& h = m.value("hardware", Json::object());
+  hw.name = h.value("name", "");
+  hw.hbm_bytes_per_s = h.value("hbm_bytes_per_s", 0.0);
+  const Json peaks = h.value("p_peak", Json::object());  // named: items() must not outlive it
+  for (auto& [k, v] : peaks.items()) hw.p_peak_flops_per_s[k] = v.get<double>();
+  hw.source_doc = h.value("source", "");
+  return hw;
+}
+
+Result<problems::Suite> suite_for(const Json& m) {
+  fs::path dir = m.value("suite", "");
+  std::error_code ec;
+  if (dir.empty() || !fs::exists(dir / "data", ec)) dir = problems::default_suite_dir();
+  return problems::Suite::load(dir);
+}
+
+// The manifest as workers see it: stored in Redis so they need only the URL and the sweep id.
+Result<Json> manifest_from_redis(const std::string& url, const std::string& sweep_id) {
+  ATREX_ASSIGN_OR_RETURN(RedisOptions ro, parse_redis_url(url));
+  ATREX_ASSIGN_OR_RETURN(auto conn, RedisConnection::connect(ro));
+  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command({"GET", sweep_prefix(sweep_id) + ":manifest"}));
+  if (v.is_nil()) return not_found(fmt::format("no sweep {} in Redis {}:{}", sweep_id, ro.host, ro.port));
+  try {
+    return Json::parse(v.str);
+  } catch (const Json::parse_error& e) {
+    return internal_error(fmt::format("sweep {} manifest in Redis is not JSON: {}", sweep_id, e.what()));
+  }
+}
+
+Result<Json> read_manifest(const fs::path& dir) {
+  auto m = read_json_file(dir / "manifest.json");
+  if (!m) return tl::unexpected(with_context(m.error(), "not a sweep results folder"));
+  if (m->value("redis_url", "").empty()) {
+    return invalid_input(fmt::format("{}: this sweep was not submitted to a cluster (no redis_url in its manifest)",
+                                     dir.string()));
+  }
+  return m;
+}
+
+std::string without_password(const std::string& url) {
+  auto at = url.find('@');
+  auto scheme = url.find("://");
+  if (at == std::string::npos || scheme == std::string::npos) return url;
+  return url.substr(0, scheme + 3) + "***@" + url.substr(at + 1);
+}
+
+}  // namespace
+
+Result<ResolvedSweep> sweep_from_manifest(const fs::path& dir) {
+  ATREX_ASSIGN_OR_RETURN(Json m, read_json_file(dir / "manifest.json"));
+  ATREX_ASSIGN_OR_RETURN(problems::Suite suite, suite_for(m));
+  ResolvedSweep r{SweepSpec{}, std::move(suite), hardware_from_manifest(m), m.value("backend", ""),
+                  m.value("device", ""), {}, {}, dir, m.value("sweep_id", "")};
+  r.spec.name = m.value("name", "");
+  r.spec.source = m.value("source", "");
+  r.spec.raw = m.value("spec", Json::object());
+  for (const auto& a : m.value("agents", Json::array())) r.spec.agents.push_back(agent::agent_spec_from_flat_json(a));
+  const Json ev = m.value("evaluation", Json::object()), qev = m.value("quick_evaluation", Json::object());
+  ATREX_ASSIGN_OR_RETURN(r.spec.evaluation, eval_settings_from_json(JsonField(ev, (dir / "manifest.json").string(), "evaluation")));
+  ATREX_ASSIGN_OR_RETURN(r.spec.quick_evaluation,
+                         eval_settings_from_json(JsonField(qev, (dir / "manifest.json").string(), "quick_evaluation")));
+  for (const auto& o : m.value("operators", Json::array())) {
+    r.operators.push_back(OperatorPlan{o.value("operator", ""), o.value("shapes", std::vector<std::string>{}),
+                                       o.value("quick_shapes", std::vector<std::string>{})});
+  }
+  r.not_covered = m.value("not_covered", std::vector<std::string>{});
+  return r;
+}
+
+Result<Json> submit_sweep(const ResolvedSweep& sweep, const ClusterOptions& options, const ProgressFn& say) {
+  ATREX_ASSIGN_OR_RETURN(Connections c, connect(options.redis_url, sweep.sweep_id));
+  Json cluster{{"launcher", options.launcher}, {"runners", options.runners}, {"agent_workers", options.agent_workers},
+               {"gpu_partition", options.gpu_partition}, {"cpu_partition", options.cpu_partition},
+               {"time_limit", options.time_limit}, {"array_throttle", options.array_throttle},
+               {"atrex", options.atrex.string()}};
+  ATREX_ASSIGN_OR_RETURN(Json manifest,
+                         open_results_dir(sweep, Json{{"status", "submitted"}, {"redis_url", options.redis_url},
+                                                      {"redis", without_password(options.redis_url)},
+                                                      {"cluster", cluster}, {"submitted_at", utc_timestamp_now()}}));
+  ATREX_ASSIGN_OR_RETURN(RedisOptions ro, parse_redis_url(options.redis_url));
+  {
+    ATREX_ASSIGN_OR_RETURN(auto conn, RedisConnection::connect(ro));
+    ATREX_TRY(conn->command({"SET", sweep_prefix(sweep.sweep_id) + ":manifest", manifest.dump()}));
+  }
+  ATREX_ASSIGN_OR_RETURN(int n, enqueue_missing(sweep, *c.queue, *c.store, say));
+  if (say) say(fmt::format("sweep {} ({}): {} agent task(s) queued in {}", sweep.spec.name, sweep.sweep_id, n,
+                           without_password(options.redis_url)));
+  ATREX_ASSIGN_OR_RETURN(Json workers, launch_workers(manifest, options, say));
+  return update_manifest(sweep.output, Json{{"status", "running"}, {"workers", workers}});
+}
+
+Result<SweepStatus> sweep_status(const fs::path& dir) {
+  SweepStatus st;
+  ATREX_ASSIGN_OR_RETURN(st.manifest, read_manifest(dir));
+  const std::string id = st.manifest.value("sweep_id", "");
+  ATREX_ASSIGN_OR_RETURN(Connections c, connect(st.manifest.value("redis_url", ""), id));
+  std::vector<std::string> agents, ops;
+  for (const auto& a : st.manifest.value("agents", Json::array())) agents.push_back(a.value("name", ""));
+  for (const auto& o : st.manifest.value("operators", Json::array())) ops.push_back(o.value("operator", ""));
+  st.total = static_cast<int>(agents.size() * ops.size());
+  std::set<std::string> seen;
+  ATREX_ASSIGN_OR_RETURN(st.done, count_finals(agents, ops, *c.store, seen, nullptr));
+  ATREX_ASSIGN_OR_RETURN(st.eval, c.queue->stats(runner::kEvalStream));
+  ATREX_ASSIGN_OR_RETURN(st.agent, c.queue->stats(agent::kAgentStream));
+  auto alive = workers_alive(st.manifest.value("workers", Json::object()));
+  st.workers_alive = alive.first;
+  st.workers_text = alive.second;
+  return st;
+}
+
+Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeout, const ProgressFn& say,
+                                const std::atomic<bool>* stop) {
+  ATREX_ASSIGN_OR_RETURN(Json m, read_manifest(dir));
+  const std::string id = m.value("sweep_id", "");
+  ATREX_ASSIGN_OR_RETURN(Connections c, connect(m.value("redis_url", ""), id));
+  std::vector<std::string> agents, ops;
+  for (const auto& a : m.value("agents", Json::array())) agents.push_back(a.value("name", ""));
+  for (const auto& o : m.value("operators", Json::array())) ops.push_back(o.value("operator", ""));
+  const int total = static_cast<int>(agents.size() * ops.size());
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::set<std::string> seen;
+  for (;;) {
+    ATREX_ASSIGN_OR_RETURN(int done, count_finals(agents, ops, *c.store, seen, say));
+    if (done == total) break;
+    ATREX_TRY(finalize_dead_agent_tasks(*c.queue, *c.store));
+    if (std::chrono::steady_clock::now() > deadline || (stop && stop->load())) {
+      return make_error(ErrorCode::kTimeout, fmt::format("sweep {}: {}/{} operators done; still running", id, done, total));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  // Keep a copy of every record next to the manifest, then score.
+  ATREX_ASSIGN_OR_RETURN(auto entries, c.store->entries());
+  ATREX_ASSIGN_OR_RETURN(auto local, MemoryResultStore::open_jsonl(dir / "results.jsonl"));
+  for (const auto& [key, record] : entries) ATREX_TRY(local->put(key, record));
+  ATREX_ASSIGN_OR_RETURN(problems::Suite suite, suite_for(m));
+  ATREX_ASSIGN_OR_RETURN(SweepOutcome out, reduce(dir, suite, *local));
+  // Nothing is left to do: the sweep's workers stop (they serve this sweep only).
+  ATREX_TRY(stop_workers(m.value("workers", Json::object())));
+  ATREX_TRY(update_manifest(dir, Json{{"status", "complete"}, {"finished_at", utc_timestamp_now()}}));
+  return out;
+}
+
+Result<void> cancel_sweep(const fs::path& dir) {
+  ATREX_ASSIGN_OR_RETURN(Json m, read_manifest(dir));
+  ATREX_TRY(stop_workers(m.value("workers", Json::object())));
+  ATREX_TRY(update_manifest(dir, Json{{"status", "cancelled"}, {"cancelled_at", utc_timestamp_now()}}));
+  return ok();
+}
+
+Result<Json> resume_sweep(const fs::path& dir, const ProgressFn& say) {
+  ATREX_ASSIGN_OR_RETURN(Json m, read_manifest(dir));
+  ATREX_ASSIGN_OR_RETURN(ResolvedSweep sweep, sweep_from_manifest(dir));
+  ATREX_ASSIGN_OR_RETURN(Connections c, connect(m.value("redis_url", ""), sweep.sweep_id));
+  ATREX_ASSIGN_OR_RETURN(RedisOptions ro, parse_redis_url(m.value("redis_url", "")));
+  {
+    // A Redis that lost the sweep (restarted without persistence) learns it again.
+    ATREX_ASSIGN_OR_RETURN(auto conn, RedisConnection::connect(ro));
+    ATREX_TRY(conn->command({"SET", sweep_prefix(sweep.sweep_id) + ":manifest", m.dump()}));
+  }
+  ATREX_ASSIGN_OR_RETURN(int n, enqueue_missing(sweep, *c.queue, *c.store, say));
+  if (say) say(fmt::format("sweep {}: {} agent task(s) re-enqueued", sweep.sweep_id, n));
+  const Json& cl = m.value("cluster", Json::object());
+  ClusterOptions o;
+  o.redis_url = m.value("redis_url", "");
+  o.launcher = cl.value("launcher", "local");
+  o.runners = cl.value("runners", 1);
+  o.agent_workers = cl.value("agent_workers", 2);
+  o.atrex = cl.value("atrex", "");
+  o.gpu_partition = cl.value("gpu_partition", "");
+  o.cpu_partition = cl.value("cpu_partition", "");
+  o.time_limit = cl.value("time_limit", "24:00:00");
+  o.array_throttle = cl.value("array_throttle", 0);
+  ATREX_ASSIGN_OR_RETURN(Json workers, revive_workers(m, o, say));
+  return update_manifest(dir, Json{{"status", "running"}, {"workers", workers}, {"resumed_at", utc_timestamp_now()}});
+}
+
+int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id, int device, const std::string& name,
+                      const std::atomic<bool>& stop) {
+  auto m = manifest_from_redis(redis_url, sweep_id);
+  if (!m) {
+    spdlog::error("runner: {}", m.error().message);
+    return exit_code_for(m.error());
+  }
+  auto c = connect(redis_url, sweep_id);
+  auto suite = suite_for(*m);
+  if (!c || !suite) {
+    spdlog::error("runner: {}", (!c ? c.error() : suite.error()).message);
+    return 1;
+  }
+  runner::EvaluatorOptions eo;
+  eo.suite = &*suite;
+  eo.hardware = hardware_from_manifest(*m);
+  eo.device_index = device;
+  eo.work_dir = fs::path(m->value("output", ".")) / "work" / name;
+  runner::Evaluator evaluator(eo);
+  runner::RunnerLoop loop(*c->queue, *c->store, evaluator, runner::RunnerLoopOptions{runner::kEvalStream, name});
+  spdlog::info("runner {} on device {} serving sweep {}", name, device, sweep_id);
+  loop.run(stop);
+  spdlog::info("runner {}: stopped after {} task(s)", name, loop.stats().tasks_done.load());
+  return 0;
+}
+
+int run_agent_worker_daemon(const std::string& redis_url, const std::string& sweep_id, const std::string& name,
+                            const std::atomic<bool>& stop) {
+  auto m = manifest_from_redis(redis_url, sweep_id);
+  if (!m) {
+    spdlog::error("agent-worker: {}", m.error().message);
+    return exit_code_for(m.error());
+  }
+  auto c = connect(redis_url, sweep_id);
+  auto catalog = agent::TemplateCatalog::embedded();
+  if (!c || !catalog) {
+    spdlog::error("agent-worker: {}", (!c ? c.error() : catalog.error()).message);
+    return 1;
+  }
+  agent::AgentWorkerOptions wo;
+  wo.consumer = name;
+  wo.audit_dir = fs::path(m->value("output", ".")) / "audit";
+  agent::AgentWorker worker(*c->queue, *c->store, *catalog, wo);
+  spdlog::info("agent worker {} serving sweep {}", name, sweep_id);
+  worker.run(stop);
+  return 0;
+}
+
+}  // namespace atrex::scheduler

@@ -1,0 +1,117 @@
+// Cluster sweeps end to end through a real redis-server and the local launcher: a runner
+// killed with SIGKILL mid-sweep loses nothing; cancelled workers are revived by `resume`;
+// every result is counted once.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "atrex/common/json_io.h"
+#include "atrex/runner/subprocess.h"
+#include "redis_server.h"
+
+namespace atrex {
+namespace {
+namespace fs = std::filesystem;
+
+class ClusterSweep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("atrex_cluster_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    fs::copy(ATREX_TEST_FIXTURES_DIR, dir_ / "fx", fs::copy_options::recursive);
+    ASSERT_TRUE(redis_.running());
+    url_ = "redis://127.0.0.1:" + std::to_string(redis_.options().port);
+  }
+  void TearDown() override {
+    (void)atrex({"sweep", "cancel", (dir_ / "out").string()});
+    fs::remove_all(dir_);
+  }
+  std::pair<int, std::string> atrex(std::vector<std::string> args, int timeout_s = 300) {
+    runner::SubprocessOptions o;
+    o.argv = {std::string(ATREX_TEST_BIN_DIR) + "/atrex"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.timeout = std::chrono::seconds(timeout_s);
+    o.working_dir = dir_;
+    o.output_tail_bytes = 1 << 20;
+    o.extra_env = {{"ATREX_CACHE_DIR", (dir_ / "cache").string()}};
+    auto r = runner::run_subprocess(o);
+    return {r->timed_out ? -1 : r->exit_code, r->output_tail};
+  }
+  Json manifest() { return *read_json_file(dir_ / "out" / "manifest.json"); }
+  Json status() {
+    auto [rc, out] = atrex({"sweep", "status", (dir_ / "out").string(), "--json"});
+    EXPECT_EQ(rc, 0) << out;
+    return Json::parse(out.substr(out.find('{')));
+  }
+  // Polls the sweep's status until `pred` holds (or a deadline).
+  bool poll(const std::function<bool(const Json&)>& pred, int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (pred(status())) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+  void expect_complete_and_counted_once() {
+    auto [rc, out] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "300"});
+    ASSERT_EQ(rc, 0) << out;
+    auto report = read_json_file(dir_ / "out" / "report.json");
+    ASSERT_TRUE(report);
+    for (const auto& o : (*report)["agents"][0]["operators"]) {
+      if (o["operator"] == "rms_norm") {
+        EXPECT_EQ(o["status"], "correct") << o.dump();
+        EXPECT_EQ(o["shapes_evaluated"], 2) << "each final record counted once";
+      }
+    }
+    std::ifstream in(dir_ / "out" / "results.jsonl");
+    std::set<std::string> keys;
+    for (std::string line; std::getline(in, line);) {
+      EXPECT_TRUE(keys.insert(Json::parse(line)["key"].get<std::string>()).second) << "duplicate " << line;
+    }
+  }
+
+  testing::RedisServer redis_;
+  fs::path dir_;
+  std::string url_;
+};
+
+TEST_F(ClusterSweep, RunnerKilledMidSweepLosesNothing) {
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
+                          (dir_ / "out").string(), "--runners", "2", "--agent-workers", "1"});
+  ASSERT_EQ(rc, 0) << out;
+  // Wait for an evaluation to be running, then SIGKILL every runner holding work.
+  ASSERT_TRUE(poll([](const Json& s) { return s["eval_queue"]["leased"].get<int>() > 0; }, 60));
+  const Json workers = manifest()["workers"]["processes"];
+  ::kill(workers[0]["pid"].get<pid_t>(), SIGKILL);
+  expect_complete_and_counted_once();
+}
+
+TEST_F(ClusterSweep, CancelledSweepResumesAndCompletes) {
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
+                          (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_TRUE(poll([](const Json& s) { return s["eval_queue"]["enqueued_total"].get<int>() > 0; }, 60));
+  ASSERT_EQ(atrex({"sweep", "cancel", (dir_ / "out").string()}).first, 0);
+  ASSERT_TRUE(poll([](const Json& s) { return s["workers_alive"].get<int>() == 0; }, 30));
+  EXPECT_EQ(manifest()["status"], "cancelled");
+  auto resumed = atrex({"sweep", "resume", (dir_ / "out").string()});
+  ASSERT_EQ(resumed.first, 0) << resumed.second;
+  expect_complete_and_counted_once();
+}
+
+TEST_F(ClusterSweep, StatusOfALocalSweepFolderIsAClearError) {
+  fs::create_directories(dir_ / "out");
+  std::ofstream(dir_ / "out" / "manifest.json") << R"({"sweep_id": "x"})";
+  auto [rc, out] = atrex({"sweep", "status", (dir_ / "out").string()});
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("not submitted to a cluster"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace atrex
