@@ -23,6 +23,9 @@ void add_problems_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_roofline_command(CLI::App& app, GlobalOptions& g, int& rc);
 void add_hardware_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc);
+void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc);
+// `bench queue` (and the other benchmarks that print their figures).
+void add_bench_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_report_command(CLI::App& app, GlobalOptions& g, int& rc);
 // `sweep submit|status|wait|cancel|resume` (under `sweep`) and the `runner` / `agent-worker` daemons.

@@ -40,7 +40,8 @@ Result<std::string> backend_for(const EvalArgs& a) {
   return invalid_input(fmt::format("{}: cannot tell the backend from the extension \"{}\"; pass --backend", a.file, ext));
 }
 
-// `all`, `smallest[:N]` (the N shapes with the fewest input elements, default 1) or "0,3,5".
+// `all`, `smallest[:N]` / `largest[:N]` (the N shapes with the fewest / most input elements,
+// default 1) or "0,3,5".
 Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, const problems::OperatorDef& def,
                                            const std::string& spec) {
   std::vector<std::string> ids;
@@ -48,14 +49,16 @@ Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, con
     for (const auto& s : op.shapes) ids.push_back(s.id);
     return ids;
   }
-  if (spec.rfind("smallest", 0) == 0) {
+  const bool smallest = spec.rfind("smallest", 0) == 0, largest = spec.rfind("largest", 0) == 0;
+  if (smallest || largest) {
+    const std::string word = smallest ? "smallest" : "largest";
     size_t n = 1;
-    if (spec.size() > 8) {
-      const std::string count = spec.substr(8);
+    if (spec.size() > word.size()) {
+      const std::string count = spec.substr(word.size());
       char* end = nullptr;
       const long v = count[0] == ':' ? std::strtol(count.c_str() + 1, &end, 10) : 0;
       if (count[0] != ':' || v <= 0 || !end || *end != '\0') {
-        return invalid_input(fmt::format("--shapes: expected `smallest` or `smallest:N` with N >= 1; got \"{}\"", spec));
+        return invalid_input(fmt::format("--shapes: expected `{0}` or `{0}:N` with N >= 1; got \"{1}\"", word, spec));
       }
       n = static_cast<size_t>(v);
     }
@@ -67,6 +70,7 @@ Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, con
       sized.emplace_back(elements, s.id);
     }
     std::stable_sort(sized.begin(), sized.end());
+    if (largest) std::reverse(sized.begin(), sized.end());
     for (size_t i = 0; i < std::min(n, sized.size()); ++i) ids.push_back(sized[i].second);
     return ids;
   }
@@ -83,7 +87,7 @@ Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, con
       cur += spec[i];
     }
   }
-  if (ids.empty()) return invalid_input("--shapes: expected `all`, `smallest[:N]` or a comma-separated list of shape ids");
+  if (ids.empty()) return invalid_input("--shapes: expected `all`, `smallest[:N]`, `largest[:N]` or a comma-separated list of shape ids");
   return ids;
 }
 
@@ -177,10 +181,78 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
     fmt::print("S_i({}) = {:.4f}  (median S_j over {} of {} correct shapes; device {})\n", a.op, os.s_i, os.shapes_correct,
                os.shapes_evaluated, recs->empty() ? "" : recs->front().device);
   }
-  return os.shapes_correct == os.shapes_evaluated ? 0 : 1;
+  // Exit code from the gates themselves, so that --no-perf (no S_j) still reports correctness.
+  const bool all_ok = std::all_of(recs->begin(), recs->end(), [](const EvalRecord& r) { return r.status == EvalStatus::kOk; });
+  return all_ok && !recs->empty() ? 0 : 1;
+}
+
+struct CompileArgs {
+  std::vector<std::string> files;
+  std::string backend = "auto";
+  std::string arch = "auto";
+  double timeout_s = 300;
+};
+
+// `atrex compile FILE...`: the compile gate alone, into the shared content-addressed cache, so
+// that a sweep's runners (or a GPU machine the cache folder is carried to) start warm.
+int run_compile(const GlobalOptions& g, const CompileArgs& a) {
+  runner::CompileCache cache(runner::default_cache_dir(), runner::default_include_dir());
+  int rc = 0;
+  Json results = Json::array();
+  for (const auto& file : a.files) {
+    auto source = read_text_file(file);
+    if (!source) return fail(source.error());
+    EvalArgs ea;
+    ea.file = file;
+    ea.backend = a.backend;
+    auto backend = backend_for(ea);
+    if (!backend) return fail(backend.error());
+    std::string arch = a.arch;
+    if (arch == "auto") {
+      if (*backend == "cuda") {
+        const auto& env = runner::probe_environment();
+        arch = env.has_gpu() ? env.gpus.front().cuda_arch() : "sm_90a";
+      } else {
+        arch = *backend == "hip" ? "gfx942" : "native";
+      }
+    }
+    CandidateRef c;
+    c.source = *source;
+    c.sha256 = sha256_hex(*source);
+    c.backend = *backend;
+    c.file_name = fs::path(file).filename().string();
+    auto out = cache.compile(c, arch, a.timeout_s);
+    if (!out) return fail(out.error());
+    if (!out->ok) rc = 1;
+    if (g.json) {
+      results.push_back(Json{{"file", file}, {"backend", *backend}, {"arch", arch}, {"ok", out->ok},
+                             {"cache_hit", out->cache_hit}, {"wall_s", out->wall_s}, {"key", out->key},
+                             {"log", out->log}});
+    } else {
+      fmt::print("{:<60} {:<5} {:<8} {:<6} {:6.2f} s{}  {}\n", file, *backend, arch, out->ok ? "ok" : "FAILED", out->wall_s,
+                 out->cache_hit ? " (cache hit)" : "", out->key.substr(0, 16));
+      if (!out->ok) fmt::print("{}\n", out->log);
+    }
+  }
+  if (g.json) fmt::print("{}\n", Json{{"schema", "atrex.compile/1"}, {"cache_dir", runner::default_cache_dir().string()},
+                                      {"results", results}}.dump(2));
+  return rc;
 }
 
 }  // namespace
+
+void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc) {
+  static CompileArgs a;
+  auto* c = app.add_subcommand("compile", "Run only the compile gate for candidates, filling the shared compile cache "
+                                          "($ATREX_CACHE_DIR). Exit code 0: all compiled; 1: some failed; 2: bad input");
+  c->add_option("files", a.files, "Candidate sources (.cu cuda, .cpp cpu, .hip hip)")->required();
+  c->add_option("--backend", a.backend, "auto (from the extension), cpu, cuda or hip")->capture_default_str();
+  c->add_option("--arch", a.arch, "Target: auto (the local GPU, else sm_90a for cuda), e.g. sm_90a, sm_100, gfx942")
+      ->capture_default_str();
+  c->add_option("--timeout", a.timeout_s, "Compiler time limit per file, seconds")->capture_default_str();
+  c->add_flag("--json", g.json, "Machine-readable output (atrex.compile/1)");
+  c->callback([&] { rc = run_compile(g, a); });
+}
 
 void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
   static EvalArgs a;
@@ -189,7 +261,7 @@ void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
   e->add_option("file", a.file, "Candidate source (.cu cuda, .cpp cpu, .hip hip)")->required();
   e->add_option("--operator", a.op, "Operator (see `atrex problems list`)")->required();
   e->add_option("--backend", a.backend, "auto (from the extension), cpu, cuda or hip")->capture_default_str();
-  e->add_option("--shapes", a.shapes, "`all`, `smallest[:N]` (fewest input elements) or comma-separated shape ids")->capture_default_str();
+  e->add_option("--shapes", a.shapes, "`all`, `smallest[:N]`, `largest[:N]` (by input elements) or comma-separated shape ids")->capture_default_str();
   e->add_option("--hardware", a.hardware, "Profile for T_roofline: auto or a name from `atrex hardware list`")->capture_default_str();
   e->add_option("--seeds", a.seeds, "Correctness seeds per shape")->capture_default_str()->check(CLI::Range(1, 1000));
   e->add_flag("--no-perf", a.no_perf, "Skip the performance gate");

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   atrex::cli::add_roofline_command(app, g, rc);
   atrex::cli::add_hardware_commands(app, g, rc);
   atrex::cli::add_eval_command(app, g, rc);
+  atrex::cli::add_compile_command(app, g, rc);
+  atrex::cli::add_bench_commands(app, g, rc);
   atrex::cli::add_sweep_commands(app, g, rc);
   atrex::cli::add_report_command(app, g, rc);
   app.parse_complete_callback([&] { atrex::configure_logging(log_level); });

@@ -44,12 +44,37 @@ Result<std::string> InProcessQueue::enqueue(std::string_view stream, const Json&
   {
     std::lock_guard lock(mu_);
     Stream& s = stream_locked(stream);
+    if (options_.max_length > 0 && static_cast<int64_t>(s.ready.size() + s.pending.size()) >= options_.max_length) {
+      return make_error(ErrorCode::kUnavailable, fmt::format("queue {} is full ({} messages, max_length {}); retry later",
+                                                             stream, s.ready.size() + s.pending.size(), options_.max_length));
+    }
     id = fmt::format("{}-0", s.next_id++);
     s.ready.push_back(Message{id, body, 0, {}});
     ++s.enqueued_total;
   }
   cv_.notify_all();
   return id;
+}
+
+Result<std::vector<std::string>> InProcessQueue::enqueue_batch(std::string_view stream, const std::vector<Json>& bodies) {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mu_);
+    Stream& s = stream_locked(stream);
+    const auto held = static_cast<int64_t>(s.ready.size() + s.pending.size());
+    if (options_.max_length > 0 && !bodies.empty() && held + static_cast<int64_t>(bodies.size()) > options_.max_length) {
+      return make_error(ErrorCode::kUnavailable,
+                        fmt::format("queue {} is full ({} messages + {} would pass max_length {}); retry later", stream,
+                                    held, bodies.size(), options_.max_length));
+    }
+    for (const auto& b : bodies) {
+      ids.push_back(fmt::format("{}-0", s.next_id++));
+      s.ready.push_back(Message{ids.back(), b, 0, {}});
+      ++s.enqueued_total;
+    }
+  }
+  cv_.notify_all();
+  return ids;
 }
 
 Result<std::vector<Lease>> InProcessQueue::claim(std::string_view stream, std::string_view consumer,

@@ -205,4 +205,61 @@ TEST_P(QueueContractTest, ConcurrentConsumersNeverShareAMessage) {
   for (int i = 0; i < kMessages; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
 }
 
+TEST_P(QueueContractTest, BatchEnqueueAndAckKeepOrderAndCountOnlyHeldLeases) {
+  QueueOptions opt;
+  opt.lease_timeout = milliseconds(200);
+  auto q = make(opt);
+  std::vector<Json> bodies;
+  for (int i = 0; i < 6; ++i) bodies.push_back(Json{{"i", i}});
+  auto ids = q->enqueue_batch("s", bodies);
+  ASSERT_TRUE(ids) << ids.error().message;
+  ASSERT_EQ(ids->size(), 6u);
+  EXPECT_EQ(std::set<std::string>(ids->begin(), ids->end()).size(), 6u);
+  auto a = q->claim("s", "c1", 4, milliseconds(0));
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ((*a)[i].body["i"].get<int>(), i);
+  // c1's first two leases expire and go to c2; acking all four then counts only the other two.
+  ASSERT_TRUE(q->ack((*a)[3]));
+  advance(milliseconds(400));
+  auto b = q->claim("s", "c2", 3, milliseconds(0));
+  ASSERT_TRUE(b);
+  ASSERT_EQ(b->size(), 3u);  // three expired leases (0, 1, 2), before the new messages
+  auto acked = q->ack_batch(*a);
+  ASSERT_TRUE(acked);
+  EXPECT_EQ(*acked, 0u);
+  auto acked_b = q->ack_batch(*b);
+  ASSERT_TRUE(acked_b);
+  EXPECT_EQ(*acked_b, 3u);
+  auto st = q->stats("s");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->acked_total, 4);
+  EXPECT_EQ(st->enqueued_total, 6);
+  EXPECT_TRUE(q->ack_batch({}));
+  auto empty = q->enqueue_batch("s", {});
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST_P(QueueContractTest, MaxLengthRefusesEnqueueUntilAnAckMakesRoom) {
+  QueueOptions opt;
+  opt.max_length = 3;
+  auto q = make(opt);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(q->enqueue("s", Json{{"i", i}}));
+  auto full = q->enqueue("s", Json{{"i", 3}});
+  ASSERT_FALSE(full);
+  EXPECT_EQ(full.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(full.error().message.find("full"), std::string::npos) << full.error().message;
+  // A batch that does not fit is refused whole.
+  auto a = q->claim("s", "c1", 1, milliseconds(0));
+  ASSERT_EQ(a->size(), 1u);
+  EXPECT_FALSE(q->enqueue_batch("s", {Json{{"i", 3}}, Json{{"i", 4}}}));
+  ASSERT_TRUE(q->ack(a->front()));
+  ASSERT_TRUE(q->enqueue_batch("s", {Json{{"i", 3}}}));
+  auto st = q->stats("s");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->ready + st->leased, 3);
+  EXPECT_EQ(st->enqueued_total, 4);
+}
+
 }  // namespace atrex

@@ -102,6 +102,28 @@ TEST(RedisRestart, QueueAndResultsSurviveARestartWithAof) {
   EXPECT_EQ(rest->size(), 3u) << "the expired lease and the two queued tasks";
 }
 
+// A second queue object on a stream whose consumer group exists gets BUSYGROUP, which is a final
+// answer (not the transient BUSY): it must neither be retried with backoff nor fail the open.
+TEST(RedisConnectionTest, BusyGroupIsAFinalErrorNotARetriedBusy) {
+  auto c = RedisConnection::connect(testing::shared_redis().options());
+  ASSERT_TRUE(c);
+  const std::string stream = unique_prefix() + ":s";
+  ASSERT_TRUE((*c)->command({"XGROUP", "CREATE", stream, "g", "0", "MKSTREAM"}));
+  auto again = (*c)->command({"XGROUP", "CREATE", stream, "g", "0", "MKSTREAM"});
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kInternal) << again.error().message;
+  EXPECT_NE(again.error().message.find("BUSYGROUP"), std::string::npos);
+  // Two queues on one prefix (a producer and a consumer process) share the group.
+  const std::string prefix = unique_prefix();
+  auto a = RedisQueue::open(testing::shared_redis().options(), {}, prefix);
+  auto b = RedisQueue::open(testing::shared_redis().options(), {}, prefix);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE((*a)->enqueue("s", Json{{"x", 1}}));
+  auto got = (*b)->claim("s", "c", 1, std::chrono::milliseconds(0));
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(got->size(), 1u);
+}
+
 TEST(RedisConnectionTest, UnreachableServerIsUnavailable) {
   RedisOptions o;
   o.port = testing::free_loopback_port();

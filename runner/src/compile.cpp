@@ -99,7 +99,11 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
   ATREX_ASSIGN_OR_RETURN(std::string identity, compiler_identity(compiler));
   const auto flags = flags_for(cand.backend, arch);
   std::string material = cand.backend + "\n" + arch + "\n" + identity + "\n";
-  for (const auto& f : flags) material += f + "\n";
+  // The include folder's path is left out (the header's content is hashed below) so that a cache
+  // filled on one machine serves another with the same compiler and flags.
+  for (const auto& f : flags) {
+    if (f.rfind("-I", 0) != 0) material += f + "\n";
+  }
   // The include folder's content is part of the ABI: hash the header, not the path.
   auto header = read_text_file(include_dir_ / "atrex" / "candidate.h");
   if (!header) return tl::unexpected(with_context(header.error(), "candidate ABI header missing from include folder"));

@@ -144,8 +144,9 @@ Result<RedisValue> RedisConnection::command(const std::vector<std::string>& args
     RedisValue v = copy_reply(r);
     freeReplyObject(r);
     if (v.type == RedisValue::Type::kError) {
-      const bool transient = v.str.rfind("LOADING", 0) == 0 || v.str.rfind("BUSY", 0) == 0 ||
-                             v.str.rfind("TRYAGAIN", 0) == 0 || v.str.rfind("MASTERDOWN", 0) == 0;
+      // The error code is the reply's first word: BUSYGROUP (a group that exists) is not BUSY.
+      const std::string code = v.str.substr(0, v.str.find(' '));
+      const bool transient = code == "LOADING" || code == "BUSY" || code == "TRYAGAIN" || code == "MASTERDOWN";
       if (transient && attempt < options_.max_reconnects) {
         std::this_thread::sleep_for(backoff);
         backoff = std::min(backoff * 2, std::chrono::milliseconds(3000));

@@ -1,20 +1,54 @@
 #include "atrex/common/redis_queue.h"
 
+#include <map>
 #include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include "atrex/common/hash.h"
 
 namespace atrex {
 namespace {
 
 constexpr const char* kGroup = "atrex";
 
-// KEYS: stream, counters. ARGV: body. Appends and counts in one round trip.
+// KEYS: stream, counters. ARGV: max_length (0 = unbounded), body... Appends all bodies and
+// counts them in one round trip; when they would pass max_length, appends none and returns
+// -(current length) - 1 instead of the ids (backpressure).
 constexpr const char* kEnqueue = R"lua(
-local id = redis.call('XADD', KEYS[1], '*', 'body', ARGV[1])
-redis.call('HINCRBY', KEYS[2], 'enqueued', 1)
-return id
+local n = #ARGV - 1
+local max = tonumber(ARGV[1])
+if max > 0 then
+  local len = redis.call('XLEN', KEYS[1])
+  if len + n > max then return -len - 1 end
+end
+local ids = {}
+for i = 2, #ARGV do ids[#ids + 1] = redis.call('XADD', KEYS[1], '*', 'body', ARGV[i]) end
+redis.call('HINCRBY', KEYS[2], 'enqueued', n)
+return ids
+)lua";
+
+// KEYS: stream, counters, errors. ARGV: group, consumer, first id, last id, then (id,
+// deliveries) per lease, ids ascending. Acks the leases still held as handed out (see
+// kOwnerCheck) with one XPENDING over the id range and one XACK/XDEL/HDEL for all of them;
+// returns how many.
+constexpr const char* kAckBatch = R"lua(
+local want = {}
+local n = 0
+for i = 5, #ARGV, 2 do want[ARGV[i]] = ARGV[i + 1]; n = n + 1 end
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[4], n, ARGV[2])
+local ids = {}
+for _, e in ipairs(p) do
+  local d = want[e[1]]
+  if d and tonumber(e[4]) == tonumber(d) then ids[#ids + 1] = e[1] end
+end
+if #ids == 0 then return 0 end
+redis.call('XACK', KEYS[1], ARGV[1], unpack(ids))
+redis.call('XDEL', KEYS[1], unpack(ids))
+redis.call('HDEL', KEYS[3], unpack(ids))
+redis.call('HINCRBY', KEYS[2], 'acked', #ids)
+return #ids
 )lua";
 
 // KEYS: stream, dlq, errors. ARGV: group, consumer, min_idle_ms, count, max_deliveries.
@@ -82,15 +116,39 @@ end
 return 1
 )lua";
 
-Result<int64_t> eval(RedisPool& pool, const std::string& script, std::vector<std::string> keys,
-                     std::vector<std::string> args) {
-  ATREX_ASSIGN_OR_RETURN(auto conn, pool.acquire());
-  std::vector<std::string> cmd = {"EVAL", script, std::to_string(keys.size())};
+// A Lua script sent by its SHA-1 (EVALSHA), and in full (EVAL, which also caches it on the
+// server) only when the server answers NOSCRIPT: after a restart or SCRIPT FLUSH.
+struct Script {
+  explicit Script(std::string t) : text(std::move(t)), sha(sha1_hex(text)) {}
+  std::string text;
+  std::string sha;
+};
+
+Result<RedisValue> run_script(RedisConnection& conn, const Script& script, const std::vector<std::string>& keys,
+                              const std::vector<std::string>& args) {
+  std::vector<std::string> cmd = {"EVALSHA", script.sha, std::to_string(keys.size())};
   cmd.insert(cmd.end(), keys.begin(), keys.end());
   cmd.insert(cmd.end(), args.begin(), args.end());
-  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command(cmd));
+  auto v = conn.command(cmd);
+  if (v || v.error().message.find("NOSCRIPT") == std::string::npos) return v;
+  cmd[0] = "EVAL";
+  cmd[1] = script.text;
+  return conn.command(cmd);
+}
+
+Result<int64_t> eval(RedisPool& pool, const Script& script, const std::vector<std::string>& keys,
+                     const std::vector<std::string>& args) {
+  ATREX_ASSIGN_OR_RETURN(auto conn, pool.acquire());
+  ATREX_ASSIGN_OR_RETURN(RedisValue v, run_script(*conn, script, keys, args));
   return v.integer;
 }
+
+const Script& enqueue_script() { static const Script s(kEnqueue); return s; }
+const Script& reclaim_script() { static const Script s(kReclaim); return s; }
+const Script& ack_script() { static const Script s(std::string(kOwnerCheck) + kAckTail); return s; }
+const Script& ack_batch_script() { static const Script s(kAckBatch); return s; }
+const Script& renew_script() { static const Script s(std::string(kOwnerCheck) + kRenewTail); return s; }
+const Script& release_script() { static const Script s(std::string(kOwnerCheck) + kReleaseTail); return s; }
 
 Result<Json> parse_body(const std::string& text, const std::string& where) {
   try {
@@ -106,6 +164,13 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::open(const RedisOptions& redis, 
                                                      std::string prefix) {
   std::unique_ptr<RedisQueue> q(new RedisQueue(redis, options, std::move(prefix)));
   ATREX_ASSIGN_OR_RETURN(auto conn, q->pool_.acquire());
+  // Checked (and warned about) once per server and process.
+  static std::mutex checked_mu;
+  static std::set<std::string> checked;
+  {
+    std::lock_guard lock(checked_mu);
+    if (!checked.insert(fmt::format("{}:{}/{}", redis.host, redis.port, redis.db)).second) return q;
+  }
   for (const auto& [name, want] : {std::pair<std::string, std::string>{"appendonly", "yes"},
                                    std::pair<std::string, std::string>{"maxmemory-policy", "noeviction"}}) {
     auto v = conn->command({"CONFIG", "GET", name});
@@ -138,20 +203,36 @@ Result<void> RedisQueue::ensure_group(std::string_view stream) {
 }
 
 Result<std::string> RedisQueue::enqueue(std::string_view stream, const Json& body) {
+  ATREX_ASSIGN_OR_RETURN(std::vector<std::string> ids, enqueue_batch(stream, {body}));
+  return ids.front();
+}
+
+Result<std::vector<std::string>> RedisQueue::enqueue_batch(std::string_view stream, const std::vector<Json>& bodies) {
+  if (bodies.empty()) return std::vector<std::string>{};
   ATREX_TRY(ensure_group(stream));
+  std::vector<std::string> args = {std::to_string(options_.max_length)};
+  args.reserve(bodies.size() + 1);
+  for (const auto& b : bodies) args.push_back(b.dump());
   ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
-  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command({"EVAL", kEnqueue, "2", key("q", stream), key("cnt", stream),
-                                                      body.dump()}));
-  return v.str;
+  ATREX_ASSIGN_OR_RETURN(RedisValue v, run_script(*conn, enqueue_script(), {key("q", stream), key("cnt", stream)}, args));
+  if (v.type == RedisValue::Type::kInteger) {
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("queue {} is full ({} messages + {} would pass max_length {}); retry later",
+                                  key("q", stream), -v.integer - 1, bodies.size(), options_.max_length));
+  }
+  std::vector<std::string> ids;
+  ids.reserve(v.elements.size());
+  for (auto& e : v.elements) ids.push_back(std::move(e.str));
+  return ids;
 }
 
 Result<std::vector<Lease>> RedisQueue::reclaim(std::string_view stream, std::string_view consumer, size_t max_count) {
   ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
-  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command({"EVAL", kReclaim, "3", key("q", stream), key("dlq", stream),
-                                                      key("err", stream), kGroup, std::string(consumer),
-                                                      std::to_string(options_.lease_timeout.count()),
-                                                      std::to_string(max_count),
-                                                      std::to_string(options_.max_deliveries)}));
+  ATREX_ASSIGN_OR_RETURN(RedisValue v, run_script(*conn, reclaim_script(),
+                                                  {key("q", stream), key("dlq", stream), key("err", stream)},
+                                                  {kGroup, std::string(consumer),
+                                                   std::to_string(options_.lease_timeout.count()),
+                                                   std::to_string(max_count), std::to_string(options_.max_deliveries)}));
   std::vector<Lease> out;
   for (const auto& e : v.elements) {
     if (e.elements.size() < 3) continue;
@@ -162,12 +243,27 @@ Result<std::vector<Lease>> RedisQueue::reclaim(std::string_view stream, std::str
   return out;
 }
 
+bool RedisQueue::reclaim_due(std::string_view stream) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  auto it = last_reclaim_.find(stream);
+  if (it != last_reclaim_.end() && now - it->second < options_.lease_timeout / 10) return false;
+  last_reclaim_[std::string(stream)] = now;
+  return true;
+}
+
 Result<std::vector<Lease>> RedisQueue::claim(std::string_view stream, std::string_view consumer, size_t max_count,
                                              std::chrono::milliseconds block) {
   ATREX_TRY(ensure_group(stream));
   const auto deadline = std::chrono::steady_clock::now() + block;
   for (;;) {
-    ATREX_ASSIGN_OR_RETURN(std::vector<Lease> out, reclaim(stream, consumer, max_count));
+    // Expired leases first. A busy consumer looks for them at most every lease_timeout / 10
+    // (XAUTOCLAIM scans the pending list); an idle one on every call.
+    std::vector<Lease> out;
+    const bool reclaimed = reclaim_due(stream);
+    if (reclaimed) {
+      ATREX_ASSIGN_OR_RETURN(out, reclaim(stream, consumer, max_count));
+    }
     if (out.size() < max_count) {
       // Block in short slices so leases that expire (or are released) meanwhile are seen too.
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -191,25 +287,65 @@ Result<std::vector<Lease>> RedisQueue::claim(std::string_view stream, std::strin
         }
       }
     }
-    if (!out.empty() || std::chrono::steady_clock::now() >= deadline) return out;
+    if (!out.empty()) return out;
+    if (!reclaimed) {
+      // Nothing new: look for expired leases before answering "nothing".
+      std::lock_guard lock(mu_);
+      last_reclaim_.erase(std::string(stream));
+      continue;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return out;
   }
 }
 
 Result<bool> RedisQueue::ack(const Lease& l) {
-  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, std::string(kOwnerCheck) + kAckTail,
+  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, ack_script(),
                                          {key("q", l.stream), key("cnt", l.stream), key("err", l.stream)},
                                          {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count)}));
   return r == 1;
 }
 
+namespace {
+// Stream ids "ms-seq" in numeric order.
+bool id_less(const std::string& a, const std::string& b) {
+  const auto split = [](const std::string& id) {
+    const auto dash = id.find('-');
+    return std::pair<uint64_t, uint64_t>{std::strtoull(id.c_str(), nullptr, 10),
+                                         dash == std::string::npos ? 0 : std::strtoull(id.c_str() + dash + 1, nullptr, 10)};
+  };
+  return split(a) < split(b);
+}
+}  // namespace
+
+Result<size_t> RedisQueue::ack_batch(const std::vector<Lease>& leases) {
+  // One script call per (stream, consumer): a script touches keys of one hash slot, and one
+  // XPENDING range query serves a consumer's leases.
+  std::map<std::pair<std::string, std::string>, std::vector<const Lease*>> groups;
+  for (const auto& l : leases) groups[{l.stream, l.consumer}].push_back(&l);
+  size_t n = 0;
+  for (auto& [sc, ls] : groups) {
+    std::sort(ls.begin(), ls.end(), [](const Lease* a, const Lease* b) { return id_less(a->message_id, b->message_id); });
+    std::vector<std::string> args = {kGroup, sc.second, ls.front()->message_id, ls.back()->message_id};
+    args.reserve(4 + 2 * ls.size());
+    for (const Lease* l : ls) {
+      args.push_back(l->message_id);
+      args.push_back(std::to_string(l->delivery_count));
+    }
+    ATREX_ASSIGN_OR_RETURN(int64_t acked, eval(pool_, ack_batch_script(),
+                                               {key("q", sc.first), key("cnt", sc.first), key("err", sc.first)}, args));
+    n += static_cast<size_t>(acked);
+  }
+  return n;
+}
+
 Result<bool> RedisQueue::renew(const Lease& l) {
-  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, std::string(kOwnerCheck) + kRenewTail, {key("q", l.stream)},
+  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, renew_script(), {key("q", l.stream)},
                                          {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count)}));
   return r == 1;
 }
 
 Result<bool> RedisQueue::release(const Lease& l, std::string_view error) {
-  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, std::string(kOwnerCheck) + kReleaseTail,
+  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, release_script(),
                                          {key("q", l.stream), key("dlq", l.stream), key("err", l.stream)},
                                          {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count),
                                           std::string(error), std::to_string(options_.max_deliveries)}));

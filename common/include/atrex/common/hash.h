@@ -8,5 +8,7 @@ namespace atrex {
 
 // Lower-case hex SHA-256 of `data` (64 characters).
 std::string sha256_hex(std::string_view data);
+// SHA-1 (hex), for Redis script ids (EVALSHA) only.
+std::string sha1_hex(std::string_view data);
 
 }  // namespace atrex

@@ -33,6 +33,9 @@ namespace atrex {
 struct QueueOptions {
   std::chrono::milliseconds lease_timeout{60'000};  // idle time after which a lease is reclaimed
   int max_deliveries = 3;                           // deliveries before dead-lettering
+  // Backpressure: enqueue fails with kUnavailable ("queue full") while the stream already
+  // holds this many messages (ready + leased). 0 = unbounded.
+  int64_t max_length = 0;
 };
 
 // A message handed to one consumer.
@@ -65,6 +68,16 @@ class TaskQueue {
 
   // Appends `body` to `stream`; returns the message id.
   virtual Result<std::string> enqueue(std::string_view stream, const Json& body) = 0;
+  // Appends several messages in one round trip where the queue can (all or none when the
+  // bound QueueOptions::max_length would be passed). Returns their ids in order.
+  virtual Result<std::vector<std::string>> enqueue_batch(std::string_view stream, const std::vector<Json>& bodies) {
+    std::vector<std::string> ids;
+    for (const auto& b : bodies) {
+      ATREX_ASSIGN_OR_RETURN(std::string id, enqueue(stream, b));
+      ids.push_back(std::move(id));
+    }
+    return ids;
+  }
 
   // Up to `max_count` messages for `consumer`: expired leases first, then new messages.
   // Waits up to `block` for at least one message when none is available (0 = don't wait).
@@ -74,6 +87,16 @@ class TaskQueue {
   // Marks the leased message done. Returns false when the lease was no longer held by
   // `lease.consumer` (reclaimed by another consumer or already acked).
   virtual Result<bool> ack(const Lease& lease) = 0;
+  // Acks several leases (of one stream) in one round trip where the queue can; returns how
+  // many were still held (the others were reclaimed or already acked, as for ack()).
+  virtual Result<size_t> ack_batch(const std::vector<Lease>& leases) {
+    size_t n = 0;
+    for (const auto& l : leases) {
+      ATREX_ASSIGN_OR_RETURN(bool held, ack(l));
+      n += held ? 1 : 0;
+    }
+    return n;
+  }
 
   // Heartbeat: restarts the lease's idle time. Returns false when the lease is lost.
   virtual Result<bool> renew(const Lease& lease) = 0;

@@ -81,6 +81,7 @@ class RedisPool {
       if (conn_) pool_->give_back(std::move(conn_));
     }
     RedisConnection* operator->() { return conn_.get(); }
+    RedisConnection& operator*() { return *conn_; }
 
    private:
     RedisPool* pool_;

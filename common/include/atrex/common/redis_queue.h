@@ -14,6 +14,8 @@
 
 #include <memory>
 #include <mutex>
+#include <chrono>
+#include <map>
 #include <set>
 #include <string>
 
@@ -29,6 +31,8 @@ class RedisQueue final : public TaskQueue {
                                                   std::string prefix = "atrex");
 
   Result<std::string> enqueue(std::string_view stream, const Json& body) override;
+  Result<std::vector<std::string>> enqueue_batch(std::string_view stream, const std::vector<Json>& bodies) override;
+  Result<size_t> ack_batch(const std::vector<Lease>& leases) override;
   Result<std::vector<Lease>> claim(std::string_view stream, std::string_view consumer, size_t max_count,
                                    std::chrono::milliseconds block) override;
   Result<bool> ack(const Lease& lease) override;
@@ -44,12 +48,15 @@ class RedisQueue final : public TaskQueue {
   std::string key(std::string_view kind, std::string_view stream) const;
   Result<void> ensure_group(std::string_view stream);
   Result<std::vector<Lease>> reclaim(std::string_view stream, std::string_view consumer, size_t max_count);
+  // Whether this claim should look for expired leases (and notes that it does).
+  bool reclaim_due(std::string_view stream);
 
   RedisPool pool_;
   QueueOptions options_;
   std::string prefix_;
   std::mutex mu_;
   std::set<std::string, std::less<>> groups_;
+  std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> last_reclaim_;
 };
 
 }  // namespace atrex
