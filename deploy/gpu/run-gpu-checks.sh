@@ -4,9 +4,11 @@
 # build/release/share and .gpu-bundle:
 #   1. the `gpu` test label (GPU gates: CUDA events timing, illegal address, all-zero output);
 #   2. `atrex eval` of each covered operator's CUDA templates on all shapes;
-#   3. the local sweep on the cuda backend (embedded default: all shapes of covered operators).
+#   3. the local sweep on the cuda backend (embedded default: all shapes of covered operators);
+#   4. xcheck: every operator's CUDA reference against an independent PyTorch implementation on
+#      3 shapes each (deploy/gpu/xcheck.sh; needs python3 with torch).
 # Everything printed is also saved under $OUT (when set) for the issue notes.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|all]...
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|all]...
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
 #          deploy/gpu/smoke-sweep.yaml, for a quick check within a few minutes.
 set -uo pipefail
@@ -61,6 +63,11 @@ if want sweep; then
   echo "=== atrex sweep run (embedded default, cuda backend)"
   "$atrex" sweep run --backend cuda --out "$out/sweep" 2>&1 | tee "$out/sweep.txt" || rc=1
   rm -rf "$out/sweep/work"
+fi
+if want xcheck; then
+  echo "=== xcheck: CUDA references vs independent PyTorch implementations"
+  deploy/gpu/xcheck.sh || rc=1
+  cp /tmp/atrex-xcheck.txt "$out/xcheck.txt" 2>/dev/null
 fi
 if [ -n "${OUT:-}" ]; then
   tar czf "$OUT/gpu-run.tar.gz" -C "$out" .

@@ -292,7 +292,8 @@ int child_main(int argc, char** argv, ChildDevice& device) {
     fmt::print(stderr, "{}\n", request.error().message);
     return 2;
   }
-  Json response = run_child_shape(*request, device);
+  Json response = request->value("mode", "shape") == "dump" ? run_child_dump(*request, device)
+                                                             : run_child_shape(*request, device);
   auto written = write_text_file_atomic(response_path, response.dump());
   if (!written) {
     fmt::print(stderr, "{}\n", written.error().message);

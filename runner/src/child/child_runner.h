@@ -18,7 +18,15 @@ inline constexpr const char* kChildResponseSchema = "atrex.child-response/1";
 // failure of the candidate is a status in the response.
 Json run_child_shape(const Json& request, ChildDevice& device);
 
-// Entry for the child executables: `<exe> --request FILE --response FILE`. Returns the exit code.
+// Dump mode (request "mode": "dump", `atrex problems dump`): for each of request["items"]
+// ({operator, shape_id, params, init_kwargs, input_kwargs, seed, backend, out_dir, atol, rtol})
+// draws the inputs, runs the reference on this backend and writes the tensors and
+// manifest.json (atrex.dump/1) into out_dir. The response lists each item's status ("ok",
+// "rejected" for a bad item, "crashed" for a device failure, "skipped" after one). Never throws.
+Json run_child_dump(const Json& request, ChildDevice& device);
+
+// Entry for the child executables: `<exe> --request FILE --response FILE`; the request's "mode"
+// ("shape" by default, or "dump") picks the work. Returns the exit code.
 int child_main(int argc, char** argv, ChildDevice& device);
 
 }  // namespace atrex::runner
