@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,6 +77,7 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
   }
 
   const auto t0 = std::chrono::steady_clock::now();
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(out_fd);
@@ -83,6 +85,10 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
   }
   if (pid == 0) {
     ::setpgid(0, 0);
+    // A runner killed with SIGKILL takes its evaluation child along instead of leaving it
+    // running on the GPU (the setting survives exec; it fires when the forking thread exits).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) _exit(125);
     struct rlimit no_core{0, 0};
     ::setrlimit(RLIMIT_CORE, &no_core);
     const int devnull = ::open("/dev/null", O_RDONLY);

@@ -1,4 +1,10 @@
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -57,6 +63,44 @@ TEST(Subprocess, ExtraEnvironmentReachesTheChild) {
   auto r = run_subprocess(opt);
   ASSERT_TRUE(r);
   EXPECT_NE(r->output_tail.find("42abc"), std::string::npos);
+}
+
+// A runner killed with SIGKILL must not leave its evaluation child running (on a GPU it would
+// keep the device busy and skew the next runner's timings).
+TEST(Subprocess, ChildDiesWithAKilledParent) {
+  const auto pid_file = std::filesystem::temp_directory_path() / ("atrex_pdeath_" + std::to_string(::getpid()));
+  std::filesystem::remove(pid_file);
+  const pid_t runner = ::fork();
+  ASSERT_GE(runner, 0);
+  if (runner == 0) {
+    SubprocessOptions o;
+    o.argv = {"sh", "-c", "echo $$ > " + pid_file.string() + ".tmp && mv " + pid_file.string() + ".tmp " +
+                              pid_file.string() + " && exec sleep 60"};
+    o.timeout = std::chrono::seconds(120);
+    (void)run_subprocess(o);
+    _exit(0);
+  }
+  pid_t child = 0;
+  for (int i = 0; i < 500 && child == 0; ++i) {
+    std::ifstream in(pid_file);
+    if (!(in >> child)) child = 0;
+    if (child == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(child, 0);
+  ::kill(runner, SIGKILL);
+  int status = 0;
+  ::waitpid(runner, &status, 0);
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) {
+    // Gone, or a zombie waiting for its new parent (init, or a container's PID 1) to reap it.
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string pid_s, comm, state;
+    gone = ::kill(child, 0) != 0 || !(stat >> pid_s >> comm >> state) || state == "Z";
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!gone) ::kill(child, SIGKILL);
+  std::filesystem::remove(pid_file);
+  EXPECT_TRUE(gone) << "the evaluation child outlived its killed parent";
 }
 
 }  // namespace
