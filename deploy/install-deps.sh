@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything atrex needs to build and test, from Debian 12 (bookworm) packages.
 # Idempotent; needs root (uses sudo when run as another user). Daemons are not started here:
-# tests start their own on loopback.
+# tests start their own redis-server on loopback; deploy/cluster-in-a-box.sh starts the
+# single-node Slurm (munge + slurmctld + slurmd) and the Redis that the Slurm tests use.
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -18,6 +19,8 @@ packages=(
   libdlpack-dev libssl-dev libgtest-dev libgmock-dev libhiredis-dev
   # servers the tests start on loopback
   redis-server redis-tools
+  # single-node Slurm 22.05 for cluster-in-a-box (no accounting daemon: sacct is optional)
+  munge slurm-wlm slurmctld slurmd slurm-client
   # test and debug helpers
   procps
 )

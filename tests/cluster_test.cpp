@@ -83,13 +83,28 @@ class ClusterSweep : public ::testing::Test {
 
 TEST_F(ClusterSweep, RunnerKilledMidSweepLosesNothing) {
   auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
-                          (dir_ / "out").string(), "--runners", "2", "--agent-workers", "1"});
+                          (dir_ / "out").string(), "--runners", "2", "--agent-workers", "1", "--lease-timeout", "4"});
   ASSERT_EQ(rc, 0) << out;
-  // Wait for an evaluation to be running, then SIGKILL every runner holding work.
+  // Wait for an evaluation to be running, find the runner that holds it (the pending entry's
+  // consumer), and SIGKILL it: its lease must expire and the other runner finish the task.
   ASSERT_TRUE(poll([](const Json& s) { return s["eval_queue"]["leased"].get<int>() > 0; }, 60));
-  const Json workers = manifest()["workers"]["processes"];
-  ::kill(workers[0]["pid"].get<pid_t>(), SIGKILL);
+  const Json m = manifest();
+  auto conn = RedisConnection::connect(redis_.options());
+  ASSERT_TRUE(conn);
+  auto pending = (*conn)->command({"XPENDING", "atrex:{" + m["sweep_id"].get<std::string>() + "}:q:{eval}", "atrex",
+                                   "-", "+", "10"});
+  ASSERT_TRUE(pending) << pending.error().message;
+  ASSERT_FALSE(pending->elements.empty()) << "no pending evaluation to interrupt";
+  const std::string holder = pending->elements.front().elements.at(1).str;
+  pid_t victim = 0;
+  for (const auto& w : m["workers"]["processes"]) {
+    if (w["name"] == holder) victim = w["pid"].get<pid_t>();
+  }
+  ASSERT_GT(victim, 0) << "no worker process named " << holder;
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
   expect_complete_and_counted_once();
+  // The task was delivered again after the lease expired, to the surviving runner.
+  EXPECT_GE(status()["eval_queue"]["acked_total"].get<int>(), 1);
 }
 
 TEST_F(ClusterSweep, CancelledSweepResumesAndCompletes) {

@@ -1,5 +1,6 @@
 // Cluster sweeps: `atrex sweep submit|status|wait|cancel|resume` and the worker daemons
 // `atrex runner` / `atrex agent-worker` that launchers start.
+#include <pthread.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -25,6 +26,23 @@ void install_stop_handlers() {
   std::signal(SIGUSR1, on_stop_signal);
 }
 
+// The daemons take SIGTERM / SIGINT / SIGUSR1 on one sigwait thread, with the three blocked in
+// every thread, so the children they start (compilers, evaluation sandboxes) inherit them
+// blocked: Slurm's scancel/requeue signals every process of a job, and an evaluation killed by
+// it would be recorded as a `crashed` candidate. The daemon finishes its current task instead
+// (Slurm's KillWait bounds that with SIGKILL). A hung child is still killed by its timeout.
+void take_stop_signals_on_a_thread() {
+  static sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([] {
+    for (int sig = 0;;) {
+      if (sigwait(&set, &sig) == 0) g_stop = true;
+    }
+  }).detach();
+}
+
 std::string default_name(const std::string& kind) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
@@ -36,8 +54,24 @@ struct SubmitArgs {
   std::string out;
   std::string backend;
   std::string hardware;
-  scheduler::ClusterOptions cluster;
+  std::string redis_url;
+  scheduler::ClusterOptions cluster;  // the flags' values; only the flags given override the sweep file
+  std::vector<std::pair<CLI::Option*, const char*>> cluster_flags;  // flag -> its key in to_json()
 };
+
+// Defaults < the sweep file's `cluster` section < the flags given.
+scheduler::ClusterOptions cluster_options(const SubmitArgs& a, const Json& file_section) {
+  scheduler::ClusterOptions o = scheduler::cluster_options_from_json(file_section);
+  const Json flags = scheduler::to_json(a.cluster);
+  Json given = Json::object();
+  for (const auto& [opt, key] : a.cluster_flags) {
+    if (opt->count() > 0) given[key] = flags[key];
+  }
+  o = scheduler::cluster_options_from_json(given, o);
+  o.redis_url = a.redis_url;
+  if (!o.job_template.empty()) o.job_template = std::filesystem::absolute(o.job_template);  // resume runs elsewhere
+  return o;
+}
 
 int submit(const GlobalOptions& g, SubmitArgs& a) {
   auto spec = a.file.empty() ? scheduler::parse_sweep(scheduler::embedded_default_sweep(), "<embedded default sweep>")
@@ -48,12 +82,13 @@ int submit(const GlobalOptions& g, SubmitArgs& a) {
   if (!a.backend.empty()) ov.backend = a.backend;
   if (!a.hardware.empty()) ov.hardware = a.hardware;
   if (!g.suite_dir.empty()) ov.suite_dir = g.suite_dir;
+  const scheduler::ClusterOptions cluster = cluster_options(a, spec->cluster);
   // Runners run elsewhere (GPU nodes): this machine need not have the sweep's device.
-  ov.remote_runners = a.cluster.launcher != "local";
+  ov.remote_runners = cluster.launcher != "local";
   auto resolved = scheduler::resolve_sweep(*spec, ov);
   if (!resolved) return fail(resolved.error());
   auto say = [](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
-  auto manifest = scheduler::submit_sweep(*resolved, a.cluster, say);
+  auto manifest = scheduler::submit_sweep(*resolved, cluster, say);
   if (!manifest) return fail(manifest.error());
   if (g.json) {
     fmt::print("{}\n", Json{{"schema", "atrex.submit/1"}, {"sweep_id", resolved->sweep_id},
@@ -113,17 +148,54 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
   auto* submit_cmd = sweep.add_subcommand("submit", "Submit a sweep to a cluster: tasks through Redis, workers started "
                                                     "by a launcher (local processes or Slurm job arrays)");
   submit_cmd->add_option("file", a.file, "Sweep file (YAML); without it the embedded default");
-  submit_cmd->add_option("--redis", a.cluster.redis_url, "redis://[[user]:password@]host[:port][/db]")->required();
-  submit_cmd->add_option("--launcher", a.cluster.launcher, "local or slurm")->capture_default_str();
-  submit_cmd->add_option("--runners", a.cluster.runners, "Runner processes (one per GPU)")->capture_default_str();
-  submit_cmd->add_option("--agent-workers", a.cluster.agent_workers, "Agent worker processes")->capture_default_str();
+  submit_cmd->add_option("--redis", a.redis_url, "redis://[[user]:password@]host[:port][/db]")
+      ->envname("ATREX_REDIS_URL")
+      ->required();
   submit_cmd->add_option("--out", a.out, "Results folder (shared by all workers)");
   submit_cmd->add_option("--backend", a.backend, "Override the sweep's backend");
   submit_cmd->add_option("--hardware", a.hardware, "Override the sweep's hardware profile");
-  submit_cmd->add_option("--gpu-partition", a.cluster.gpu_partition, "slurm: partition of the runners");
-  submit_cmd->add_option("--cpu-partition", a.cluster.cpu_partition, "slurm: partition of the agent workers");
-  submit_cmd->add_option("--time", a.cluster.time_limit, "slurm: job time limit")->capture_default_str();
-  submit_cmd->add_option("--throttle", a.cluster.array_throttle, "slurm: at most N array tasks at once (%N)");
+  // These override the sweep file's `cluster:` section (docs/sweeps.md "Cluster sweeps").
+  auto flag = [&](CLI::Option* opt, const char* key) { a.cluster_flags.emplace_back(opt, key); };
+  flag(submit_cmd->add_option("--launcher", a.cluster.launcher, "local or slurm")
+           ->check(CLI::IsMember({"local", "slurm"}))
+           ->capture_default_str(),
+       "launcher");
+  flag(submit_cmd->add_option("--runners", a.cluster.runners, "Runner processes (local) / runner array tasks (slurm)")
+           ->check(CLI::PositiveNumber)
+           ->capture_default_str(),
+       "runners");
+  flag(submit_cmd->add_option("--lease-timeout", a.cluster.lease_timeout_s,
+                              "Seconds without a heartbeat after which a worker's task goes to another worker")
+           ->check(CLI::Range(3, 86400))
+           ->capture_default_str(),
+       "lease_timeout_s");
+  flag(submit_cmd->add_option("--agent-workers", a.cluster.agent_workers, "Agent worker processes / array tasks")
+           ->check(CLI::PositiveNumber)
+           ->capture_default_str(),
+       "agent_workers");
+  flag(submit_cmd->add_option("--gpu-partition", a.cluster.gpu_partition, "slurm: partition of the runners of GPU sweeps"),
+       "gpu_partition");
+  flag(submit_cmd->add_option("--cpu-partition", a.cluster.cpu_partition,
+                              "slurm: partition of the agent workers and of the runners of cpu sweeps"),
+       "cpu_partition");
+  flag(submit_cmd->add_option("--gpus-per-runner", a.cluster.gpus_per_runner,
+                              "slurm: GPUs per runner array task (--gres=gpu:N), one runner process each")
+           ->check(CLI::PositiveNumber)
+           ->capture_default_str(),
+       "gpus_per_runner");
+  flag(submit_cmd->add_option("--time", a.cluster.time_limit, "slurm: time limit of each array task")->capture_default_str(),
+       "time_limit");
+  flag(submit_cmd->add_option("--throttle", a.cluster.array_throttle, "slurm: at most N tasks of each array at once (%N)")
+           ->check(CLI::NonNegativeNumber),
+       "array_throttle");
+  flag(submit_cmd->add_option("--sbatch-arg", a.cluster.sbatch_args,
+                              "slurm: extra sbatch option for both arrays, repeatable (--sbatch-arg=--account=X)")
+           ->allow_extra_args(false),
+       "sbatch_args");
+  flag(submit_cmd->add_option("--job-template", a.cluster.job_template,
+                              "slurm: job script template replacing the built-in deploy/slurm/worker.sbatch")
+           ->check(CLI::ExistingFile),
+       "job_template");
   submit_cmd->add_flag("--json", g.json, "Machine-readable output");
   submit_cmd->callback([&] { rc = submit(g, a); });
 
@@ -161,7 +233,7 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
   runner->add_option("--device", device, "GPU index")->capture_default_str();
   runner->add_option("--name", name, "Consumer name (default: runner-<host>-<pid>)");
   runner->callback([&] {
-    install_stop_handlers();
+    take_stop_signals_on_a_thread();
     rc = scheduler::run_runner_daemon(redis_url, sweep_id, device, name.empty() ? default_name("runner") : name, g_stop);
   });
   auto* worker = app.add_subcommand("agent-worker", "Agent worker daemon: runs AKA generations of one sweep from Redis");
@@ -169,7 +241,7 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
   worker->add_option("--sweep", sweep_id, "Sweep id")->required();
   worker->add_option("--name", name, "Consumer name (default: agent-worker-<host>-<pid>)");
   worker->callback([&] {
-    install_stop_handlers();
+    take_stop_signals_on_a_thread();
     rc = scheduler::run_agent_worker_daemon(redis_url, sweep_id, name.empty() ? default_name("agent-worker") : name,
                                             g_stop);
   });

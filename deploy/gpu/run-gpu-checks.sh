@@ -18,7 +18,8 @@ out=/tmp/atrex-gpu-out
 rm -rf "$out"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$root/.gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
-export ATREX_CACHE_DIR=/tmp/atrex-cache
+# The compile cache bundle.sh filled (warm start), else a fresh one.
+if [ -d "$root/.gpu-bundle/cache" ]; then export ATREX_CACHE_DIR="$root/.gpu-bundle/cache"; else export ATREX_CACHE_DIR=/tmp/atrex-cache; fi
 atrex="$root/build/release/bin/atrex"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(all)
@@ -59,10 +60,30 @@ if want smoke; then
   [ -n "${OUT:-}" ] && cp "$out/sweep.txt" "$OUT/" && cp "$out/sweep/report.md" "$OUT/sweep-report.md" 2>/dev/null
 fi
 
+if want refs; then
+  echo "=== reference candidates: correctness on the 2 smallest and the largest shape of every operator"
+  for src in problems/reference_candidates/*.cu; do
+    op=$(basename "$src" .cu)
+    for sel in smallest:2 largest:1; do
+      t0=$(date +%s.%N)
+      timeout 150 "$atrex" eval "$src" --operator "$op" --shapes "$sel" --seeds 2 --no-perf --timeout 120 \
+        --out "$out/refs-$op-${sel%%:*}.jsonl" > "$out/refs-$op-${sel%%:*}.txt" 2>&1
+      r=$?
+      [ $r -ne 0 ] && rc=1
+      t1=$(date +%s.%N)
+      shapes=$(grep -E '^ +[0-9]+ ' "$out/refs-$op-${sel%%:*}.txt" | awk '{printf "%s:%s ", $1, $2}')
+      printf '%-30s %-10s rc=%d %6.1fs  %s\n' "$op" "$sel" "$r" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" "$shapes" | tee -a "$out/refs.txt"
+    done
+  done
+  [ -n "${OUT:-}" ] && cp "$out/refs.txt" "$OUT/"
+fi
+
 if want sweep; then
-  echo "=== atrex sweep run (embedded default, cuda backend)"
-  "$atrex" sweep run --backend cuda --out "$out/sweep" 2>&1 | tee "$out/sweep.txt" || rc=1
-  rm -rf "$out/sweep/work"
+  echo "=== atrex sweep run (embedded default, cuda backend) into results/gpu-sweep"
+  mkdir -p results
+  "$atrex" sweep run --backend cuda --out results/gpu-sweep 2>&1 | tee "$out/sweep.txt" || rc=1
+  cp results/gpu-sweep/report.md "$out/sweep-report.md" 2>/dev/null
+  [ -n "${OUT:-}" ] && cp "$out/sweep.txt" "$out/sweep-report.md" "$OUT/" 2>/dev/null
 fi
 if want xcheck; then
   echo "=== xcheck: CUDA references vs independent PyTorch implementations"

@@ -20,7 +20,32 @@
 namespace atrex::scheduler {
 namespace fs = std::filesystem;
 
-std::string sweep_prefix(const std::string& sweep_id) { return "atrex:" + sweep_id; }
+std::string sweep_prefix(const std::string& sweep_id) { return "atrex:{" + sweep_id + "}"; }
+
+Json to_json(const ClusterOptions& o) {
+  return Json{{"launcher", o.launcher},           {"runners", o.runners},
+              {"agent_workers", o.agent_workers}, {"gpus_per_runner", o.gpus_per_runner},
+              {"gpu_partition", o.gpu_partition}, {"cpu_partition", o.cpu_partition},
+              {"time_limit", o.time_limit},       {"array_throttle", o.array_throttle},
+              {"sbatch_args", o.sbatch_args},     {"job_template", o.job_template.string()},
+              {"atrex", o.atrex.string()},        {"lease_timeout_s", o.lease_timeout_s}};
+}
+
+ClusterOptions cluster_options_from_json(const Json& j, ClusterOptions o) {
+  o.launcher = j.value("launcher", o.launcher);
+  o.runners = j.value("runners", o.runners);
+  o.agent_workers = j.value("agent_workers", o.agent_workers);
+  o.gpus_per_runner = j.value("gpus_per_runner", o.gpus_per_runner);
+  o.gpu_partition = j.value("gpu_partition", o.gpu_partition);
+  o.cpu_partition = j.value("cpu_partition", o.cpu_partition);
+  o.time_limit = j.value("time_limit", o.time_limit);
+  o.array_throttle = j.value("array_throttle", o.array_throttle);
+  o.sbatch_args = j.value("sbatch_args", o.sbatch_args);
+  o.job_template = j.value("job_template", o.job_template.string());
+  o.atrex = j.value("atrex", o.atrex.string());
+  o.lease_timeout_s = j.value("lease_timeout_s", o.lease_timeout_s);
+  return o;
+}
 
 namespace {
 
@@ -29,11 +54,12 @@ struct Connections {
   std::unique_ptr<RedisResultStore> store;
 };
 
-Result<Connections> connect(const std::string& url, const std::string& sweep_id) {
+// `lease_timeout_s`: the sweep's (manifest "cluster"), which the workers' claims apply.
+Result<Connections> connect(const std::string& url, const std::string& sweep_id, int lease_timeout_s = 60) {
   ATREX_ASSIGN_OR_RETURN(RedisOptions ro, parse_redis_url(url));
   Connections c;
   QueueOptions qo;
-  qo.lease_timeout = std::chrono::minutes(10);
+  qo.lease_timeout = std::chrono::seconds(std::max(1, lease_timeout_s));
   ATREX_ASSIGN_OR_RETURN(c.queue, RedisQueue::open(ro, qo, sweep_prefix(sweep_id)));
   ATREX_ASSIGN_OR_RETURN(c.store, RedisResultStore::open(ro, sweep_prefix(sweep_id)));
   return c;
@@ -112,10 +138,7 @@ Result<ResolvedSweep> sweep_from_manifest(const fs::path& dir) {
 
 Result<Json> submit_sweep(const ResolvedSweep& sweep, const ClusterOptions& options, const ProgressFn& say) {
   ATREX_ASSIGN_OR_RETURN(Connections c, connect(options.redis_url, sweep.sweep_id));
-  Json cluster{{"launcher", options.launcher}, {"runners", options.runners}, {"agent_workers", options.agent_workers},
-               {"gpu_partition", options.gpu_partition}, {"cpu_partition", options.cpu_partition},
-               {"time_limit", options.time_limit}, {"array_throttle", options.array_throttle},
-               {"atrex", options.atrex.string()}};
+  const Json cluster = to_json(options);
   ATREX_ASSIGN_OR_RETURN(Json manifest,
                          open_results_dir(sweep, Json{{"status", "submitted"}, {"redis_url", options.redis_url},
                                                       {"redis", without_password(options.redis_url)},
@@ -128,8 +151,14 @@ Result<Json> submit_sweep(const ResolvedSweep& sweep, const ClusterOptions& opti
   ATREX_ASSIGN_OR_RETURN(int n, enqueue_missing(sweep, *c.queue, *c.store, say));
   if (say) say(fmt::format("sweep {} ({}): {} agent task(s) queued in {}", sweep.spec.name, sweep.sweep_id, n,
                            without_password(options.redis_url)));
-  ATREX_ASSIGN_OR_RETURN(Json workers, launch_workers(manifest, options, say));
-  return update_manifest(sweep.output, Json{{"status", "running"}, {"workers", workers}});
+  auto workers = launch_workers(manifest, options, say);
+  if (!workers) {
+    return tl::unexpected(with_context(
+        workers.error(), fmt::format("sweep {}: tasks are queued but no workers started (fix that, then `atrex sweep "
+                                     "resume {}`)",
+                                     sweep.sweep_id, sweep.output.string())));
+  }
+  return update_manifest(sweep.output, Json{{"status", "running"}, {"workers", *workers}});
 }
 
 Result<SweepStatus> sweep_status(const fs::path& dir) {
@@ -202,17 +231,8 @@ Result<Json> resume_sweep(const fs::path& dir, const ProgressFn& say) {
   }
   ATREX_ASSIGN_OR_RETURN(int n, enqueue_missing(sweep, *c.queue, *c.store, say));
   if (say) say(fmt::format("sweep {}: {} agent task(s) re-enqueued", sweep.sweep_id, n));
-  const Json& cl = m.value("cluster", Json::object());
-  ClusterOptions o;
+  ClusterOptions o = cluster_options_from_json(m.value("cluster", Json::object()));
   o.redis_url = m.value("redis_url", "");
-  o.launcher = cl.value("launcher", "local");
-  o.runners = cl.value("runners", 1);
-  o.agent_workers = cl.value("agent_workers", 2);
-  o.atrex = cl.value("atrex", "");
-  o.gpu_partition = cl.value("gpu_partition", "");
-  o.cpu_partition = cl.value("cpu_partition", "");
-  o.time_limit = cl.value("time_limit", "24:00:00");
-  o.array_throttle = cl.value("array_throttle", 0);
   ATREX_ASSIGN_OR_RETURN(Json workers, revive_workers(m, o, say));
   return update_manifest(dir, Json{{"status", "running"}, {"workers", workers}, {"resumed_at", utc_timestamp_now()}});
 }
@@ -224,7 +244,8 @@ int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id,
     spdlog::error("runner: {}", m.error().message);
     return exit_code_for(m.error());
   }
-  auto c = connect(redis_url, sweep_id);
+  const int lease_s = cluster_options_from_json(m->value("cluster", Json::object())).lease_timeout_s;
+  auto c = connect(redis_url, sweep_id, lease_s);
   auto suite = suite_for(*m);
   if (!c || !suite) {
     spdlog::error("runner: {}", (!c ? c.error() : suite.error()).message);
@@ -236,7 +257,9 @@ int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id,
   eo.device_index = device;
   eo.work_dir = fs::path(m->value("output", ".")) / "work" / name;
   runner::Evaluator evaluator(eo);
-  runner::RunnerLoop loop(*c->queue, *c->store, evaluator, runner::RunnerLoopOptions{runner::kEvalStream, name});
+  runner::RunnerLoopOptions ro{runner::kEvalStream, name};
+  ro.heartbeat = std::chrono::milliseconds(std::max(500, lease_s * 1000 / 6));
+  runner::RunnerLoop loop(*c->queue, *c->store, evaluator, ro);
   spdlog::info("runner {} on device {} serving sweep {}", name, device, sweep_id);
   loop.run(stop);
   spdlog::info("runner {}: stopped after {} task(s)", name, loop.stats().tasks_done.load());
@@ -250,7 +273,8 @@ int run_agent_worker_daemon(const std::string& redis_url, const std::string& swe
     spdlog::error("agent-worker: {}", m.error().message);
     return exit_code_for(m.error());
   }
-  auto c = connect(redis_url, sweep_id);
+  const int lease_s = cluster_options_from_json(m->value("cluster", Json::object())).lease_timeout_s;
+  auto c = connect(redis_url, sweep_id, lease_s);
   auto catalog = agent::TemplateCatalog::embedded();
   if (!c || !catalog) {
     spdlog::error("agent-worker: {}", (!c ? c.error() : catalog.error()).message);
@@ -258,6 +282,7 @@ int run_agent_worker_daemon(const std::string& redis_url, const std::string& swe
   }
   agent::AgentWorkerOptions wo;
   wo.consumer = name;
+  wo.heartbeat = std::chrono::milliseconds(std::max(500, lease_s * 1000 / 6));
   wo.audit_dir = fs::path(m->value("output", ".")) / "audit";
   agent::AgentWorker worker(*c->queue, *c->store, *catalog, wo);
   spdlog::info("agent worker {} serving sweep {}", name, sweep_id);

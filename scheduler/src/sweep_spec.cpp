@@ -1,5 +1,6 @@
 #include "atrex/scheduler/sweep_spec.h"
 
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -75,6 +76,62 @@ Result<ShapeRule> parse_shape_rule(const JsonField& f) {
   return r;
 }
 
+// The `cluster` section (docs/sweeps.md "Cluster sweeps"), normalised to the manifest's
+// "cluster" keys.
+Result<Json> parse_cluster_section(const JsonField& f) {
+  ATREX_TRY(check_keys(f, {"launcher", "runners", "agent_workers", "gpus_per_runner", "gpu_partition", "cpu_partition",
+                           "time_limit", "array_throttle", "sbatch_args", "job_template", "lease_timeout_s"}));
+  Json out = Json::object();
+  for (const char* key : {"launcher", "gpu_partition", "cpu_partition", "job_template"}) {
+    if (!f.has(key)) continue;
+    ATREX_ASSIGN_OR_RETURN(auto c, f.at(key));
+    ATREX_ASSIGN_OR_RETURN(std::string v, c.as_string());
+    if (std::string_view(key) == "launcher" && v != "local" && v != "slurm") return c.fail("expected local or slurm");
+    if (std::string_view(key) == "job_template" && !f.source().empty() && f.source().front() != '<') {
+      v = (std::filesystem::path(f.source()).parent_path() / v).lexically_normal().string();  // relative to the file
+    }
+    out[key] = v;
+  }
+  auto int_in = [&](const char* key, int64_t lo, int64_t hi) -> Result<void> {
+    if (!f.has(key)) return ok();
+    ATREX_ASSIGN_OR_RETURN(auto c, f.at(key));
+    ATREX_ASSIGN_OR_RETURN(int64_t v, c.as_int());
+    if (v < lo || v > hi) return c.fail(fmt::format("expected an integer in [{}, {}]", lo, hi));
+    out[key] = v;
+    return ok();
+  };
+  ATREX_TRY(int_in("runners", 1, 100000));
+  ATREX_TRY(int_in("agent_workers", 1, 100000));
+  ATREX_TRY(int_in("gpus_per_runner", 1, 64));
+  ATREX_TRY(int_in("array_throttle", 0, 100000));
+  ATREX_TRY(int_in("lease_timeout_s", 3, 86400));
+  if (f.has("time_limit")) {
+    // Slurm's --time: "minutes", "HH:MM:SS", "D-HH:MM" ...; a bare number is minutes.
+    ATREX_ASSIGN_OR_RETURN(auto c, f.at("time_limit"));
+    if (c.value().is_number_integer() && c.value().get<int64_t>() > 0) {
+      out["time_limit"] = std::to_string(c.value().get<int64_t>());
+    } else {
+      ATREX_ASSIGN_OR_RETURN(std::string v, c.as_string());
+      if (v.empty() || v.find_first_not_of("0123456789:-") != std::string::npos) {
+        return c.fail("expected a Slurm time limit (minutes, MM:SS, HH:MM:SS, D-HH or D-HH:MM:SS)");
+      }
+      out["time_limit"] = v;
+    }
+  }
+  if (f.has("sbatch_args")) {
+    ATREX_ASSIGN_OR_RETURN(auto c, f.at("sbatch_args"));
+    ATREX_TRY(c.expect_array());
+    Json args = Json::array();
+    for (size_t i = 0; i < c.value().size(); ++i) {
+      ATREX_ASSIGN_OR_RETURN(std::string a, c.element(i).as_string());
+      if (a.rfind("-", 0) != 0) return c.element(i).fail("expected an sbatch option such as --account=NAME");
+      args.push_back(a);
+    }
+    out["sbatch_args"] = args;
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) {
@@ -82,7 +139,7 @@ Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) 
   JsonField root(doc, source);
   if (!doc.is_object()) return root.fail("a sweep file is a YAML mapping");
   ATREX_TRY(check_keys(root, {"schema", "name", "suite", "hardware", "backend", "agents", "operators", "shapes",
-                              "evaluation", "quick_evaluation", "output"}));
+                              "evaluation", "quick_evaluation", "output", "cluster"}));
   SweepSpec s;
   s.source = source;
   s.raw = doc;
@@ -155,6 +212,11 @@ Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) 
     ATREX_ASSIGN_OR_RETURN(s.quick_evaluation, eval_settings_from_json(q, s.quick_evaluation));
   }
   ATREX_ASSIGN_OR_RETURN(s.output, string_field(root, "output", "results/" + s.name));
+  if (root.has("cluster")) {
+    ATREX_ASSIGN_OR_RETURN(auto c, root.at("cluster"));
+    ATREX_ASSIGN_OR_RETURN(s.cluster, parse_cluster_section(c));
+    s.raw.erase("cluster");
+  }
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "atrex/common/queue.h"
 #include "atrex/common/redis.h"
@@ -19,17 +20,30 @@ namespace atrex::scheduler {
 struct ClusterOptions {
   std::string redis_url = "redis://127.0.0.1:6379";
   std::string launcher = "local";  // local | slurm
-  int runners = 1;                 // runner processes (slurm: array size, one GPU each)
-  int agent_workers = 2;
-  std::filesystem::path atrex;     // the atrex binary workers run (default: this one)
-  // slurm
-  std::string gpu_partition;
-  std::string cpu_partition;
-  std::string time_limit = "24:00:00";
-  int array_throttle = 0;          // %N on the arrays; 0 = none
+  int runners = 1;                 // local: runner processes; slurm: tasks of the runner array
+  int agent_workers = 2;           // local: processes; slurm: tasks of the agent-worker array
+  std::filesystem::path atrex;     // the atrex binary workers run (default: this one; slurm: on a shared path)
+  // slurm (docs/sweeps.md "Cluster sweeps"); empty partitions = the cluster's default partition
+  std::string gpu_partition;       // runners of cuda/hip sweeps, with --gres=gpu:<gpus_per_runner>
+  std::string cpu_partition;       // agent workers, and the runners of cpu sweeps (no gres)
+  int gpus_per_runner = 1;         // GPUs per runner array task; one runner process per GPU
+  std::string time_limit = "24:00:00";  // --time of every array task
+  int array_throttle = 0;          // %N on the arrays (at most N tasks of each at once); 0 = none
+  std::vector<std::string> sbatch_args;  // appended to every sbatch call (--account=..., --qos=...)
+  std::filesystem::path job_template;    // replaces the embedded deploy/slurm/worker.sbatch
+  // A task whose worker sent no heartbeat for this long is handed to another worker (workers
+  // heartbeat every lease_timeout_s / 6). Bounds how long a crashed worker's task waits.
+  int lease_timeout_s = 60;
 };
 
-// Redis key prefix of a sweep: "atrex:<sweep id>".
+// The manifest's "cluster" object (and the sweep file's `cluster` section, same keys).
+Json to_json(const ClusterOptions& options);
+// `base` with the fields that `j` sets replaced (unknown keys are ignored: `j` is validated
+// by the sweep-file parser or was written by to_json).
+ClusterOptions cluster_options_from_json(const Json& j, ClusterOptions base = {});
+
+// Redis key prefix of a sweep: "atrex:{<sweep id>}". The hash tag keeps all of a sweep's keys
+// in one slot (Lua scripts need that on a Redis Cluster) and is what sweeps are sharded by.
 std::string sweep_prefix(const std::string& sweep_id);
 
 // Rebuilds a resolved sweep from its manifest (no device probing, no measuring).

@@ -38,6 +38,11 @@ struct SweepSpec {
   EvalSettings evaluation;
   EvalSettings quick_evaluation;
   std::string output;
+  // The `cluster` section, validated: how `atrex sweep submit` starts workers (launcher,
+  // runners, agent_workers, gpus_per_runner, gpu_partition, cpu_partition, time_limit,
+  // array_throttle, sbatch_args, job_template); only the keys the file sets. Command-line
+  // flags override it. Not part of `raw` (so not of the sweep id): placement never changes results.
+  Json cluster = Json::object();
   Json raw;                      // the parsed document, kept in the manifest
 };
 
