@@ -28,7 +28,9 @@ TEST(Hardware, ReleasedAndOwnProfilesLoad) {
       EXPECT_GT(hw->p_peak_flops_per_s.count(path) ? hw->p_peak_flops_per_s.at(path) : 0.0, 0) << name << " " << path;
     }
     EXPECT_FALSE(hw->source_doc.empty()) << name;
-    if (!released) EXPECT_GT(hw->l2_bytes, 0) << name;
+    if (!released) {
+      EXPECT_GT(hw->l2_bytes, 0) << name;
+    }
   }
   EXPECT_DOUBLE_EQ(find_hardware_profile(*profiles, "B200")->hbm_bytes_per_s, 8e12);
   EXPECT_DOUBLE_EQ(find_hardware_profile(*profiles, "A100-SXM")->p_peak_flops_per_s.at("bf16_tc"), 312e12);
