@@ -7,33 +7,17 @@
 
 #include "atrex/problems/numeric.h"
 #include "atrex/problems/operator.h"
+#include "op_test_util.h"
 
 namespace atrex::problems {
 namespace {
 
+using test_util::bf16;
+using test_util::resolve;
+using test_util::run;
+
 using num::bf16_to_float;
 using num::float_to_bf16;
-
-std::vector<uint16_t> bf16(std::initializer_list<float> v) {
-  std::vector<uint16_t> out;
-  for (float f : v) out.push_back(float_to_bf16(f));
-  return out;
-}
-
-ResolvedShape resolve(const char* op, Json params) {
-  const OperatorDef* def = find_native_operator(op);
-  EXPECT_NE(def, nullptr) << op;
-  Shape s;
-  s.id = "t";
-  s.params = std::move(params);
-  auto r = resolve_shape(*def, s);
-  EXPECT_TRUE(r) << r.error().message;
-  return *r;
-}
-
-void run(const ResolvedShape& s, std::vector<const void*> in, std::vector<void*> out) {
-  s.def->reference_cpu(s, in, out);
-}
 
 TEST(RmsNorm, ThreeFourRow) {
   auto s = resolve("rms_norm", {{"token_count", 1}, {"hidden_size", 2}, {"eps", 0.0}});

@@ -9,27 +9,16 @@
 #include "atrex/problems/numeric.h"
 #include "atrex/problems/operator.h"
 #include "atrex/problems/suite.h"
+#include "op_test_util.h"
 
 namespace atrex::problems {
 namespace {
 
+using test_util::resolve;
+using test_util::run;
+
 using num::bf16_to_float;
 using num::float_to_bf16;
-
-ResolvedShape resolve(const char* op, Json params) {
-  const OperatorDef* def = find_native_operator(op);
-  EXPECT_NE(def, nullptr) << op;
-  Shape s;
-  s.id = "t";
-  s.params = std::move(params);
-  auto r = resolve_shape(*def, s);
-  EXPECT_TRUE(r) << r.error().message;
-  return *r;
-}
-
-void run(const ResolvedShape& s, std::vector<const void*> in, std::vector<void*> out) {
-  s.def->reference_cpu(s, in, out);
-}
 
 std::vector<uint16_t> zeros16(const TensorDesc& d) { return std::vector<uint16_t>(static_cast<size_t>(d.numel()), 0); }
 float out_at(const std::vector<uint16_t>& v, size_t i) { return bf16_to_float(v[i]); }

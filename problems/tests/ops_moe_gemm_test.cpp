@@ -12,28 +12,17 @@
 #include "atrex/problems/operator.h"
 #include "atrex/problems/suite.h"
 #include "ops/moe_gemm_common.h"
+#include "op_test_util.h"
 
 namespace atrex::problems {
 namespace {
 
+using test_util::resolve;
+using test_util::run;
+
 using num::bf16_to_float;
 using num::float_to_bf16;
 using num::float_to_fp8e4m3;
-
-ResolvedShape resolve(const char* op, Json params) {
-  const OperatorDef* def = find_native_operator(op);
-  EXPECT_NE(def, nullptr) << op;
-  Shape s;
-  s.id = "t";
-  s.params = std::move(params);
-  auto r = resolve_shape(*def, s);
-  EXPECT_TRUE(r) << r.error().message;
-  return *r;
-}
-
-void run(const ResolvedShape& s, std::vector<const void*> in, std::vector<void*> out) {
-  s.def->reference_cpu(s, in, out);
-}
 
 CompareResult compare(const ResolvedShape& s, size_t i, std::vector<const void*> cand, std::vector<const void*> ref,
                       std::vector<const void*> in = {}) {

@@ -9,18 +9,18 @@
 #include "atrex/problems/numeric.h"
 #include "atrex/problems/operator.h"
 #include "ops/quant_norm_compare.h"
+#include "op_test_util.h"
 
 namespace atrex::problems {
 namespace {
 
+using test_util::bf16;
+using test_util::resolve;
+using test_util::run;
+
 using num::bf16_to_float;
 using num::float_to_bf16;
 
-std::vector<uint16_t> bf16(std::initializer_list<float> v) {
-  std::vector<uint16_t> out;
-  for (float f : v) out.push_back(float_to_bf16(f));
-  return out;
-}
 std::vector<uint16_t> fp16(std::initializer_list<float> v) {
   std::vector<uint16_t> out;
   for (float f : v) out.push_back(num::float_to_fp16(f));
@@ -30,21 +30,6 @@ std::vector<float> fp8_values(const std::vector<uint8_t>& q) {
   std::vector<float> out;
   for (uint8_t b : q) out.push_back(num::fp8e4m3_to_float(b));
   return out;
-}
-
-ResolvedShape resolve(const char* op, Json params) {
-  const OperatorDef* def = find_native_operator(op);
-  EXPECT_NE(def, nullptr) << op;
-  Shape s;
-  s.id = "t";
-  s.params = std::move(params);
-  auto r = resolve_shape(*def, s);
-  EXPECT_TRUE(r) << r.error().message;
-  return *r;
-}
-
-void run(const ResolvedShape& s, std::vector<const void*> in, std::vector<void*> out) {
-  s.def->reference_cpu(s, in, out);
 }
 
 // Hand values: scale = 3 * fl(1/240) = 0.0125000011; x * fl(1/scale) = x * 79.9999924 rounds to
