@@ -126,7 +126,7 @@ TEST(RedisConnectionTest, BusyGroupIsAFinalErrorNotARetriedBusy) {
 
 TEST(RedisConnectionTest, UnreachableServerIsUnavailable) {
   RedisOptions o;
-  o.port = testing::free_loopback_port();
+  o.port = free_loopback_port();
   o.max_reconnects = 1;
   o.connect_timeout = std::chrono::milliseconds(200);
   auto c = RedisConnection::connect(o);

@@ -41,39 +41,54 @@ Result<std::unique_ptr<LocalRedisServer>> LocalRedisServer::start() {
   std::error_code ec;
   std::filesystem::create_directories(s->dir_, ec);
   if (ec) return io_error(fmt::format("{}: cannot create the redis-server folder: {}", s->dir_.string(), ec.message()));
-  std::vector<std::string> args = {"redis-server", "--bind", "127.0.0.1", "--port", std::to_string(s->port_),
-                                   "--dir", s->dir_.string(), "--appendonly", "yes", "--save", "",
-                                   "--maxmemory-policy", "noeviction", "--logfile", (s->dir_ / "redis.log").string()};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  if (::posix_spawnp(&s->pid_, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) {
-    s->pid_ = 0;
-    return make_error(ErrorCode::kUnavailable, "cannot start redis-server: not on PATH (install it: deploy/install-deps.sh)");
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  while (std::chrono::steady_clock::now() < deadline) {
-    RedisOptions o = s->options();
-    o.max_reconnects = 0;
-    auto c = RedisConnection::connect(o);
-    if (c && (*c)->command({"PING"})) return s;
-    int status = 0;
-    if (::waitpid(s->pid_, &status, WNOHANG) == s->pid_) {
-      s->pid_ = 0;
-      return make_error(ErrorCode::kUnavailable,
-                        fmt::format("redis-server exited at start; see {}", (s->dir_ / "redis.log").string()));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return make_error(ErrorCode::kUnavailable, fmt::format("redis-server did not answer PING on port {}", s->port_));
+  ATREX_TRY(s->spawn());
+  return s;
 }
 
-LocalRedisServer::~LocalRedisServer() {
+Result<void> LocalRedisServer::restart() {
+  stop();
+  return spawn();
+}
+
+void LocalRedisServer::stop() {
   if (pid_ > 0) {
     ::kill(pid_, SIGTERM);
     int status = 0;
     ::waitpid(pid_, &status, 0);
+    pid_ = 0;
   }
+}
+
+Result<void> LocalRedisServer::spawn() {
+  std::vector<std::string> args = {"redis-server", "--bind", "127.0.0.1", "--port", std::to_string(port_),
+                                   "--dir", dir_.string(), "--appendonly", "yes", "--save", "",
+                                   "--maxmemory-policy", "noeviction", "--logfile", (dir_ / "redis.log").string()};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  if (::posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) {
+    pid_ = 0;
+    return make_error(ErrorCode::kUnavailable, "cannot start redis-server: not on PATH (install it: deploy/install-deps.sh)");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (std::chrono::steady_clock::now() < deadline) {
+    RedisOptions o = options();
+    o.max_reconnects = 0;
+    auto c = RedisConnection::connect(o);
+    if (c && (*c)->command({"PING"})) return ok();
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = 0;
+      return make_error(ErrorCode::kUnavailable,
+                        fmt::format("redis-server exited at start; see {}", (dir_ / "redis.log").string()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return make_error(ErrorCode::kUnavailable, fmt::format("redis-server did not answer PING on port {}", port_));
+}
+
+LocalRedisServer::~LocalRedisServer() {
+  stop();
   std::error_code ec;
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
 }

@@ -19,6 +19,9 @@ class LocalRedisServer {
   // binary is missing (install: deploy/install-deps.sh) or the server does not answer.
   static Result<std::unique_ptr<LocalRedisServer>> start();
   ~LocalRedisServer();  // SIGTERM, wait, remove the folder
+  // Stops the server (SIGTERM: Redis flushes its AOF on a clean shutdown) and starts it again
+  // on the same port and folder, as a restarted production Redis would.
+  Result<void> restart();
   LocalRedisServer(const LocalRedisServer&) = delete;
   LocalRedisServer& operator=(const LocalRedisServer&) = delete;
 
@@ -28,6 +31,8 @@ class LocalRedisServer {
 
  private:
   LocalRedisServer() = default;
+  Result<void> spawn();
+  void stop();
   int port_ = 0;
   pid_t pid_ = 0;
   std::filesystem::path dir_;
