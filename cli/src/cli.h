@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include "atrex/common/error.h"
+#include "atrex/problems/hardware.h"
+#include "atrex/problems/operator.h"
 #include "atrex/problems/suite.h"
 
 namespace atrex::cli {
@@ -26,10 +28,21 @@ void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc);
 void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc);
 // `bench queue` (and the other benchmarks that print their figures).
 void add_bench_commands(CLI::App& app, GlobalOptions& g, int& rc);
+// `bench timing` and `bench eval`, under `bench`.
+void add_gpu_bench_commands(CLI::App& bench, GlobalOptions& g, int& rc);
 void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_report_command(CLI::App& app, GlobalOptions& g, int& rc);
 // `sweep submit|status|wait|cancel|resume` (under `sweep`) and the `runner` / `agent-worker` daemons.
 void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int& rc);
+
+// `atrex eval --shapes`: `all`, `smallest[:N]` / `largest[:N]` (the N shapes with the fewest /
+// most input elements, default 1) or comma-separated ids. Errors name the flag and value.
+Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, const problems::OperatorDef& def,
+                                           const std::string& spec);
+// The hardware profile for T_roofline: a name, or `auto` (the GPU's matching profile; on the
+// cpu backend this host's measured profile).
+Result<problems::HardwareProfile> hardware_for(const std::string& name, const std::string& backend,
+                                               const problems::Suite& suite);
 
 // Prints "atrex: <message>" to stderr and returns the exit code for the error.
 int fail(const Error& e);

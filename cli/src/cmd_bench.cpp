@@ -333,6 +333,7 @@ void add_bench_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   qc->add_flag("--no-redis-benchmark", q.skip_redis_benchmark, "Do not run redis-benchmark for comparison");
   qc->add_flag("--json", g.json, "Machine-readable output (atrex.bench-queue/1)");
   qc->callback([&] { rc = run_bench_queue(g, q); });
+  add_gpu_bench_commands(*bench, g, rc);
 }
 
 }  // namespace atrex::cli

@@ -20,6 +20,7 @@ struct EvalArgs {
   std::string shapes = "all";
   std::string hardware = "auto";
   int seeds = 5;
+  std::string timing_mode = "auto";
   bool no_perf = false;
   double timeout_s = 180;
   std::string out;
@@ -38,72 +39,6 @@ Result<std::string> backend_for(const EvalArgs& a) {
   if (ext == ".hip") return std::string("hip");
   if (ext == ".cpp" || ext == ".cc" || ext == ".cxx") return std::string("cpu");
   return invalid_input(fmt::format("{}: cannot tell the backend from the extension \"{}\"; pass --backend", a.file, ext));
-}
-
-// `all`, `smallest[:N]` / `largest[:N]` (the N shapes with the fewest / most input elements,
-// default 1) or "0,3,5".
-Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, const problems::OperatorDef& def,
-                                           const std::string& spec) {
-  std::vector<std::string> ids;
-  if (spec == "all") {
-    for (const auto& s : op.shapes) ids.push_back(s.id);
-    return ids;
-  }
-  const bool smallest = spec.rfind("smallest", 0) == 0, largest = spec.rfind("largest", 0) == 0;
-  if (smallest || largest) {
-    const std::string word = smallest ? "smallest" : "largest";
-    size_t n = 1;
-    if (spec.size() > word.size()) {
-      const std::string count = spec.substr(word.size());
-      char* end = nullptr;
-      const long v = count[0] == ':' ? std::strtol(count.c_str() + 1, &end, 10) : 0;
-      if (count[0] != ':' || v <= 0 || !end || *end != '\0') {
-        return invalid_input(fmt::format("--shapes: expected `{0}` or `{0}:N` with N >= 1; got \"{1}\"", word, spec));
-      }
-      n = static_cast<size_t>(v);
-    }
-    std::vector<std::pair<int64_t, std::string>> sized;
-    for (const auto& s : op.shapes) {
-      ATREX_ASSIGN_OR_RETURN(problems::ResolvedShape r, problems::resolve_shape(def, s));
-      int64_t elements = 0;
-      for (const auto& d : r.inputs) elements += d.numel();
-      sized.emplace_back(elements, s.id);
-    }
-    std::stable_sort(sized.begin(), sized.end());
-    if (largest) std::reverse(sized.begin(), sized.end());
-    for (size_t i = 0; i < std::min(n, sized.size()); ++i) ids.push_back(sized[i].second);
-    return ids;
-  }
-  std::string cur;
-  for (size_t i = 0; i <= spec.size(); ++i) {
-    if (i == spec.size() || spec[i] == ',') {
-      if (!cur.empty() && !op.find_shape(cur)) {
-        return not_found(fmt::format("--shapes: operator {} has no shape \"{}\" (ids 0..{}; see `atrex problems show {}`)",
-                                     op.name, cur, op.shapes.size() - 1, op.name));
-      }
-      if (!cur.empty()) ids.push_back(cur);
-      cur.clear();
-    } else {
-      cur += spec[i];
-    }
-  }
-  if (ids.empty()) return invalid_input("--shapes: expected `all`, `smallest[:N]`, `largest[:N]` or a comma-separated list of shape ids");
-  return ids;
-}
-
-Result<problems::HardwareProfile> hardware_for(const std::string& name, const std::string& backend,
-                                               const problems::Suite& suite) {
-  if (name == "host-cpu" || (name == "auto" && backend == "cpu")) return runner::cached_host_profile();
-  ATREX_ASSIGN_OR_RETURN(auto profiles, problems::load_default_hardware_profiles(suite.dir()));
-  if (name != "auto") return problems::find_hardware_profile(profiles, name);
-  const auto& env = runner::probe_environment();
-  if (!env.has_gpu()) {
-    return make_error(ErrorCode::kUnavailable,
-                      fmt::format("the {} backend needs a GPU and this machine has none ({})", backend, env.gpu_probe_error));
-  }
-  if (auto m = problems::match_hardware_profile(profiles, env.gpus.front().name)) return *m;
-  return not_found(fmt::format("no hardware profile matches the GPU \"{}\"; pass --hardware NAME (see `atrex hardware list`)",
-                               env.gpus.front().name));
 }
 
 void print_table(const std::vector<EvalRecord>& recs) {
@@ -152,6 +87,7 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   t.settings.performance = !a.no_perf;
   t.settings.shape_timeout_s = a.timeout_s;
   t.settings.roofline = a.roofline;
+  t.settings.timing_mode = a.timing_mode;
   runner::EvaluatorOptions o;
   o.suite = &*suite;
   o.hardware = *hw;
@@ -241,6 +177,73 @@ int run_compile(const GlobalOptions& g, const CompileArgs& a) {
 
 }  // namespace
 
+// `all`, `smallest[:N]` / `largest[:N]` (the N shapes with the fewest / most input elements,
+// default 1) or "0,3,5".
+Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, const problems::OperatorDef& def,
+                                           const std::string& spec) {
+  std::vector<std::string> ids;
+  if (spec == "all") {
+    for (const auto& s : op.shapes) ids.push_back(s.id);
+    return ids;
+  }
+  const bool smallest = spec.rfind("smallest", 0) == 0, largest = spec.rfind("largest", 0) == 0;
+  if (smallest || largest) {
+    const std::string word = smallest ? "smallest" : "largest";
+    size_t n = 1;
+    if (spec.size() > word.size()) {
+      const std::string count = spec.substr(word.size());
+      char* end = nullptr;
+      const long v = count[0] == ':' ? std::strtol(count.c_str() + 1, &end, 10) : 0;
+      if (count[0] != ':' || v <= 0 || !end || *end != '\0') {
+        return invalid_input(fmt::format("--shapes: expected `{0}` or `{0}:N` with N >= 1; got \"{1}\"", word, spec));
+      }
+      n = static_cast<size_t>(v);
+    }
+    std::vector<std::pair<int64_t, std::string>> sized;
+    for (const auto& s : op.shapes) {
+      ATREX_ASSIGN_OR_RETURN(problems::ResolvedShape r, problems::resolve_shape(def, s));
+      int64_t elements = 0;
+      for (const auto& d : r.inputs) elements += d.numel();
+      sized.emplace_back(elements, s.id);
+    }
+    std::stable_sort(sized.begin(), sized.end());
+    if (largest) std::reverse(sized.begin(), sized.end());
+    for (size_t i = 0; i < std::min(n, sized.size()); ++i) ids.push_back(sized[i].second);
+    return ids;
+  }
+  std::string cur;
+  for (size_t i = 0; i <= spec.size(); ++i) {
+    if (i == spec.size() || spec[i] == ',') {
+      if (!cur.empty() && !op.find_shape(cur)) {
+        return not_found(fmt::format("--shapes: operator {} has no shape \"{}\" (ids 0..{}; see `atrex problems show {}`)",
+                                     op.name, cur, op.shapes.size() - 1, op.name));
+      }
+      if (!cur.empty()) ids.push_back(cur);
+      cur.clear();
+    } else {
+      cur += spec[i];
+    }
+  }
+  if (ids.empty()) return invalid_input("--shapes: expected `all`, `smallest[:N]`, `largest[:N]` or a comma-separated list of shape ids");
+  return ids;
+}
+
+Result<problems::HardwareProfile> hardware_for(const std::string& name, const std::string& backend,
+                                               const problems::Suite& suite) {
+  if (name == "host-cpu" || (name == "auto" && backend == "cpu")) return runner::cached_host_profile();
+  ATREX_ASSIGN_OR_RETURN(auto profiles, problems::load_default_hardware_profiles(suite.dir()));
+  if (name != "auto") return problems::find_hardware_profile(profiles, name);
+  const auto& env = runner::probe_environment();
+  if (!env.has_gpu()) {
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("the {} backend needs a GPU and this machine has none ({})", backend, env.gpu_probe_error));
+  }
+  if (auto m = problems::match_hardware_profile(profiles, env.gpus.front().name)) return *m;
+  return not_found(fmt::format("no hardware profile matches the GPU \"{}\"; pass --hardware NAME (see `atrex hardware list`)",
+                               env.gpus.front().name));
+}
+
+
 void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc) {
   static CompileArgs a;
   auto* c = app.add_subcommand("compile", "Run only the compile gate for candidates, filling the shared compile cache "
@@ -269,6 +272,9 @@ void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
   e->add_option("--out", a.out, "Also write the atrex.eval/1 records (JSONL) here");
   e->add_option("--roofline", a.roofline, "W/Q for T_roofline: released (roofline.json) or analytic")
       ->check(CLI::IsMember({"released", "analytic"}))->capture_default_str();
+  e->add_option("--timing-mode", a.timing_mode,
+                "GPU timing: auto (CUDA-graph replay when the call can be captured, else eager), graph or eager")
+      ->check(CLI::IsMember({"auto", "graph", "eager"}))->capture_default_str();
   e->add_flag("--json", g.json, "Machine-readable output (atrex.eval-summary/1)");
   e->callback([&] { rc = run_eval(g, a); });
 }

@@ -1,9 +1,12 @@
 // `atrex roofline` (evaluator side: reads the hidden roofline counts) and `atrex hardware`.
+#include <cctype>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "atrex/problems/hardware.h"
+#include "atrex/runner/evaluator.h"
+#include "atrex/runner/gpu_measure.h"
 #include "atrex/runner/host_measure.h"
 #include "atrex/scoring/audit.h"
 #include "atrex/scoring/roofline.h"
@@ -131,7 +134,38 @@ int hardware_list(const GlobalOptions& g) {
   return 0;
 }
 
-int hardware_measure(const GlobalOptions& g, const std::string& out, const std::string& name) {
+// `atrex hardware measure --backend cuda`: the GPU's copy bandwidth and GEMM rate per dtype path.
+int gpu_measure(const GlobalOptions& g, const std::string& out, std::string name, int device) {
+  fmt::print(stderr, "measuring GPU {} (copy bandwidth, cuBLASLt GEMM rate per dtype; about a minute)...\n", device);
+  auto m = runner::run_cuda_bench("measure", device);
+  if (!m) return fail(m.error());
+  if (name.empty() || name == "host-cpu") {
+    std::string gpu = (*m)["device"].value("name", "gpu");
+    for (auto& c : gpu) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+    name = "measured-" + gpu;
+  }
+  auto p = runner::gpu_profile(*m, name);
+  if (!p) return fail(p.error());
+  if (g.json) {
+    fmt::print("{}\n", Json{{"schema", "atrex.hardware-measure/1"}, {"name", p->name}, {"measurement", *m}}.dump(2));
+  } else {
+    fmt::print("{} ({}): copy {:.2f} TB/s (read+write), L2 {:.0f} MiB\n", p->name, p->arch, p->hbm_bytes_per_s / 1e12,
+               p->l2_bytes / (1 << 20));
+    for (const auto& [path, rate] : p->p_peak_flops_per_s) fmt::print("  {:<14} {:>8.1f} TFLOP/s\n", path, rate / 1e12);
+    fmt::print("{}\n", p->notes);
+  }
+  if (!out.empty()) {
+    auto w = write_text_file_atomic(out, problems::hardware_profile_yaml(*p));
+    if (!w) return fail(w.error());
+    fmt::print(stderr, "wrote {} (put its folder in ATREX_HARDWARE_DIR to score against it)\n", out);
+  }
+  return 0;
+}
+
+int hardware_measure(const GlobalOptions& g, const std::string& out, const std::string& name, const std::string& backend,
+                     int device) {
+  const bool gpu = backend == "cuda" || (backend == "auto" && runner::probe_environment().has_gpu());
+  if (gpu) return gpu_measure(g, out, name, device);
   fmt::print(stderr, "measuring this host's CPU (copy bandwidth, fp32 FMA rate)...\n");
   problems::HardwareProfile p;
   if (name == "host-cpu") {
@@ -190,11 +224,17 @@ void add_hardware_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   l->add_flag("--json", g.json, "Machine-readable output");
   l->callback([&] { rc = hardware_list(g); });
   static std::string out, name = "host-cpu";
-  auto* m = h->add_subcommand("measure", "Measure this host's CPU ceilings (GPU measurement: not yet)");
+  static std::string backend = "auto";
+  static int device = 0;
+  auto* m = h->add_subcommand("measure", "Measure this machine's ceilings: GPU (copy bandwidth, GEMM rate per dtype) or "
+                                         "CPU (copy bandwidth, fp32 FMA rate); writes a hardware profile");
   m->add_option("--out", out, "Write the profile as YAML to this file");
-  m->add_option("--name", name, "Profile name")->capture_default_str();
+  m->add_option("--name", name, "Profile name (GPU default: measured-<GPU name>)")->capture_default_str();
+  m->add_option("--backend", backend, "auto (the GPU when there is one), cuda or cpu")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))->capture_default_str();
+  m->add_option("--device", device, "GPU index (cuda)")->capture_default_str();
   m->add_flag("--json", g.json, "Machine-readable output");
-  m->callback([&] { rc = hardware_measure(g, out, name); });
+  m->callback([&] { rc = hardware_measure(g, out, name, backend, device); });
 }
 
 }  // namespace atrex::cli

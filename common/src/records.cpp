@@ -34,6 +34,8 @@ Json to_json(const EvalSettings& s) {
               {"max_iterations", s.max_iterations},
               {"min_time_s", s.min_time_s},
               {"max_timing_s", s.max_timing_s},
+              {"target_rse", s.target_rse},
+              {"timing_mode", s.timing_mode},
               {"shape_timeout_s", s.shape_timeout_s},
               {"compile_timeout_s", s.compile_timeout_s},
               {"roofline", s.roofline}};
@@ -100,7 +102,8 @@ Json to_json(const TimingSummary& t) {
               {"time_us_p75", t.time_us_p75},       {"time_us_iqr", t.time_us_iqr},
               {"time_us_min", t.time_us_min},       {"time_us_mean", t.time_us_mean},
               {"n", t.n},                           {"samples_us", t.samples_us},
-              {"method", t.method}};
+              {"method", t.method},                 {"relative_standard_error", t.relative_standard_error},
+              {"graph_fallback", t.graph_fallback}};
 }
 
 TimingSummary timing_summary_from_json(const Json& j) {
@@ -114,6 +117,8 @@ TimingSummary timing_summary_from_json(const Json& j) {
   t.n = j.value("n", 0);
   if (j.contains("samples_us") && j["samples_us"].is_array()) t.samples_us = j["samples_us"].get<std::vector<double>>();
   t.method = j.value("method", "");
+  t.relative_standard_error = j.value("relative_standard_error", 0.0);
+  t.graph_fallback = j.value("graph_fallback", "");
   return t;
 }
 
@@ -123,7 +128,7 @@ Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSetti
   for (auto& [key, _] : f.value().items()) {
     static const char* kKnown[] = {"seeds", "atol", "rtol", "performance", "warmup_iterations", "min_iterations",
                                    "max_iterations", "min_time_s", "max_timing_s", "shape_timeout_s", "compile_timeout_s",
-                                   "roofline"};
+                                   "roofline", "target_rse", "timing_mode"};
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
     if (!known) {
@@ -140,12 +145,20 @@ Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSetti
   ATREX_TRY(read_opt(f, "max_iterations", s.max_iterations, 1, 1e7));
   ATREX_TRY(read_opt(f, "min_time_s", s.min_time_s, 0, 3600));
   ATREX_TRY(read_opt(f, "max_timing_s", s.max_timing_s, 0.01, 3600));
+  ATREX_TRY(read_opt(f, "target_rse", s.target_rse, 0, 1));
   ATREX_TRY(read_opt(f, "shape_timeout_s", s.shape_timeout_s, 0.1, 86400));
   ATREX_TRY(read_opt(f, "compile_timeout_s", s.compile_timeout_s, 0.1, 86400));
   if (f.has("roofline")) {
     ATREX_ASSIGN_OR_RETURN(auto rf, f.at("roofline"));
     ATREX_ASSIGN_OR_RETURN(s.roofline, rf.as_string());
     if (s.roofline != "released" && s.roofline != "analytic") return rf.fail("expected released or analytic");
+  }
+  if (f.has("timing_mode")) {
+    ATREX_ASSIGN_OR_RETURN(auto tf, f.at("timing_mode"));
+    ATREX_ASSIGN_OR_RETURN(s.timing_mode, tf.as_string());
+    if (s.timing_mode != "auto" && s.timing_mode != "graph" && s.timing_mode != "eager") {
+      return tf.fail("expected auto, graph or eager");
+    }
   }
   if (s.max_iterations < s.min_iterations) {
     return invalid_input(fmt::format("{}: field \"{}\": max_iterations ({}) is below min_iterations ({})",

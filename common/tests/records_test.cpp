@@ -62,5 +62,21 @@ TEST(Records, SettingOutOfRangeIsRejected) {
   EXPECT_NE(s.error().message.find("evaluation.seeds"), std::string::npos);
 }
 
+TEST(Records, TimingModeAndTargetRseRoundTripAndAreValidated) {
+  Json j = Json::parse(R"({"timing_mode": "eager", "target_rse": 0.01})");
+  auto s = eval_settings_from_json(JsonField(j, "sweep.yaml", "evaluation"));
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->timing_mode, "eager");
+  EXPECT_DOUBLE_EQ(s->target_rse, 0.01);
+  auto back = eval_settings_from_json(JsonField(to_json(*s), "task", "settings"));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->timing_mode, "eager");
+  Json bad = Json::parse(R"({"timing_mode": "cupti"})");
+  auto b = eval_settings_from_json(JsonField(bad, "sweep.yaml", "evaluation"));
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.error().message.find("evaluation.timing_mode"), std::string::npos) << b.error().message;
+  EXPECT_NE(b.error().message.find("auto, graph or eager"), std::string::npos) << b.error().message;
+}
+
 }  // namespace
 }  // namespace atrex

@@ -9,10 +9,11 @@ cd "$(dirname "$0")/../.."
 cmake --workflow --preset release >/dev/null
 rm -rf .gpu-bundle
 mkdir -p .gpu-bundle/lib
-# Everything the binaries load except the C runtime, libstdc++/libgcc (newer there) and CUDA.
+# Everything the binaries load except the C runtime, libstdc++/libgcc (newer there) and CUDA
+# (runtime, cuBLAS: the same CUDA 13.0 release is installed there).
 for bin in build/release/bin/*; do
   ldd "$bin" | awk '/=> \// {print $3}'
-done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart)\.so' |
+done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnvidia-ml)\.so' |
   while read -r lib; do cp -L "$lib" .gpu-bundle/lib/; done
 du -sh build/release/bin build/release/share .gpu-bundle | sed 's/^/bundle: /'
 ls .gpu-bundle/lib

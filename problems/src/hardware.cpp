@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -124,7 +125,10 @@ Result<std::vector<HardwareProfile>> load_hardware_profiles(const std::vector<fs
 }
 
 Result<std::vector<HardwareProfile>> load_default_hardware_profiles(const fs::path& suite_dir) {
-  return load_hardware_profiles({suite_dir / "configs" / "hardware", default_hardware_dir()});
+  std::vector<std::filesystem::path> dirs{suite_dir / "configs" / "hardware", default_hardware_dir()};
+  // The user's own profiles (e.g. written by `atrex hardware measure --out`) come last and win.
+  if (const char* extra = std::getenv("ATREX_HARDWARE_DIR"); extra && *extra) dirs.emplace_back(extra);
+  return load_hardware_profiles(dirs);
 }
 
 Result<HardwareProfile> find_hardware_profile(const std::vector<HardwareProfile>& profiles, std::string_view name) {

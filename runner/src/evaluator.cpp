@@ -179,7 +179,8 @@ EvalRecord Evaluator::evaluate_shape(const EvalTask& task, const problems::Shape
            {"params", shape.params}, {"library", library.string()}, {"seeds", seeds}, {"atol", st.atol},
            {"rtol", st.rtol}, {"performance", st.performance}, {"warmup_iterations", st.warmup_iterations},
            {"min_iterations", st.min_iterations}, {"max_iterations", st.max_iterations},
-           {"min_time_s", st.min_time_s}, {"max_timing_s", st.max_timing_s}};
+           {"min_time_s", st.min_time_s}, {"max_timing_s", st.max_timing_s},
+           {"target_rse", st.target_rse}, {"timing_mode", st.timing_mode}};
   std::error_code ec;
   fs::create_directories(options_.work_dir, ec);
   const std::string stem = fmt::format("{}-{}-{:x}", task.operator_name, shape.id, base);

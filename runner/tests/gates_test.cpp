@@ -2,6 +2,7 @@
 // a correct candidate passes and is timed; each kind of wrong, crashing or hanging candidate
 // becomes the right record status and the evaluation goes on.
 #include <filesystem>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -43,7 +44,8 @@ class GatesTest : public ::testing::Test {
   }
 
   std::vector<EvalRecord> evaluate(const std::string& file, std::vector<std::string> shapes = {"15", "5"},
-                                   double shape_timeout_s = 60) {
+                                   double shape_timeout_s = 60,
+                                   const std::function<void(EvalSettings&)>& adjust = nullptr) {
     EvalTask t;
     t.task_id = "test-" + file;
     t.operator_name = "rms_norm";
@@ -57,6 +59,7 @@ class GatesTest : public ::testing::Test {
     t.settings.max_iterations = 5;
     t.settings.min_time_s = 0;
     t.settings.shape_timeout_s = shape_timeout_s;
+    if (adjust) adjust(t.settings);
     Evaluator ev(options());
     auto r = ev.evaluate(t);
     EXPECT_TRUE(r) << r.error().message;
@@ -88,6 +91,35 @@ TEST_F(GatesTest, CorrectCandidatePassesAllSeedsAndIsScored) {
     EXPECT_LE(*r.s_j, 1);
     EXPECT_LT(r.max_rel_error, 2e-2) << "more than ~2 bf16 ulps from the reference";
   }
+}
+
+// Adaptive repetition: timing stops at min_iterations once the relative standard error is under
+// target_rse, and runs on to max_iterations while it is not.
+TEST_F(GatesTest, TimingRepeatsUntilTheRelativeStandardErrorTarget) {
+  auto loose = evaluate("rms_norm_correct.cpp", {"15"}, 60, [](EvalSettings& s) {
+    s.min_iterations = 4;
+    s.max_iterations = 60;
+    s.target_rse = 1.0;
+  });
+  ASSERT_EQ(loose[0].status, EvalStatus::kOk) << loose[0].error;
+  EXPECT_EQ(loose[0].timing->n, 4);
+  EXPECT_GT(loose[0].timing->relative_standard_error, 0);
+  auto strict = evaluate("rms_norm_correct.cpp", {"15"}, 60, [](EvalSettings& s) {
+    s.min_iterations = 4;
+    s.max_iterations = 60;
+    s.max_timing_s = 600;
+    s.target_rse = 0;  // never reached with noisy samples
+  });
+  ASSERT_EQ(strict[0].status, EvalStatus::kOk) << strict[0].error;
+  EXPECT_EQ(strict[0].timing->n, 60);
+  EXPECT_EQ(strict[0].timing->method, "steady_clock_llc_flush");
+  EXPECT_EQ(strict[0].timing->graph_fallback, "") << "the cpu backend has no graphs to fall back from";
+}
+
+TEST_F(GatesTest, GraphTimingOnTheCpuBackendIsRejected) {
+  auto recs = evaluate("rms_norm_correct.cpp", {"15"}, 60, [](EvalSettings& s) { s.timing_mode = "graph"; });
+  EXPECT_EQ(recs[0].status, EvalStatus::kRejected);
+  EXPECT_NE(recs[0].error.find("no graph replay"), std::string::npos) << recs[0].error;
 }
 
 TEST_F(GatesTest, WrongKernelIsRejectedWithTheFirstBadElement) {

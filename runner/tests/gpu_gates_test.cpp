@@ -1,6 +1,7 @@
 // GPU gates (label `gpu`, run on the lent H200 by deploy/gpu/run-gpu-checks.sh): a correct
-// CUDA candidate passes and is timed with CUDA events; an illegal-address kernel kills only its
-// child; an all-zero kernel fails correctness.
+// CUDA candidate passes and is timed by CUDA-graph replay (eager events on request, slower on
+// tiny shapes); an illegal-address kernel kills only its child; an all-zero kernel, work left
+// on an unjoined stream and work launched later from a host thread are rejected.
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -30,7 +31,8 @@ class GpuGatesTest : public ::testing::Test {
     hardware_ = *problems::find_hardware_profile(*profiles, "measured-H200");
   }
 
-  std::vector<EvalRecord> evaluate(const std::string& file, std::vector<std::string> shapes) {
+  std::vector<EvalRecord> evaluate(const std::string& file, std::vector<std::string> shapes,
+                                   const std::string& timing_mode = "auto") {
     EvalTask t;
     t.task_id = "gpu-" + file;
     t.operator_name = "rms_norm";
@@ -41,6 +43,8 @@ class GpuGatesTest : public ::testing::Test {
     t.candidate.agent = "test";
     t.candidate.file_name = file;
     t.settings.shape_timeout_s = 120;
+    t.settings.timing_mode = timing_mode;
+    t.task_id += "-" + timing_mode;
     EvaluatorOptions o;
     o.suite = suite_.get();
     o.hardware = hardware_;
@@ -55,13 +59,14 @@ class GpuGatesTest : public ::testing::Test {
   problems::HardwareProfile hardware_;
 };
 
-TEST_F(GpuGatesTest, CorrectCudaCandidatePassesAndIsTimedWithEvents) {
+TEST_F(GpuGatesTest, CorrectCudaCandidatePassesAndIsTimedByGraphReplay) {
   auto recs = evaluate("rms_norm_correct.cu", {"0", "15", "27"});
   ASSERT_EQ(recs.size(), 3u);
   for (const auto& r : recs) {
     EXPECT_EQ(r.status, EvalStatus::kOk) << r.shape_id << ": " << r.error;
     ASSERT_TRUE(r.timing);
-    EXPECT_EQ(r.timing->method, "cuda_events_l2_flush");
+    EXPECT_EQ(r.timing->method, "cuda_graph_l2_flush") << r.timing->graph_fallback;
+    EXPECT_TRUE(r.clocks.contains("before")) << r.clocks.dump();
     EXPECT_GT(r.timing->time_us_median, 0);
     ASSERT_TRUE(r.s_j);
     EXPECT_FALSE(r.above_roofline) << r.shape_id << " measured faster than the roofline";
@@ -81,6 +86,34 @@ TEST_F(GpuGatesTest, IllegalAddressKillsOnlyItsChild) {
   // The runner (this process) is unharmed: a correct candidate still passes afterwards.
   auto ok = evaluate("rms_norm_correct.cu", {"15"});
   EXPECT_EQ(ok[0].status, EvalStatus::kOk) << ok[0].error;
+}
+
+// Graph replay removes the host launch cost that eager events include: on a tiny shape the
+// graph-timed median must be clearly below the eager one (rms_norm shape 28: ~10 us eager).
+TEST_F(GpuGatesTest, GraphTimingIsBelowEagerOnTinyShapes) {
+  auto graph = evaluate("rms_norm_correct.cu", {"28"}, "graph");
+  auto eager = evaluate("rms_norm_correct.cu", {"28"}, "eager");
+  ASSERT_EQ(graph[0].status, EvalStatus::kOk) << graph[0].error;
+  ASSERT_EQ(eager[0].status, EvalStatus::kOk) << eager[0].error;
+  EXPECT_EQ(eager[0].timing->method, "cuda_events_l2_flush");
+  std::printf("rms_norm shape 28: graph %.3f us, eager %.3f us\n", graph[0].timing->time_us_median,
+              eager[0].timing->time_us_median);
+  EXPECT_LT(graph[0].timing->time_us_median, eager[0].timing->time_us_median);
+}
+
+TEST_F(GpuGatesTest, WorkOnAnUnjoinedStreamIsRejected) {
+  auto recs = evaluate("rms_norm_unjoined_stream.cu", {"0", "15"});
+  for (const auto& r : recs) {
+    EXPECT_NE(r.status, EvalStatus::kOk) << r.shape_id << " timed "
+                                         << (r.timing ? r.timing->method + " " + std::to_string(r.timing->time_us_median) : "");
+    std::printf("unjoined stream, shape %s: %s: %s\n", r.shape_id.c_str(), eval_status_name(r.status), r.error.c_str());
+  }
+}
+
+TEST_F(GpuGatesTest, WorkLaunchedLaterFromAHostThreadIsRejected) {
+  auto recs = evaluate("rms_norm_host_thread.cu", {"15"});
+  EXPECT_NE(recs[0].status, EvalStatus::kOk);
+  std::printf("host thread: %s: %s\n", eval_status_name(recs[0].status), recs[0].error.c_str());
 }
 
 TEST_F(GpuGatesTest, AllZeroOutputFails) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <dlpack/dlpack.h>
 
@@ -38,6 +39,18 @@ class ChildDevice {
   // time where the backend can measure it). `call` returns the candidate's return code.
   virtual std::string time_call(const std::function<int()>& call, int& rc, double& us) = 0;
   virtual std::string timing_method() const = 0;
+  // Graph-replay timing (cuda_timer.h). Backends without graphs leave `unsupported` set.
+  // capture_timed: records `batch` flushed, timed calls; replay_timed appends their samples
+  // (microseconds); replay_call runs one untimed call of the captured work (for output checks).
+  virtual std::string capture_timed(const std::function<int()>& call, int batch, int& rc, std::string& unsupported) {
+    (void)call, (void)batch, (void)rc;
+    unsupported = "this backend has no graph replay";
+    return {};
+  }
+  virtual std::string replay_timed(std::vector<double>& us) { (void)us; return "this backend has no graph replay"; }
+  virtual std::string replay_call() { return "this backend has no graph replay"; }
+  virtual std::string graph_timing_method() const { return {}; }
+  // Clocks, throttle reasons, temperature, power (NVML on the GPU); {} where unknown.
   virtual Json clocks() { return Json::object(); }
 };
 

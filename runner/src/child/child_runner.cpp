@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <functional>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -50,6 +52,17 @@ double quantile(const std::vector<double>& sorted, double q) {
   return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
 }
 
+// Standard error of the mean over the mean (0 for fewer than 2 samples or a zero mean).
+double relative_standard_error(const std::vector<double>& s) {
+  if (s.size() < 2) return s.empty() ? 1.0 : 0.0;
+  double mean = 0, var = 0;
+  for (double v : s) mean += v;
+  mean /= static_cast<double>(s.size());
+  for (double v : s) var += (v - mean) * (v - mean);
+  var /= static_cast<double>(s.size() - 1);
+  return mean > 0 ? std::sqrt(var / static_cast<double>(s.size())) / mean : 0.0;
+}
+
 Json timing_summary(const std::vector<double>& samples, const std::string& method) {
   std::vector<double> s = samples;
   std::sort(s.begin(), s.end());
@@ -80,7 +93,7 @@ class ShapeRun {
     auto failure = execute(resp);
     resp["status"] = failure ? failure->status : "ok";
     resp["error"] = failure ? failure->error : "";
-    resp["clocks"] = dev_.clocks();
+    if (!resp.contains("clocks")) resp["clocks"] = dev_.clocks();
     return resp;
   }
 
@@ -180,12 +193,13 @@ class ShapeRun {
   }
 
   // Poisons outputs, calls the candidate once, and checks outputs and inputs.
-  std::optional<Failure> call_and_check(Json& resp, double atol, double rtol, const std::string& context) {
+  std::optional<Failure> call_and_check(Json& resp, double atol, double rtol, const std::string& context,
+                                        const std::function<int()>& invoke = {}) {
     for (size_t i = 0; i < out_.size(); ++i) {
       if (auto f = device_error(initialise_output(i, out_[i]), "poisoning outputs")) return f;
     }
     if (auto f = device_error(dev_.synchronize(), "poisoning outputs")) return f;
-    const int rc = entry_(launch_->launch());
+    const int rc = invoke ? invoke() : entry_(launch_->launch());
     if (auto f = device_error(dev_.synchronize(), "after the candidate call")) return f;
     if (rc != 0) return Failure{"wrong_result", returned_error(rc)};
     return check_outputs(resp, atol, rtol, context);
@@ -224,35 +238,79 @@ class ShapeRun {
     return std::nullopt;
   }
 
-  // Performance gate on the last seed's inputs: warm-up, then cache-flushed timed calls until
-  // both min_iterations and min_time_s are met (or max_iterations), then a re-check of the
-  // outputs and inputs of the timed calls.
+  // Performance gate on the last seed's inputs: warm-up, then cache-flushed timed calls (graph
+  // replay where the call can be captured, else eager; request "timing_mode": auto|graph|eager)
+  // until min_iterations, min_time_s and the relative standard error target are all met, or
+  // max_iterations / max_timing_s is reached; then re-checks of the outputs and inputs, of a
+  // graph replay and of one more eager call.
   std::optional<Failure> measure(Json& resp, double atol, double rtol) {
     const int warmup = req_.value("warmup_iterations", 3);
     const int min_it = req_.value("min_iterations", 10), max_it = req_.value("max_iterations", 200);
     const double min_time_us = req_.value("min_time_s", 0.2) * 1e6;
+    const double target_rse = req_.value("target_rse", 0.005);
+    const std::string mode = req_.value("timing_mode", "auto");
+    if (mode != "auto" && mode != "graph" && mode != "eager") {
+      return Failure{"rejected", "timing_mode must be auto, graph or eager, not " + mode};
+    }
+    auto call = [&] { return entry_(launch_->launch()); };
     for (int i = 0; i < warmup; ++i) {
-      const int rc = entry_(launch_->launch());
+      const int rc = call();
       if (rc != 0) return Failure{"wrong_result", "during warm-up: " + returned_error(rc)};
     }
     if (auto f = device_error(dev_.synchronize(), "during warm-up")) return f;
+    const Json clocks_before = dev_.clocks();
+
+    bool graph = false;
+    std::string graph_unsupported;
+    if (mode == "graph" && dev_.graph_timing_method().empty()) {
+      return Failure{"rejected", "timing_mode graph: this backend has no graph replay"};
+    }
+    if (mode != "eager" && !dev_.graph_timing_method().empty()) {
+      int rc = 0;
+      const int batch = std::clamp(min_it, 1, 50);
+      if (auto f = device_error(dev_.capture_timed(call, batch, rc, graph_unsupported), "capturing a CUDA graph")) return f;
+      graph = graph_unsupported.empty();
+      if (!graph && mode == "graph") {
+        return Failure{"rejected", "timing_mode graph: the call cannot be captured: " + graph_unsupported};
+      }
+    }
     std::vector<double> samples;
-    double total = 0;
-    // Stop at min_iterations once either enough candidate time was collected or the loop
-    // (flushes included) has run max_timing_s.
-    const auto wall_limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(
-        req_.value("max_timing_s", 3.0));
-    while (static_cast<int>(samples.size()) < max_it &&
-           (static_cast<int>(samples.size()) < min_it || total < min_time_us)) {
+    const auto wall_limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(req_.value("max_timing_s", 3.0));
+    auto done = [&] {
+      const int n = static_cast<int>(samples.size());
+      if (n >= max_it) return true;
+      if (n < min_it) return false;
+      if (std::chrono::steady_clock::now() > wall_limit) return true;
+      double total = 0;
+      for (double v : samples) total += v;
+      return total >= min_time_us && relative_standard_error(samples) <= target_rse;
+    };
+    while (!done()) {
+      if (graph) {
+        if (auto f = device_error(dev_.replay_timed(samples), "graph replay")) return f;
+        continue;
+      }
       int rc = 0;
       double us = 0;
-      if (auto f = device_error(dev_.time_call([&] { return entry_(launch_->launch()); }, rc, us), "timed call")) return f;
+      if (auto f = device_error(dev_.time_call(call, rc, us), "timed call")) return f;
       if (rc != 0) return Failure{"wrong_result", "during timing: " + returned_error(rc)};
       samples.push_back(us);
-      total += us;
-      if (static_cast<int>(samples.size()) >= min_it && std::chrono::steady_clock::now() > wall_limit) break;
     }
-    resp["timing"] = timing_summary(samples, dev_.timing_method());
+    resp["timing"] = timing_summary(samples, graph ? dev_.graph_timing_method() : dev_.timing_method());
+    resp["timing"]["relative_standard_error"] = relative_standard_error(samples);
+    resp["timing"]["target_rse"] = target_rse;
+    if (!graph_unsupported.empty() && mode != "eager") resp["timing"]["graph_fallback"] = graph_unsupported;
+    resp["clocks"] = Json{{"before", clocks_before}, {"after", dev_.clocks()}};
+    // What the timed replays computed must be what the eager call computes: a candidate whose
+    // work escapes the capture (a side stream never joined back, host-side shortcuts) fails here.
+    if (graph) {
+      if (auto f = call_and_check(resp, atol, rtol, "CUDA-graph replay of the timed call: ", [&] {
+            const std::string e = dev_.replay_call();
+            return e.empty() ? 0 : -1;
+          })) {
+        return f;
+      }
+    }
     // One more poisoned call after the timed ones: a candidate must not behave differently
     // once it has been called many times (e.g. stop computing after the correctness seeds).
     if (auto f = call_and_check(resp, atol, rtol, "after timing: ")) return f;

@@ -2,24 +2,23 @@
 // shared library — the same one candidates are built against (nvcc --cudart shared) — so the
 // candidate and the harness share one runtime and one context.
 //
-// Timing: the L2 is flushed (cudaMemsetAsync over 2x the L2 size) outside the timed window,
-// then a start event on the candidate's stream and an end event on the legacy default stream,
-// which waits for all blocking streams, so work the candidate put on other blocking streams is
-// covered too.
+// Timing: cuda_timer.h (graph replay by default, eager events as the fallback), clocks and
+// throttle reasons from NVML (nvml_clocks.h, loaded with dlopen).
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "atrex/problems/cuda_ops.h"
 #include "child_runner.h"
+#include "cuda_timer.h"
+#include "nvml_clocks.h"
 
 namespace atrex::runner {
 namespace {
 
-std::string err_text(cudaError_t e) {
-  return e == cudaSuccess ? std::string() : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
+std::string err_text(cudaError_t e) { return cuda_error_text(e); }
 
 class CudaDevice final : public ChildDevice {
  public:
@@ -32,8 +31,9 @@ class CudaDevice final : public ChildDevice {
     name_ = prop.name;
     l2_bytes_ = static_cast<size_t>(prop.l2CacheSize);
     if (auto e = err_text(cudaStreamCreate(&stream_)); !e.empty()) return e;
-    if (auto e = err_text(cudaEventCreate(&start_)); !e.empty()) return e;
-    return err_text(cudaEventCreate(&stop_));
+    char bus_id[32] = {};
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_) == cudaSuccess) nvml_ = std::make_unique<NvmlClocks>(bus_id);
+    return timer_.init(stream_, l2_bytes_);
   }
 
   std::string name() const override { return name_; }
@@ -72,31 +72,24 @@ class CudaDevice final : public ChildDevice {
     return err_text(cudaGetLastError());
   }
   std::string time_call(const std::function<int()>& call, int& rc, double& us) override {
-    if (!flush_) {
-      flush_size_ = std::max<size_t>(2 * l2_bytes_, 64u << 20);
-      if (auto e = err_text(cudaMalloc(&flush_, flush_size_)); !e.empty()) return e;
-    }
-    if (auto e = err_text(cudaMemsetAsync(flush_, ++flush_round_ & 0xff, flush_size_, stream_)); !e.empty()) return e;
-    if (auto e = err_text(cudaEventRecord(start_, stream_)); !e.empty()) return e;
-    rc = call();
-    if (auto e = err_text(cudaEventRecord(stop_, cudaStreamLegacy)); !e.empty()) return e;
-    if (auto e = err_text(cudaEventSynchronize(stop_)); !e.empty()) return e;
-    float ms = 0;
-    if (auto e = err_text(cudaEventElapsedTime(&ms, start_, stop_)); !e.empty()) return e;
-    us = static_cast<double>(ms) * 1000.0;
-    return {};
+    return timer_.time_eager(call, rc, us);
   }
   std::string timing_method() const override { return "cuda_events_l2_flush"; }
+  std::string capture_timed(const std::function<int()>& call, int batch, int& rc, std::string& unsupported) override {
+    return timer_.capture(call, batch, rc, unsupported);
+  }
+  std::string replay_timed(std::vector<double>& us) override { return timer_.replay_timed(us); }
+  std::string replay_call() override { return timer_.replay_call(); }
+  std::string graph_timing_method() const override { return "cuda_graph_l2_flush"; }
+  Json clocks() override { return nvml_ ? nvml_->sample() : Json{{"available", false}}; }
 
  private:
   int device_;
   std::string name_;
   size_t l2_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  void* flush_ = nullptr;
-  size_t flush_size_ = 0;
-  unsigned flush_round_ = 0;
+  CudaTimer timer_;
+  std::unique_ptr<NvmlClocks> nvml_;
 };
 
 // `--probe`: prints the visible devices as JSON (atrex.devices/1) for the runner's detection.

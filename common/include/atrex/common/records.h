@@ -50,6 +50,10 @@ struct EvalSettings {
   int max_iterations = 200;     // timed calls, at most
   double min_time_s = 0.2;      // keep timing until this much candidate time is collected
   double max_timing_s = 3.0;    // ... or until the timing loop has run this long (wall clock)
+  double target_rse = 0.005;    // ... and until the relative standard error of the mean is this small
+  // GPU timing: "auto" (CUDA-graph replay when the call can be captured, else eager events),
+  // "graph" (capture required) or "eager" (events around each call). docs/evaluation.md.
+  std::string timing_mode = "auto";
   double shape_timeout_s = 120; // wall-clock limit of one shape's child process
   double compile_timeout_s = 180;
   // Which W/Q give T_roofline: "released" (Atrex-Bench roofline.json, comparable with the
@@ -83,7 +87,9 @@ struct TimingSummary {
   double time_us_mean = 0;
   int n = 0;
   std::vector<double> samples_us;
-  std::string method;  // "cuda_events_l2_flush", "steady_clock_cache_flush"
+  std::string method;  // "cuda_graph_l2_flush", "cuda_events_l2_flush", "steady_clock_llc_flush"
+  double relative_standard_error = 0;  // standard error of the mean / mean
+  std::string graph_fallback;          // why graph replay was not used (timing_mode auto), else ""
 };
 
 Json to_json(const TimingSummary& t);

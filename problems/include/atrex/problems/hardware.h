@@ -39,7 +39,8 @@ Result<HardwareProfile> load_hardware_profile(const std::filesystem::path& file)
 // replaces an earlier one.
 Result<std::vector<HardwareProfile>> load_hardware_profiles(const std::vector<std::filesystem::path>& dirs);
 
-// The released profiles (<suite>/configs/hardware) plus atrex's own (default_hardware_dir()).
+// The released profiles (<suite>/configs/hardware) plus atrex's own (default_hardware_dir()),
+// plus the folder named by $ATREX_HARDWARE_DIR when set (the user's measured profiles).
 Result<std::vector<HardwareProfile>> load_default_hardware_profiles(const std::filesystem::path& suite_dir);
 
 // The profile as YAML in the schema above (load_hardware_profile reads it back).

@@ -1,0 +1,69 @@
+// Cache-flushed timing of one candidate call on the GPU, shared by the evaluation child
+// (atrex-eval-cuda) and the calibration benchmark (atrex-cuda-bench), so `atrex bench timing`
+// measures exactly the harness the scores come from. docs/evaluation.md "Timing".
+//
+// Two methods, both flushing the L2 (cudaMemsetAsync over max(2 x L2, 64 MiB)) outside the timed
+// window before every sample:
+//  * eager  ("cuda_events_l2_flush"): start event on the candidate's stream, the call, stop event
+//    on the legacy default stream, which waits for every blocking stream, so work the candidate
+//    put on its own blocking streams is inside the window. Host launch cost partly shows.
+//  * graph  ("cuda_graph_l2_flush"): `batch` x (flush, start, call, stop) captured once into a
+//    CUDA graph (stream capture, global mode) and replayed; the events are external event-record
+//    nodes (cudaEventRecordExternal). Capture only succeeds when every stream the candidate uses
+//    is joined back to the capturing one, so the window covers all of its work; host launch cost
+//    is gone, which is what tiny shapes need (a 2 us kernel measures ~2 us, not ~9 us). A call that
+//    cannot be captured (synchronises, allocates, launches on the legacy stream, returns an error
+//    under capture) falls back to eager, with the reason recorded.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace atrex::runner {
+
+std::string cuda_error_text(cudaError_t e);  // "" for cudaSuccess
+
+class CudaTimer {
+ public:
+  CudaTimer() = default;
+  ~CudaTimer();
+  CudaTimer(const CudaTimer&) = delete;
+  CudaTimer& operator=(const CudaTimer&) = delete;
+
+  // `l2_bytes` from cudaDeviceProp::l2CacheSize. Errors as text ("" = success).
+  std::string init(cudaStream_t stream, size_t l2_bytes);
+  size_t flush_bytes() const { return flush_size_; }
+
+  // Enqueues one L2 flush on the stream (outside any timed window).
+  std::string flush();
+  // One eager sample: flush, start event, `call` (returns the candidate's rc), stop event; `us` is
+  // the device time between the events in microseconds.
+  std::string time_eager(const std::function<int()>& call, int& rc, double& us);
+
+  // Captures `batch` timed calls into a graph, plus a graph of one bare call (no flush, no
+  // events) used to re-check what replays compute. When the call cannot be captured,
+  // `unsupported` says why and the return is "" (the caller falls back to eager); a returned
+  // error is a real device failure.
+  std::string capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported);
+  bool captured() const { return timed_exec_ != nullptr; }
+  // Replays the timed graph once and appends its `batch` samples (microseconds).
+  std::string replay_timed(std::vector<double>& us);
+  // Replays the one-call graph (asynchronously, on the stream).
+  std::string replay_call();
+
+ private:
+  void drop_graphs();
+
+  cudaStream_t stream_ = nullptr;
+  void* flush_ = nullptr;
+  size_t flush_size_ = 0;
+  unsigned flush_round_ = 0;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  std::vector<cudaEvent_t> graph_start_, graph_stop_;
+  cudaGraphExec_t timed_exec_ = nullptr, call_exec_ = nullptr;
+};
+
+}  // namespace atrex::runner
