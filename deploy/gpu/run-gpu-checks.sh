@@ -6,9 +6,14 @@
 #   2. `atrex eval` of each covered operator's CUDA templates on all shapes;
 #   3. the local sweep on the cuda backend (embedded default: all shapes of covered operators);
 #   4. xcheck: every operator's CUDA reference against an independent PyTorch implementation on
-#      3 shapes each (deploy/gpu/xcheck.sh; needs python3 with torch).
+#      3 shapes each (deploy/gpu/xcheck.sh; needs python3 with torch);
+#   timing:  `atrex bench timing` (timer calibration table);
+#   measure: `atrex hardware measure` (the GPU's measured profile, saved as measured-gpu.yaml);
+#   benchEval: `atrex bench eval` (full evaluation of fused_add_rms_norm, cold and warm cache);
+#   refs:    every reference candidate (.cu) on its 2 smallest and its largest shape
+#            (REFS_OPS="op1 op2" limits the operators).
 # Everything printed is also saved under $OUT (when set) for the issue notes.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|all]...
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|all]...
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
 #          deploy/gpu/smoke-sweep.yaml, for a quick check within a few minutes.
 set -uo pipefail
@@ -64,6 +69,7 @@ if want refs; then
   echo "=== reference candidates: correctness on the 2 smallest and the largest shape of every operator"
   for src in problems/reference_candidates/*.cu; do
     op=$(basename "$src" .cu)
+    if [ -n "${REFS_OPS:-}" ] && ! [[ " $REFS_OPS " == *" $op "* ]]; then continue; fi
     for sel in smallest:2 largest:1; do
       t0=$(date +%s.%N)
       timeout 150 "$atrex" eval "$src" --operator "$op" --shapes "$sel" --seeds 2 --no-perf --timeout 120 \
@@ -73,11 +79,28 @@ if want refs; then
       t1=$(date +%s.%N)
       shapes=$(grep -E '^ +[0-9]+ ' "$out/refs-$op-${sel%%:*}.txt" | awk '{printf "%s:%s ", $1, $2}')
       printf '%-30s %-10s rc=%d %6.1fs  %s\n' "$op" "$sel" "$r" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" "$shapes" | tee -a "$out/refs.txt"
+      [ -n "${OUT:-}" ] && cp "$out/refs.txt" "$OUT/"
     done
   done
   [ -n "${OUT:-}" ] && cp "$out/refs.txt" "$OUT/"
 fi
 
+if want timing; then
+  echo "=== atrex bench timing"
+  "$atrex" bench timing 2>&1 | tee "$out/bench-timing.txt" || rc=1
+  [ -n "${OUT:-}" ] && cp "$out/bench-timing.txt" "$OUT/"
+fi
+if want measure; then
+  echo "=== atrex hardware measure"
+  "$atrex" hardware measure --out "$out/measured-gpu.yaml" 2>&1 | tee "$out/hardware-measure.txt" || rc=1
+  [ -n "${OUT:-}" ] && cp "$out/hardware-measure.txt" "$out/measured-gpu.yaml" "$OUT/" 2>/dev/null
+fi
+if want benchEval; then
+  echo "=== atrex bench eval"
+  "$atrex" bench eval --operator fused_add_rms_norm 2>&1 | tee "$out/bench-eval.txt" || rc=1
+  "$atrex" bench eval --operator l2_norm 2>&1 | tee -a "$out/bench-eval.txt" || rc=1
+  [ -n "${OUT:-}" ] && cp "$out/bench-eval.txt" "$OUT/"
+fi
 if want sweep; then
   echo "=== atrex sweep run (embedded default, cuda backend) into results/gpu-sweep"
   mkdir -p results
