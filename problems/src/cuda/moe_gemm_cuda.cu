@@ -1,9 +1,11 @@
 // CUDA references of operator group "moe_gemm" (see ../ops/moe_gemm_defs.cpp): the shared
-// functors run by CudaExec, with stream-ordered scratch for routing tables and intermediates.
+// functors run by CudaExec, with stream-ordered scratch for routing tables and intermediates;
+// block_scaled_mm has a tiled kernel of its own (block_scaled_mm_cuda.cuh), bit-identical to its functor.
 #include "../ops/moe_gemm_block_mm.h"
 #include "../ops/moe_gemm_fused.h"
 #include "../ops/moe_gemm_routing.h"
 #include "../ops/moe_gemm_topk.h"
+#include "block_scaled_mm_cuda.cuh"
 #include "cuda_exec.cuh"
 
 namespace atrex::problems::ops {
@@ -30,7 +32,7 @@ void add_moe_gemm_cuda(CudaRefTable& t) {
   t["topk_filter"] = &ops::topk_filter_reference<CudaExec>;
   t["fused_moe"] = &ops::fused_moe_reference<CudaExec>;
   t["fp8_blockscale_fused_moe"] = &ops::fp8_blockscale_fused_moe_reference<CudaExec>;
-  t["block_scaled_mm"] = &ops::block_scaled_mm_reference<CudaExec>;
+  t["block_scaled_mm"] = &block_scaled_mm_cuda;
 }
 
 }  // namespace atrex::problems::cuda
