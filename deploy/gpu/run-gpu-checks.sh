@@ -101,6 +101,24 @@ if want benchEval; then
   "$atrex" bench eval --operator l2_norm 2>&1 | tee -a "$out/bench-eval.txt" || rc=1
   [ -n "${OUT:-}" ] && cp "$out/bench-eval.txt" "$OUT/"
 fi
+if want bsmm; then
+  echo "=== block_scaled_mm: tiled CUDA reference bit-identical to the CPU definition, and its time"
+  for b in cpu cuda; do
+    "$atrex" problems dump block_scaled_mm --shapes smallest:3 --backend $b --out "/tmp/bsmm-$b" > /dev/null 2>&1 || rc=1
+  done
+  for d in /tmp/bsmm-cpu/block_scaled_mm/*/; do
+    s=$(basename "$d")
+    for f in "$d"*.bin; do
+      cmp -s "$f" "/tmp/bsmm-cuda/block_scaled_mm/$s/$(basename "$f")" && r=identical || { r=DIFFERENT; rc=1; }
+      echo "shape $s $(basename "$f"): $r"
+    done
+  done 2>&1 | tee "$out/bsmm.txt"
+  t0=$(date +%s.%N)
+  "$atrex" problems dump block_scaled_mm --shapes 11 --backend cuda --out /tmp/bsmm-big 2>&1 | tail -2 | tee -a "$out/bsmm.txt"
+  echo "largest shape (11) dump on cuda: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}') s" | tee -a "$out/bsmm.txt"
+  rm -rf /tmp/bsmm-cpu /tmp/bsmm-cuda /tmp/bsmm-big
+  [ -n "${OUT:-}" ] && cp "$out/bsmm.txt" "$OUT/"
+fi
 if want sweep; then
   echo "=== atrex sweep run (embedded default, cuda backend) into results/gpu-sweep"
   mkdir -p results
