@@ -137,6 +137,9 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
     opt.output_tail_bytes = 16384;
     ATREX_ASSIGN_OR_RETURN(SubprocessResult r, run_subprocess(opt));
     out.log = replace_all(r.output_tail, src.string(), display);
+    // A failure is cached only when it is the compiler's verdict on the source: not when the
+    // compiler was killed, nor when the cache folder was removed under it (the source is gone).
+    const bool folder_intact = fs::exists(src, ec);
     fs::remove(src, ec);
     if (r.ok() && fs::exists(tmp_lib, ec)) {
       fs::rename(tmp_lib, lib, ec);
@@ -149,7 +152,7 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
         out.log = fmt::format("compiler {} could not be started: {}", compiler, r.output_tail);
       } else if (r.timed_out) {
         out.log = fmt::format("compilation {} (limit {:.0f} s)\n{}", r.describe(), timeout_s, out.log);
-      } else {
+      } else if (r.term_signal == 0 && folder_intact) {
         ATREX_TRY(write_text_file_atomic(fail, out.log.empty() ? r.describe() : out.log));  // deterministic failure
       }
       if (out.log.empty()) out.log = r.describe();
