@@ -1,6 +1,7 @@
 // Cluster sweeps end to end through a real redis-server and the local launcher: a runner
 // killed with SIGKILL mid-sweep loses nothing; cancelled workers are revived by `resume`;
-// every result is counted once.
+// every result is counted once; a task whose workers die on every delivery is dead-lettered,
+// reported, and never enqueued again.
 #include <signal.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "atrex/common/json_io.h"
+#include "atrex/common/redis_queue.h"
 #include "atrex/runner/subprocess.h"
 #include "redis_server.h"
 
@@ -76,6 +78,17 @@ class ClusterSweep : public ::testing::Test {
     }
   }
 
+  static std::string read_text(const fs::path& p) {
+    std::ifstream in(p);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  static Json rms_norm_in(const Json& report) {
+    for (const auto& o : report["agents"][0]["operators"]) {
+      if (o["operator"] == "rms_norm") return o;
+    }
+    return Json();
+  }
+
   testing::RedisServer redis_;
   fs::path dir_;
   std::string url_;
@@ -118,6 +131,84 @@ TEST_F(ClusterSweep, CancelledSweepResumesAndCompletes) {
   auto resumed = atrex({"sweep", "resume", (dir_ / "out").string()});
   ASSERT_EQ(resumed.first, 0) << resumed.second;
   expect_complete_and_counted_once();
+}
+
+TEST_F(ClusterSweep, EvaluationThatKillsEveryRunnerIsDeadLetteredAndTheSweepCompletesWithoutIt) {
+  // The first candidate SIGKILLs the runner evaluating it. Four runners: three die on the
+  // poisoned evaluation's three deliveries (max_deliveries), the fourth dead-letters it on its
+  // next claim and evaluates the correct candidate.
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "poison_sweep.yaml").string(), "--redis", url_, "--out",
+                          (dir_ / "out").string(), "--runners", "4", "--agent-workers", "1", "--lease-timeout", "3"});
+  ASSERT_EQ(rc, 0) << out;
+  auto [wrc, wout] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "120"});
+  ASSERT_EQ(wrc, 0) << wout;
+  auto report = read_json_file(dir_ / "out" / "report.json");
+  ASSERT_TRUE(report);
+  EXPECT_EQ(rms_norm_in(*report)["status"], "correct") << report->dump();
+  ASSERT_EQ((*report)["dead_letters"].size(), 1u) << report->dump();
+  const Json& d = (*report)["dead_letters"][0];
+  EXPECT_EQ(d["queue"], "eval");
+  EXPECT_EQ(d["operator"], "rms_norm");
+  EXPECT_EQ(d["purpose"], "quick");
+  EXPECT_EQ(d["deliveries"], 3) << d.dump();
+  EXPECT_NE(d["error"].get<std::string>().find("lease expired"), std::string::npos) << d.dump();
+  EXPECT_NE(read_text(dir_ / "out" / "report.md").find("lease expired"), std::string::npos);
+  // The agent saw it as a crashed candidate, with the reason, and moved on.
+  EXPECT_NE(read_text(dir_ / "out" / "audit" / "fixture" / "rms_norm.jsonl").find("dead-lettered after 3 deliveries"),
+            std::string::npos);
+  const Json s = status();
+  ASSERT_EQ(s["dead_letters"].size(), 1u) << s.dump();
+  EXPECT_EQ(s["dead_letters"][0]["message_id"], d["message_id"]);
+  EXPECT_EQ(s["eval_queue"]["dead"], 1);
+  // Every evaluation ended exactly once (acked or dead): the dead one was not enqueued again.
+  EXPECT_EQ(s["eval_queue"]["enqueued_total"].get<int>(),
+            s["eval_queue"]["acked_total"].get<int>() + s["eval_queue"]["dead"].get<int>())
+      << s.dump();
+  auto [trc, text] = atrex({"sweep", "status", (dir_ / "out").string()});
+  EXPECT_NE(text.find("dead-lettered eval task"), std::string::npos) << text;
+}
+
+TEST_F(ClusterSweep, DeadLetteredAgentTaskIsReportedAndNotReenqueuedByResume) {
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
+                          (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1", "--lease-timeout", "3"});
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_EQ(atrex({"sweep", "cancel", (dir_ / "out").string()}).first, 0);
+  ASSERT_TRUE(poll([](const Json& s) { return s["workers_alive"].get<int>() == 0; }, 30));
+  // Stand in for an agent worker that dies on the task on every delivery, until the queue
+  // dead-letters it.
+  QueueOptions qo;
+  qo.lease_timeout = std::chrono::seconds(3);
+  auto q = RedisQueue::open(redis_.options(), qo, "atrex:{" + manifest()["sweep_id"].get<std::string>() + "}");
+  ASSERT_TRUE(q) << q.error().message;
+  auto dead = [&] {
+    auto d = (*q)->dead_letters("agent");
+    EXPECT_TRUE(d) << d.error().message;
+    return d ? d->size() : size_t{0};
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (dead() == 0 && std::chrono::steady_clock::now() < deadline) {
+    auto leases = (*q)->claim("agent", "doomed-agent-worker", 1, std::chrono::milliseconds(500));
+    ASSERT_TRUE(leases) << leases.error().message;
+    for (const auto& l : *leases) {
+      auto released = (*q)->release(l, "agent worker killed by the test");
+      ASSERT_TRUE(released && *released);
+    }
+  }
+  ASSERT_EQ(dead(), 1u);
+  auto [rrc, rout] = atrex({"sweep", "resume", (dir_ / "out").string()});
+  ASSERT_EQ(rrc, 0) << rout;
+  EXPECT_NE(rout.find("0 agent task(s) re-enqueued"), std::string::npos) << rout;
+  const Json s = status();
+  EXPECT_EQ(s["agent_queue"]["enqueued_total"], 1) << s.dump();
+  EXPECT_EQ(s["agent_queue"]["ready"].get<int>() + s["agent_queue"]["leased"].get<int>(), 0) << s.dump();
+  auto [wrc, wout] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "60"});
+  ASSERT_EQ(wrc, 0) << wout;
+  auto report = read_json_file(dir_ / "out" / "report.json");
+  ASSERT_TRUE(report);
+  EXPECT_NE(rms_norm_in(*report).value("first_error", "").find("agent worker killed by the test"), std::string::npos)
+      << report->dump();
+  ASSERT_EQ((*report)["dead_letters"].size(), 1u) << report->dump();
+  EXPECT_EQ((*report)["dead_letters"][0]["kind"], "agent");
 }
 
 TEST_F(ClusterSweep, StatusOfALocalSweepFolderIsAClearError) {

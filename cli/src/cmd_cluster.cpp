@@ -112,7 +112,7 @@ int status(const GlobalOptions& g, const std::string& dir) {
     fmt::print("{}\n", Json{{"schema", "atrex.sweep-status/1"}, {"sweep_id", m.value("sweep_id", "")},
                             {"status", m.value("status", "")}, {"operators_done", st->done}, {"operators_total", st->total},
                             {"eval_queue", q(st->eval)}, {"agent_queue", q(st->agent)},
-                            {"workers_alive", st->workers_alive}}.dump(2));
+                            {"dead_letters", st->dead_letters}, {"workers_alive", st->workers_alive}}.dump(2));
     return 0;
   }
   fmt::print("sweep {} ({}): {}\n", m.value("name", ""), m.value("sweep_id", ""), m.value("status", ""));
@@ -121,6 +121,11 @@ int status(const GlobalOptions& g, const std::string& dir) {
              st->eval.leased, st->eval.acked_total, st->eval.dead, st->eval.enqueued_total);
   fmt::print("  agent tasks: {} queued, {} running, {} done, {} dead-lettered\n", st->agent.ready, st->agent.leased,
              st->agent.acked_total, st->agent.dead);
+  for (const auto& d : st->dead_letters) {
+    fmt::print("  dead-lettered {} task: {} {}{} after {} deliveries: {}\n", d.value("kind", ""), d.value("agent", ""),
+               d.value("operator", ""), d.value("candidate", "").empty() ? "" : " " + d.value("candidate", ""),
+               d.value("deliveries", 0), d.value("error", ""));
+  }
   fmt::print("  workers: {}\n", st->workers_text);
   return 0;
 }

@@ -106,6 +106,35 @@ Result<Json> read_manifest(const fs::path& dir) {
   return m;
 }
 
+Result<std::vector<Json>> all_dead_letters(TaskQueue& queue) {
+  std::vector<Json> out;
+  for (const char* stream : {runner::kEvalStream, agent::kAgentStream}) {
+    ATREX_ASSIGN_OR_RETURN(auto dead, queue.dead_letters(stream));
+    for (const auto& d : dead) out.push_back(dead_letter_json(stream, d));
+  }
+  return out;
+}
+
+// report.json gets "dead_letters"; report.md a table of them.
+Result<void> add_dead_letters_to_reports(const SweepOutcome& out, const std::vector<Json>& dead, const ProgressFn& say) {
+  if (dead.empty()) return ok();
+  ATREX_ASSIGN_OR_RETURN(Json report, read_json_file(out.report_json));
+  report["dead_letters"] = dead;
+  ATREX_TRY(write_text_file_atomic(out.report_json, report.dump(2)));
+  ATREX_ASSIGN_OR_RETURN(std::string md, read_text_file(out.report_md));
+  md += "\n## Dead-lettered tasks\n\nThe sweep completed without these: their workers failed or died on every "
+        "delivery.\n\n| queue | operator | agent | candidate | deliveries | last error |\n|---|---|---|---|---|---|\n";
+  for (const auto& d : dead) {
+    const std::string line =
+        fmt::format("dead-lettered {} task of {} after {} deliveries: {}", d.value("kind", ""), d.value("operator", ""),
+                    d.value("deliveries", 0), d.value("error", ""));
+    if (say) say(line);
+    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", d.value("queue", ""), d.value("operator", ""),
+                      d.value("agent", ""), d.value("candidate", ""), d.value("deliveries", 0), d.value("error", ""));
+  }
+  return write_text_file_atomic(out.report_md, md);
+}
+
 std::string without_password(const std::string& url) {
   auto at = url.find('@');
   auto scheme = url.find("://");
@@ -174,6 +203,7 @@ Result<SweepStatus> sweep_status(const fs::path& dir) {
   ATREX_ASSIGN_OR_RETURN(st.done, count_finals(agents, ops, *c.store, seen, nullptr));
   ATREX_ASSIGN_OR_RETURN(st.eval, c.queue->stats(runner::kEvalStream));
   ATREX_ASSIGN_OR_RETURN(st.agent, c.queue->stats(agent::kAgentStream));
+  ATREX_ASSIGN_OR_RETURN(st.dead_letters, all_dead_letters(*c.queue));
   auto alive = workers_alive(st.manifest.value("workers", Json::object()));
   st.workers_alive = alive.first;
   st.workers_text = alive.second;
@@ -206,6 +236,10 @@ Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeou
   for (const auto& [key, record] : entries) ATREX_TRY(local->put(key, record));
   ATREX_ASSIGN_OR_RETURN(problems::Suite suite, suite_for(m));
   ATREX_ASSIGN_OR_RETURN(SweepOutcome out, reduce(dir, suite, *local));
+  // The tasks the sweep completed without (their workers kept dying) go into the report with
+  // their last error: they are not in the records, so scores alone would hide them.
+  ATREX_ASSIGN_OR_RETURN(std::vector<Json> dead, all_dead_letters(*c.queue));
+  ATREX_TRY(add_dead_letters_to_reports(out, dead, say));
   // Nothing is left to do: the sweep's workers stop (they serve this sweep only).
   ATREX_TRY(stop_workers(m.value("workers", Json::object())));
   ATREX_TRY(update_manifest(dir, Json{{"status", "complete"}, {"finished_at", utc_timestamp_now()}}));

@@ -62,6 +62,9 @@ Result<agent::AgentTask> agent_task_for(const ResolvedSweep& sweep, const agent:
 }
 
 Result<int> enqueue_missing(const ResolvedSweep& sweep, TaskQueue& queue, ResultStore& store, const ProgressFn& say) {
+  // A dead-lettered agent task is finished (it failed max_deliveries times), not missing:
+  // without its `error` marker a resume would enqueue it again, and again after each death.
+  ATREX_TRY(finalize_dead_agent_tasks(queue, store));
   ATREX_ASSIGN_OR_RETURN(std::vector<Json> flying, queue.in_flight(agent::kAgentStream));
   std::set<std::string> busy;
   for (const auto& body : flying) busy.insert(body["agent"].value("name", "") + "/" + body.value("operator", ""));
@@ -91,6 +94,24 @@ Result<void> finalize_dead_agent_tasks(TaskQueue& queue, ResultStore& store) {
                              {"error", fmt::format("agent task failed {} times: {}", d.delivery_count, d.last_error)}}));
   }
   return ok();
+}
+
+Json dead_letter_json(std::string_view stream, const DeadLetter& d) {
+  const Json& b = d.body;
+  Json j{{"queue", std::string(stream)}, {"message_id", d.message_id}, {"deliveries", d.delivery_count},
+         {"error", d.last_error},          {"kind", b.value("kind", "")}, {"operator", b.value("operator", "")}};
+  if (b.value("kind", "") == "eval") {
+    const Json c = b.value("candidate", Json::object());
+    j["agent"] = c.value("agent", "");
+    j["task_id"] = b.value("task_id", "");
+    j["purpose"] = b.value("purpose", "");
+    j["candidate"] = c.value("file_name", "");
+    j["candidate_sha256"] = c.value("sha256", "");
+  } else {
+    j["agent"] = b.value("agent", Json::object()).value("name", "");
+    j["generation"] = b.value("generation", 0);
+  }
+  return j;
 }
 
 Result<int> count_finals(const std::vector<std::string>& agents, const std::vector<std::string>& ops, ResultStore& store,

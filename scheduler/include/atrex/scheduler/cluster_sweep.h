@@ -58,14 +58,15 @@ struct SweepStatus {
   int total = 0;
   QueueStats eval;
   QueueStats agent;
-  int eval_dead = 0;
+  std::vector<Json> dead_letters;  // of both queues, as dead_letter_json() gives them
   int workers_alive = -1;  // -1: unknown
   std::string workers_text;
 };
 Result<SweepStatus> sweep_status(const std::filesystem::path& dir);
 
 // Waits until every (agent, operator) has a final marker (or `timeout`), then exports the
-// results to results.jsonl and writes the reports.
+// results to results.jsonl and writes the reports; report.json lists the dead letters of both
+// queues under "dead_letters" (tasks the sweep completed without).
 Result<SweepOutcome> wait_sweep(const std::filesystem::path& dir, std::chrono::seconds timeout, const ProgressFn& say,
                                 const std::atomic<bool>* stop = nullptr);
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "atrex/agent/loop.h"
@@ -28,11 +29,17 @@ Result<agent::AgentTask> agent_task_for(const ResolvedSweep& sweep, const agent:
                                         const std::filesystem::path& audit_dir);
 
 // Reconciler: enqueues an agent task for every (agent, operator) that has no final marker and
-// no agent task in flight. Returns how many were enqueued.
+// no agent task in flight. Dead-lettered agent tasks are finalized first (see below), so they
+// are never enqueued again. Returns how many were enqueued.
 Result<int> enqueue_missing(const ResolvedSweep& sweep, TaskQueue& queue, ResultStore& store, const ProgressFn& say);
 
 // Turns agent tasks that were dead-lettered into `error` final markers, so the sweep ends.
 Result<void> finalize_dead_agent_tasks(TaskQueue& queue, ResultStore& store);
+
+// What `sweep status` and report.json list per dead letter of `stream` ("eval" or "agent"):
+// queue, message_id, deliveries, error (the last failure), kind, operator, agent; eval tasks
+// add task_id, purpose, candidate (file name), candidate_sha256; agent tasks generation.
+Json dead_letter_json(std::string_view stream, const DeadLetter& d);
 
 // Final markers present, of `total`. New ones are reported through `say` once (keys in `seen`).
 Result<int> count_finals(const std::vector<std::string>& agents, const std::vector<std::string>& ops, ResultStore& store,
