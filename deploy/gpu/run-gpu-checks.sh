@@ -11,7 +11,7 @@
 #   measure: `atrex hardware measure` (the GPU's measured profile, saved as measured-gpu.yaml);
 #   benchEval: `atrex bench eval` (full evaluation of fused_add_rms_norm, cold and warm cache);
 #   refs:    every reference candidate (.cu) on its 2 smallest and its largest shape
-#            (REFS_OPS="op1 op2" limits the operators).
+#            (REFS_OPS="op1 op2" limits the operators, REFS_SELECT="smallest:2" the shapes).
 # Everything printed is also saved under $OUT (when set) for the issue notes.
 # Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|all]...
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
@@ -70,7 +70,7 @@ if want refs; then
   for src in problems/reference_candidates/*.cu; do
     op=$(basename "$src" .cu)
     if [ -n "${REFS_OPS:-}" ] && ! [[ " $REFS_OPS " == *" $op "* ]]; then continue; fi
-    for sel in smallest:2 largest:1; do
+    for sel in ${REFS_SELECT:-smallest:2 largest:1}; do
       t0=$(date +%s.%N)
       timeout 150 "$atrex" eval "$src" --operator "$op" --shapes "$sel" --seeds 2 --no-perf --timeout 120 \
         --out "$out/refs-$op-${sel%%:*}.jsonl" > "$out/refs-$op-${sel%%:*}.txt" 2>&1
