@@ -19,7 +19,7 @@ std::atomic<bool> g_stop{false};
 extern "C" void on_stop_signal(int) { g_stop = true; }
 
 // SIGTERM / SIGINT, and SIGUSR1 (what sbatch --signal=B:USR1@120 sends before the time limit):
-// stop taking work, finish the current task, exit.
+// stop taking work, finish the shape in progress, give the task back, exit.
 void install_stop_handlers() {
   std::signal(SIGTERM, on_stop_signal);
   std::signal(SIGINT, on_stop_signal);
@@ -29,8 +29,9 @@ void install_stop_handlers() {
 // The daemons take SIGTERM / SIGINT / SIGUSR1 on one sigwait thread, with the three blocked in
 // every thread, so the children they start (compilers, evaluation sandboxes) inherit them
 // blocked: Slurm's scancel/requeue signals every process of a job, and an evaluation killed by
-// it would be recorded as a `crashed` candidate. The daemon finishes its current task instead
-// (Slurm's KillWait bounds that with SIGKILL). A hung child is still killed by its timeout.
+// it would be recorded as a `crashed` candidate. A runner finishes the shape in progress instead
+// and gives the rest of its task back to the queue (an agent worker finishes its task); Slurm's
+// KillWait bounds that with SIGKILL. A hung child is still killed by its timeout.
 void take_stop_signals_on_a_thread() {
   static sigset_t set;
   sigemptyset(&set);
@@ -232,7 +233,7 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
   static std::string redis_url, sweep_id, name;
   static int device = 0;
   auto* runner = app.add_subcommand("runner", "Runner daemon: evaluates tasks of one sweep from Redis on one GPU "
-                                              "(or the CPU); SIGTERM/SIGUSR1 stop it after the current task");
+                                              "(or the CPU); SIGTERM/SIGUSR1 stop it after the current shape (the task goes back to the queue)");
   runner->add_option("--redis", redis_url, "redis://...")->required();
   runner->add_option("--sweep", sweep_id, "Sweep id")->required();
   runner->add_option("--device", device, "GPU index")->capture_default_str();

@@ -153,6 +153,10 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
   spdlog::debug("compile {} ({}): {} in {:.2f} s{}", task.candidate.sha256.substr(0, 12), task.candidate.backend,
                 compiled.ok ? "ok" : "failed", compiled.wall_s, compiled.cache_hit ? " (cache hit)" : "");
   for (const auto* s : shapes) {
+    if (options_.stop && options_.stop->load()) {
+      return make_error(ErrorCode::kUnavailable, fmt::format("stopping: {} of {} shapes of task {} evaluated", out.size(),
+                                                             shapes.size(), task.task_id));
+    }
     if (!compiled.ok) {
       EvalRecord r = base_record(*s);
       r.status = EvalStatus::kCompileError;

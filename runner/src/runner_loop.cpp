@@ -32,7 +32,11 @@ Result<bool> RunnerLoop::run_once() {
     });
   }
   if (!records) {
-    spdlog::error("task {}: {}", task->task_id, records.error().message);
+    if (records.error().code == ErrorCode::kUnavailable) {
+      spdlog::info("task {}: {}; giving it back", task->task_id, records.error().message);  // stopping
+    } else {
+      spdlog::error("task {}: {}", task->task_id, records.error().message);
+    }
     (void)queue_.release(lease, records.error().message);
     ++stats_.tasks_failed;
     return true;

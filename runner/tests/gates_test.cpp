@@ -1,6 +1,7 @@
 // The three gates end to end on the cpu backend, through the real evaluation child processes:
 // a correct candidate passes and is timed; each kind of wrong, crashing or hanging candidate
 // becomes the right record status and the evaluation goes on.
+#include <atomic>
 #include <filesystem>
 #include <functional>
 
@@ -114,6 +115,32 @@ TEST_F(GatesTest, TimingRepeatsUntilTheRelativeStandardErrorTarget) {
   EXPECT_EQ(strict[0].timing->n, 60);
   EXPECT_EQ(strict[0].timing->method, "steady_clock_llc_flush");
   EXPECT_EQ(strict[0].timing->graph_fallback, "") << "the cpu backend has no graphs to fall back from";
+}
+
+// A stopping runner gives its task back between shapes instead of finishing it: the records of
+// the shapes done stay, evaluate() returns kUnavailable.
+TEST_F(GatesTest, StopFlagEndsTheTaskBetweenShapes) {
+  std::atomic<bool> stop{false};
+  EvaluatorOptions o = options();
+  o.stop = &stop;
+  Evaluator ev(o);
+  EvalTask t;
+  t.task_id = "test-stop";
+  t.operator_name = "rms_norm";
+  t.shape_ids = {"15", "5", "0"};
+  t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / "rms_norm_correct.cpp");
+  t.candidate.sha256 = sha256_hex(t.candidate.source);
+  t.candidate.backend = "cpu";
+  t.settings.performance = false;
+  std::vector<std::string> done;
+  auto r = ev.evaluate(t, [&](const EvalRecord& rec) {
+    done.push_back(rec.shape_id);
+    stop = true;  // the signal arrives while the first shape is evaluated
+  });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message.find("1 of 3 shapes"), std::string::npos) << r.error().message;
+  EXPECT_EQ(done, std::vector<std::string>{"15"});
 }
 
 TEST_F(GatesTest, GraphTimingOnTheCpuBackendIsRejected) {

@@ -290,6 +290,7 @@ int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id,
   eo.hardware = hardware_from_manifest(*m);
   eo.device_index = device;
   eo.work_dir = fs::path(m->value("output", ".")) / "work" / name;
+  eo.stop = &stop;  // SIGTERM/SIGUSR1: stop between shapes and give the lease back
   runner::Evaluator evaluator(eo);
   runner::RunnerLoopOptions ro{runner::kEvalStream, name};
   ro.heartbeat = std::chrono::milliseconds(std::max(500, lease_s * 1000 / 6));

@@ -30,6 +30,8 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   eopt.suite = &sweep.suite;
   eopt.hardware = sweep.hardware;
   eopt.work_dir = sweep.output / "work";
+  std::atomic<bool> stop_workers{false};
+  eopt.stop = &stop_workers;  // a stopping sweep does not wait for a long task to finish
   runner::Evaluator evaluator(eopt);
 
   ATREX_ASSIGN_OR_RETURN(int pending, enqueue_missing(sweep, queue, *store, say));
@@ -39,7 +41,6 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
 
   // One runner (one GPU, or the CPU: a second one would disturb the timing) and a few agent
   // workers, as threads.
-  std::atomic<bool> stop_workers{false};
   std::vector<std::thread> threads;
   runner::RunnerLoop runner_loop(queue, *store, evaluator, runner::RunnerLoopOptions{runner::kEvalStream, "runner-0"});
   threads.emplace_back([&] { runner_loop.run(stop_workers); });

@@ -5,6 +5,7 @@
 // Produces one atrex.eval/1 record per shape, with T_roofline and S_j for the hardware profile.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -63,6 +64,10 @@ struct EvaluatorOptions {
   int device_index = 0;                     // GPU for the cuda backend
   std::string cuda_arch = "sm_90a";         // used when no GPU was detected (compile-only)
   std::optional<uint64_t> seed;             // base of the correctness seeds; random when unset
+  // Checked between shapes: once true, evaluate() stops and returns kUnavailable ("stopping"),
+  // keeping the records already emitted (a stopping runner releases its lease at once instead
+  // of finishing a long task).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 class Evaluator {
