@@ -227,6 +227,7 @@ Json to_json(const EvalRecord& r) {
          {"dsl_share", r.dsl_share ? Json(*r.dsl_share) : Json(nullptr)},
          {"clocks", r.clocks},
          {"wall_s", r.wall_s},
+         {"phases_s", r.phases_s},
          {"created_at", r.created_at}};
   return j;
 }
@@ -258,6 +259,7 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
     if (j.contains("dsl_share") && j["dsl_share"].is_number()) r.dsl_share = j["dsl_share"].get<double>();
     if (j.contains("clocks")) r.clocks = j["clocks"];
     r.wall_s = j.value("wall_s", 0.0);
+    if (j.contains("phases_s") && j["phases_s"].is_object()) r.phases_s = j["phases_s"];
     r.created_at = j.value("created_at", "");
   } catch (const Json::exception& e) {
     return invalid_input(fmt::format("{}: malformed eval record: {}", source, e.what()));

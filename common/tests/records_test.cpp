@@ -19,7 +19,11 @@ TEST(Records, EvalRecordRoundTripsThroughJson) {
   r.timing = TimingSummary{};
   r.timing->time_us_median = 12.5;
   r.timing->samples_us = {12, 12.5, 13};
+  r.timing->method = "cuda_graph_l2_flush";
+  r.timing->relative_standard_error = 0.004;
+  r.timing->graph_fallback = "";
   r.s_j = 0.25;
+  r.phases_s = Json{{"inputs", 0.5}, {"timing", 0.25}};
   Json j = to_json(r);
   EXPECT_EQ(j["schema"], "atrex.eval/1");
   EXPECT_EQ(j["status"], "wrong_result");
@@ -29,6 +33,9 @@ TEST(Records, EvalRecordRoundTripsThroughJson) {
   EXPECT_EQ(back->status, EvalStatus::kWrongResult);
   EXPECT_EQ(back->timing->samples_us.size(), 3u);
   EXPECT_DOUBLE_EQ(*back->s_j, 0.25);
+  EXPECT_EQ(back->timing->method, "cuda_graph_l2_flush");
+  EXPECT_DOUBLE_EQ(back->timing->relative_standard_error, 0.004);
+  EXPECT_DOUBLE_EQ(back->phases_s.value("inputs", 0.0), 0.5);
 }
 
 TEST(Records, EvalTaskCarriesSourceAndSettings) {

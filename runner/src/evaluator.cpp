@@ -227,6 +227,7 @@ EvalRecord Evaluator::evaluate_shape(const EvalTask& task, const problems::Shape
     if (j.contains("low_signal_outputs")) r.low_signal_outputs = j["low_signal_outputs"].get<std::vector<std::string>>();
     if (j.contains("device")) r.device = j["device"].get<std::string>();
     if (j.contains("clocks")) r.clocks = j["clocks"];
+    if (j.contains("phases_s") && j["phases_s"].is_object()) r.phases_s = j["phases_s"];
     if (j.contains("timing") && j["timing"].is_object()) r.timing = timing_summary_from_json(j["timing"]);
   }
   fs::remove(req_file, ec);

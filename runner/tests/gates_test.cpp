@@ -91,6 +91,10 @@ TEST_F(GatesTest, CorrectCandidatePassesAllSeedsAndIsScored) {
     EXPECT_GT(*r.s_j, 0);
     EXPECT_LE(*r.s_j, 1);
     EXPECT_LT(r.max_rel_error, 2e-2) << "more than ~2 bf16 ulps from the reference";
+    for (const char* phase : {"setup", "inputs", "candidate", "check", "timing"}) {
+      EXPECT_TRUE(r.phases_s.contains(phase)) << phase << " missing from " << r.phases_s.dump();
+    }
+    EXPECT_LE(r.phases_s.value("timing", 0.0), r.wall_s);
   }
 }
 

@@ -208,7 +208,7 @@ Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) 
   s.quick_evaluation.seeds = std::min(s.evaluation.seeds, 2);
   s.quick_evaluation.min_time_s = std::min(s.evaluation.min_time_s, 0.02);
   s.quick_evaluation.max_timing_s = std::min(s.evaluation.max_timing_s, 1.0);
-  s.quick_evaluation.target_rse = std::max(s.evaluation.target_rse, 0.02);
+  s.quick_evaluation.target_rse = std::max(s.evaluation.target_rse, 0.03);
   if (root.has("quick_evaluation")) {
     ATREX_ASSIGN_OR_RETURN(auto q, root.at("quick_evaluation"));
     ATREX_ASSIGN_OR_RETURN(s.quick_evaluation, eval_settings_from_json(q, s.quick_evaluation));

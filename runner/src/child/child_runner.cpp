@@ -8,7 +8,9 @@
 #include <functional>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -83,6 +85,24 @@ std::string first_byte_difference(const problems::TensorDesc& d, const uint8_t* 
   return {};
 }
 
+// Wall seconds per phase of one shape (the response's "phases_s"), to see where evaluation time
+// goes: setup (load, allocate), inputs (generate + reference + host copies), candidate (checked
+// calls), check (device->host copies and comparisons), timing.
+class PhaseClock {
+ public:
+  struct Scope {
+    PhaseClock& clock;
+    const char* phase;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    ~Scope() { clock.seconds_[phase] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  };
+  Scope scope(const char* phase) { return Scope{*this, phase}; }
+  Json to_json() const { return Json(seconds_); }
+
+ private:
+  std::map<std::string, double> seconds_;
+};
+
 class ShapeRun {
  public:
   ShapeRun(const Json& req, ChildDevice& dev) : req_(req), dev_(dev), buffers_(dev) {}
@@ -93,6 +113,7 @@ class ShapeRun {
     auto failure = execute(resp);
     resp["status"] = failure ? failure->status : "ok";
     resp["error"] = failure ? failure->error : "";
+    resp["phases_s"] = phases_.to_json();
     if (!resp.contains("clocks")) resp["clocks"] = dev_.clocks();
     return resp;
   }
@@ -116,7 +137,10 @@ class ShapeRun {
                                              ATREX_CANDIDATE_ENTRY_POINT)};
     }
     error_fn_ = reinterpret_cast<AtrexCandidateErrorFn>(::dlsym(handle, ATREX_CANDIDATE_ERROR_SYMBOL));
-    if (auto f = allocate()) return f;
+    {
+      auto p = phases_.scope("setup");
+      if (auto f = allocate()) return f;
+    }
     launch_ = std::make_unique<LaunchBuilder>(shape_, dev_.dl_device(), dev_.stream());
     for (size_t i = 0; i < work_in_.size(); ++i) launch_->set_input(i, work_in_[i]);
     for (size_t i = 0; i < out_.size(); ++i) launch_->set_output(i, out_[i]);
@@ -173,6 +197,7 @@ class ShapeRun {
 
   // Fresh inputs for `seed`, pristine copies for the reference and the unchanged-input check.
   std::optional<Failure> prepare_seed(uint64_t seed) {
+    auto phase = phases_.scope("inputs");
     for (size_t i = 0; i < shape_.inputs.size(); ++i) {
       if (auto f = device_error(dev_.generate(shape_, i, seed, pristine_in_[i]), "generating inputs")) return f;
       if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()), "copying inputs")) return f;
@@ -199,8 +224,12 @@ class ShapeRun {
       if (auto f = device_error(initialise_output(i, out_[i]), "poisoning outputs")) return f;
     }
     if (auto f = device_error(dev_.synchronize(), "poisoning outputs")) return f;
-    const int rc = invoke ? invoke() : entry_(launch_->launch());
-    if (auto f = device_error(dev_.synchronize(), "after the candidate call")) return f;
+    int rc = 0;
+    {
+      auto p = phases_.scope("candidate");
+      rc = invoke ? invoke() : entry_(launch_->launch());
+      if (auto f = device_error(dev_.synchronize(), "after the candidate call")) return f;
+    }
     if (rc != 0) return Failure{"wrong_result", returned_error(rc)};
     return check_outputs(resp, atol, rtol, context);
   }
@@ -211,6 +240,7 @@ class ShapeRun {
   }
 
   std::optional<Failure> check_outputs(Json& resp, double atol, double rtol, const std::string& context) {
+    auto phase = phases_.scope("check");
     for (size_t i = 0; i < shape_.inputs.size(); ++i) {
       if (auto f = device_error(dev_.to_host(host_scratch_[i].data(), work_in_[i], shape_.inputs[i].bytes()), "copy")) return f;
       auto diff = first_byte_difference(shape_.inputs[i], host_scratch_[i].data(), host_pristine_[i].data());
@@ -253,6 +283,7 @@ class ShapeRun {
       return Failure{"rejected", "timing_mode must be auto, graph or eager, not " + mode};
     }
     auto call = [&] { return entry_(launch_->launch()); };
+    std::optional<PhaseClock::Scope> timing_phase(phases_.scope("timing"));  // ends before the re-checks
     for (int i = 0; i < warmup; ++i) {
       const int rc = call();
       if (rc != 0) return Failure{"wrong_result", "during warm-up: " + returned_error(rc)};
@@ -296,6 +327,7 @@ class ShapeRun {
       if (rc != 0) return Failure{"wrong_result", "during timing: " + returned_error(rc)};
       samples.push_back(us);
     }
+    timing_phase.reset();
     resp["timing"] = timing_summary(samples, graph ? dev_.graph_timing_method() : dev_.timing_method());
     resp["timing"]["relative_standard_error"] = relative_standard_error(samples);
     resp["timing"]["target_rse"] = target_rse;
@@ -324,6 +356,7 @@ class ShapeRun {
   AtrexCandidateRunFn entry_ = nullptr;
   AtrexCandidateErrorFn error_fn_ = nullptr;
   std::unique_ptr<LaunchBuilder> launch_;
+  PhaseClock phases_;
   std::vector<void*> work_in_, pristine_in_, out_, ref_out_;
   std::vector<std::vector<uint8_t>> host_pristine_, host_scratch_, host_ref_, host_out_;
 };

@@ -50,7 +50,7 @@ struct EvalSettings {
   int max_iterations = 200;     // timed calls, at most
   double min_time_s = 0.2;      // keep timing until this much candidate time is collected
   double max_timing_s = 3.0;    // ... or until the timing loop has run this long (wall clock)
-  double target_rse = 0.005;    // ... and until the relative standard error of the mean is this small
+  double target_rse = 0.01;     // ... and until the relative standard error of the mean is this small
   // GPU timing: "auto" (CUDA-graph replay when the call can be captured, else eager events),
   // "graph" (capture required) or "eager" (events around each call). docs/evaluation.md.
   std::string timing_mode = "auto";
@@ -115,7 +115,9 @@ struct EvalRecord {
   bool above_roofline = false;        // T_cand < T_roofline: roofline or measurement is wrong
   std::optional<double> dsl_share;    // target-DSL share of GPU time (CUPTI), when measured
   Json clocks = Json::object();       // {"sm_mhz": ..., "mem_mhz": ...} when known
-  double wall_s = 0;                  // wall time spent on this shape
+  double wall_s = 0;                  // wall time spent on this shape (child process included)
+  // Wall seconds per phase inside the child: setup, inputs, candidate, check, timing.
+  Json phases_s = Json::object();
   std::string created_at;
 };
 Json to_json(const EvalRecord& r);
