@@ -40,10 +40,11 @@ class ChildDevice {
   virtual std::string time_call(const std::function<int()>& call, int& rc, double& us) = 0;
   virtual std::string timing_method() const = 0;
   // Graph-replay timing (cuda_timer.h). Backends without graphs leave `unsupported` set.
-  // capture_timed: records `batch` flushed, timed calls; replay_timed appends their samples
-  // (microseconds); replay_call runs one untimed call of the captured work (for output checks).
-  virtual std::string capture_timed(const std::function<int()>& call, int batch, int& rc, std::string& unsupported) {
-    (void)call, (void)batch, (void)rc;
+  // capture_timed: records `batch` times (`before`, flush, timed call); replay_timed appends their
+  // samples (microseconds); replay_call runs one untimed call of the captured work (for checks).
+  virtual std::string capture_timed(const std::function<int()>& call, const std::function<std::string()>& before,
+                                    int batch, int& rc, std::string& unsupported) {
+    (void)call, (void)before, (void)batch, (void)rc;
     unsupported = "this backend has no graph replay";
     return {};
   }

@@ -283,6 +283,15 @@ class ShapeRun {
       return Failure{"rejected", "timing_mode must be auto, graph or eager, not " + mode};
     }
     auto call = [&] { return entry_(launch_->launch()); };
+    // Every timed call starts from poisoned outputs (in-place outputs from their input), set
+    // outside the timed window: a candidate cannot skip work because its output already holds
+    // the answer of the previous call; the last timed call's outputs are checked below.
+    auto reset_outputs = [&]() -> std::string {
+      for (size_t i = 0; i < out_.size(); ++i) {
+        if (auto e = initialise_output(i, out_[i]); !e.empty()) return e;
+      }
+      return {};
+    };
     std::optional<PhaseClock::Scope> timing_phase(phases_.scope("timing"));  // ends before the re-checks
     for (int i = 0; i < warmup; ++i) {
       const int rc = call();
@@ -299,7 +308,9 @@ class ShapeRun {
     if (mode != "eager" && !dev_.graph_timing_method().empty()) {
       int rc = 0;
       const int batch = std::clamp(min_it, 1, 50);
-      if (auto f = device_error(dev_.capture_timed(call, batch, rc, graph_unsupported), "capturing a CUDA graph")) return f;
+      if (auto f = device_error(dev_.capture_timed(call, reset_outputs, batch, rc, graph_unsupported), "capturing a CUDA graph")) {
+        return f;
+      }
       graph = graph_unsupported.empty();
       if (!graph && mode == "graph") {
         return Failure{"rejected", "timing_mode graph: the call cannot be captured: " + graph_unsupported};
@@ -323,6 +334,7 @@ class ShapeRun {
       }
       int rc = 0;
       double us = 0;
+      if (auto f = device_error(reset_outputs(), "poisoning outputs before a timed call")) return f;
       if (auto f = device_error(dev_.time_call(call, rc, us), "timed call")) return f;
       if (rc != 0) return Failure{"wrong_result", "during timing: " + returned_error(rc)};
       samples.push_back(us);
@@ -333,6 +345,8 @@ class ShapeRun {
     resp["timing"]["target_rse"] = target_rse;
     if (!graph_unsupported.empty() && mode != "eager") resp["timing"]["graph_fallback"] = graph_unsupported;
     resp["clocks"] = Json{{"before", clocks_before}, {"after", dev_.clocks()}};
+    if (auto f = device_error(dev_.synchronize(), "after timing")) return f;
+    if (auto f = check_outputs(resp, atol, rtol, "outputs of the last timed call: ")) return f;
     // What the timed replays computed must be what the eager call computes: a candidate whose
     // work escapes the capture (a side stream never joined back, host-side shortcuts) fails here.
     if (graph) {

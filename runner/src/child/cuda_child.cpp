@@ -75,8 +75,9 @@ class CudaDevice final : public ChildDevice {
     return timer_.time_eager(call, rc, us);
   }
   std::string timing_method() const override { return "cuda_events_l2_flush"; }
-  std::string capture_timed(const std::function<int()>& call, int batch, int& rc, std::string& unsupported) override {
-    return timer_.capture(call, batch, rc, unsupported);
+  std::string capture_timed(const std::function<int()>& call, const std::function<std::string()>& before, int batch,
+                            int& rc, std::string& unsupported) override {
+    return timer_.capture(call, batch, rc, unsupported, before);
   }
   std::string replay_timed(std::vector<double>& us) override { return timer_.replay_timed(us); }
   std::string replay_call() override { return timer_.replay_call(); }

@@ -50,7 +50,8 @@ std::string CudaTimer::time_eager(const std::function<int()>& call, int& rc, dou
   return {};
 }
 
-std::string CudaTimer::capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported) {
+std::string CudaTimer::capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported,
+                               const std::function<std::string()>& before) {
   drop_graphs();
   rc = 0;
   unsupported.clear();
@@ -83,6 +84,9 @@ std::string CudaTimer::capture(const std::function<int()>& call, int batch, int&
   };
   auto timed_body = [&]() -> std::string {
     for (int k = 0; k < batch && rc == 0; ++k) {
+      if (before) {
+        if (auto e = before(); !e.empty()) return "before the timed call: " + e;
+      }
       if (auto e = flush(); !e.empty()) return "flush: " + e;
       if (auto e = cuda_error_text(cudaEventRecordWithFlags(graph_start_[k], stream_, cudaEventRecordExternal)); !e.empty()) {
         return "start event: " + e;

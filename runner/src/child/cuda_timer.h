@@ -47,7 +47,10 @@ class CudaTimer {
   // events) used to re-check what replays compute. When the call cannot be captured,
   // `unsupported` says why and the return is "" (the caller falls back to eager); a returned
   // error is a real device failure.
-  std::string capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported);
+  // `before` (optional) is captured ahead of each sample's flush, outside the timed window (the
+  // evaluation child poisons the outputs there).
+  std::string capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported,
+                      const std::function<std::string()>& before = {});
   bool captured() const { return timed_exec_ != nullptr; }
   // Replays the timed graph once and appends its `batch` samples (microseconds).
   std::string replay_timed(std::vector<double>& us);
