@@ -1,7 +1,8 @@
 // Cluster sweeps end to end through a real redis-server and the local launcher: a runner
 // killed with SIGKILL mid-sweep loses nothing; cancelled workers are revived by `resume`;
 // every result is counted once; a task whose workers die on every delivery is dead-lettered,
-// reported, and never enqueued again.
+// reported, and never enqueued again; sweeps submitted with a list of Redis URLs land whole on
+// the instance their id picks and stay there.
 #include <signal.h>
 
 #include <filesystem>
@@ -13,6 +14,9 @@
 #include "atrex/common/json_io.h"
 #include "atrex/common/redis_queue.h"
 #include "atrex/runner/subprocess.h"
+#include "atrex/scheduler/redis_shard.h"
+#include "atrex/scheduler/local_sweep.h"
+#include "atrex/scheduler/sweep_spec.h"
 #include "redis_server.h"
 
 namespace atrex {
@@ -31,7 +35,10 @@ class ClusterSweep : public ::testing::Test {
     url_ = "redis://127.0.0.1:" + std::to_string(redis_.options().port);
   }
   void TearDown() override {
-    (void)atrex({"sweep", "cancel", (dir_ / "out").string()});
+    // Every results folder of the test (out, out-<i>): a failed test leaves no workers behind.
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().filename().string().rfind("out", 0) == 0) (void)atrex({"sweep", "cancel", e.path().string()});
+    }
     fs::remove_all(dir_);
   }
   std::pair<int, std::string> atrex(std::vector<std::string> args, int timeout_s = 300) {
@@ -217,6 +224,111 @@ TEST_F(ClusterSweep, StatusOfALocalSweepFolderIsAClearError) {
   auto [rc, out] = atrex({"sweep", "status", (dir_ / "out").string()});
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("not submitted to a cluster"), std::string::npos) << out;
+}
+
+// The sweep ids of copies of the crash fixture named shard-<i>, as `atrex sweep submit` resolves them.
+std::string sweep_id_of(const fs::path& file, const fs::path& out) {
+  auto spec = scheduler::load_sweep_file(file);
+  if (!spec) {
+    ADD_FAILURE() << spec.error().message;
+    return "";
+  }
+  scheduler::SweepOverrides ov;
+  ov.output = out;
+  auto r = scheduler::resolve_sweep(*spec, ov);
+  if (!r) ADD_FAILURE() << r.error().message;
+  return r ? r->sweep_id : std::string();
+}
+
+size_t keys_of(const RedisOptions& redis, const std::string& sweep_id) {
+  auto conn = RedisConnection::connect(redis);
+  EXPECT_TRUE(conn) << conn.error().message;
+  if (!conn) return 0;
+  auto keys = (*conn)->command({"KEYS", "atrex:{" + sweep_id + "}:*"});
+  EXPECT_TRUE(keys) << keys.error().message;
+  return keys ? keys->elements.size() : 0;
+}
+
+TEST_F(ClusterSweep, SweepsSubmittedToTwoRedisLandWholeOnTheInstanceTheirIdPicksAndStayThere) {
+  testing::RedisServer redis_b;
+  ASSERT_TRUE(redis_b.running());
+  const std::string url_b = "redis://127.0.0.1:" + std::to_string(redis_b.options().port);
+  const std::vector<std::string> urls{url_, url_b};
+  const std::vector<RedisOptions> servers{redis_.options(), redis_b.options()};
+  // Three copies of the crash fixture that differ only in name (so in sweep id), picked so both
+  // instances get one: sweep ids hash the device and paths, so which names do varies by machine.
+  std::string fixture = read_text(dir_ / "fx" / "crash_sweep.yaml");
+  fixture.replace(fixture.find("name: crash-sweep"), 17, "name: shard-@");
+  struct Sweep { fs::path file, out; std::string id; size_t index; };
+  std::vector<Sweep> sweeps;
+  size_t on[2] = {0, 0};
+  for (int i = 0; i < 32 && sweeps.size() < 3; ++i) {
+    std::string text = fixture;
+    text.replace(text.find('@'), 1, std::to_string(i));
+    const fs::path file = dir_ / "fx" / ("shard-" + std::to_string(i) + ".yaml");
+    std::ofstream(file) << text;
+    const fs::path out = dir_ / ("out-" + std::to_string(i));
+    const std::string id = sweep_id_of(file, out);
+    ASSERT_FALSE(id.empty());
+    const size_t index = scheduler::redis_shard_index(id, urls.size());
+    if (on[index] == 2) continue;  // keep room for the other instance
+    ++on[index];
+    sweeps.push_back({file, out, id, index});
+    auto [rc, out_text] = atrex({"sweep", "submit", file.string(), "--redis", urls[0] + "," + urls[1], "--out",
+                                 out.string(), "--runners", "1", "--agent-workers", "1"});
+    ASSERT_EQ(rc, 0) << out_text;
+    EXPECT_EQ(read_json_file(out / "manifest.json")->value("redis_url", ""), urls[index]) << out_text;
+  }
+  ASSERT_EQ(sweeps.size(), 3u);
+  ASSERT_TRUE(on[0] > 0 && on[1] > 0) << "all 32 names hashed to one instance";
+
+  // A submitted sweep never moves: submitted again with the list reversed (which alone would
+  // pick the other instance), it stays where its manifest says; a list without its instance is
+  // refused before anything is written.
+  const Sweep& moved = sweeps.front();
+  ASSERT_EQ(atrex({"sweep", "cancel", moved.out.string()}).first, 0);
+  auto [xrc, xout] = atrex({"sweep", "submit", moved.file.string(), "--redis", urls[1 - moved.index], "--out",
+                            moved.out.string(), "--runners", "1", "--agent-workers", "1"});
+  EXPECT_EQ(xrc, 2) << xout;
+  EXPECT_NE(xout.find("does not name"), std::string::npos) << xout;
+  auto [rrc, rout] = atrex({"sweep", "submit", moved.file.string(), "--redis", urls[1] + "," + urls[0], "--out",
+                            moved.out.string(), "--runners", "1", "--agent-workers", "1"});
+  ASSERT_EQ(rrc, 0) << rout;
+  EXPECT_EQ(read_json_file(moved.out / "manifest.json")->value("redis_url", ""), urls[moved.index]);
+
+  for (const auto& s : sweeps) {
+    auto [wrc, wout] = atrex({"sweep", "wait", s.out.string(), "--timeout", "300"});
+    ASSERT_EQ(wrc, 0) << s.out << ": " << wout;
+    EXPECT_EQ(rms_norm_in(*read_json_file(s.out / "report.json"))["status"], "correct") << s.out;
+    // Queues, records and manifest all on the chosen instance, nothing on the other.
+    EXPECT_GT(keys_of(servers[s.index], s.id), 2u) << s.id;
+    EXPECT_EQ(keys_of(servers[1 - s.index], s.id), 0u) << s.id;
+    // The workers were given that one URL, not the list.
+    const Json m = *read_json_file(s.out / "manifest.json");
+    for (const auto& w : m["workers"]["processes"]) {
+      const auto& args = w["args"];
+      ASSERT_TRUE(args.is_array()) << m["workers"].dump();
+      const auto at = std::find(args.begin(), args.end(), Json("--redis"));
+      ASSERT_NE(at, args.end()) << w.dump();
+      EXPECT_EQ(*(at + 1), urls[s.index]) << w.dump();
+    }
+  }
+}
+
+TEST_F(ClusterSweep, RedisListWithAnEmptyOrBadEntryIsRefusedNamingTheFlagAndEntry) {
+  const std::string file = (dir_ / "fx" / "crash_sweep.yaml").string();
+  auto [erc, eout] = atrex({"sweep", "submit", file, "--redis", url_ + ",," + url_, "--out", (dir_ / "out").string()});
+  EXPECT_EQ(erc, 2) << eout;
+  EXPECT_NE(eout.find("--redis"), std::string::npos) << eout;
+  EXPECT_NE(eout.find("entry 2 is empty"), std::string::npos) << eout;
+  auto [brc, bout] = atrex({"sweep", "submit", file, "--redis", url_ + ",http://x:1", "--out", (dir_ / "out").string()});
+  EXPECT_EQ(brc, 2) << bout;
+  EXPECT_NE(bout.find("entry 2"), std::string::npos) << bout;
+  EXPECT_NE(bout.find("http://x:1"), std::string::npos) << bout;
+  auto [drc, dout] = atrex({"sweep", "submit", file, "--redis", url_ + "," + url_ + "/0", "--out", (dir_ / "out").string()});
+  EXPECT_EQ(drc, 2) << dout;
+  EXPECT_NE(dout.find("a second time"), std::string::npos) << dout;
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "manifest.json")) << "nothing is submitted";
 }
 
 }  // namespace

@@ -69,7 +69,6 @@ scheduler::ClusterOptions cluster_options(const SubmitArgs& a, const Json& file_
     if (opt->count() > 0) given[key] = flags[key];
   }
   o = scheduler::cluster_options_from_json(given, o);
-  o.redis_url = a.redis_url;
   if (!o.job_template.empty()) o.job_template = std::filesystem::absolute(o.job_template);  // resume runs elsewhere
   return o;
 }
@@ -78,12 +77,17 @@ int submit(const GlobalOptions& g, SubmitArgs& a) {
   auto spec = a.file.empty() ? scheduler::parse_sweep(scheduler::embedded_default_sweep(), "<embedded default sweep>")
                              : scheduler::load_sweep_file(a.file);
   if (!spec) return fail(spec.error());
+  // One URL, or several to shard sweeps over: submit_sweep picks one (docs/sweeps.md).
+  auto redis_urls = scheduler::parse_redis_url_list(a.redis_url, "--redis (or $ATREX_REDIS_URL)");
+  if (!redis_urls) return fail(redis_urls.error());
   scheduler::SweepOverrides ov;
   if (!a.out.empty()) ov.output = a.out;
   if (!a.backend.empty()) ov.backend = a.backend;
   if (!a.hardware.empty()) ov.hardware = a.hardware;
   if (!g.suite_dir.empty()) ov.suite_dir = g.suite_dir;
-  const scheduler::ClusterOptions cluster = cluster_options(a, spec->cluster);
+  scheduler::ClusterOptions cluster = cluster_options(a, spec->cluster);
+  cluster.redis_urls = *redis_urls;
+  cluster.redis_urls_source = "--redis (or $ATREX_REDIS_URL)";
   // Runners run elsewhere (GPU nodes): this machine need not have the sweep's device.
   ov.remote_runners = cluster.launcher != "local";
   auto resolved = scheduler::resolve_sweep(*spec, ov);
@@ -93,7 +97,8 @@ int submit(const GlobalOptions& g, SubmitArgs& a) {
   if (!manifest) return fail(manifest.error());
   if (g.json) {
     fmt::print("{}\n", Json{{"schema", "atrex.submit/1"}, {"sweep_id", resolved->sweep_id},
-                            {"results", resolved->output.string()}, {"workers", (*manifest)["workers"]}}.dump(2));
+                            {"results", resolved->output.string()}, {"redis", (*manifest)["redis"]},
+                            {"workers", (*manifest)["workers"]}}.dump(2));
   } else {
     fmt::print("submitted sweep {} ({}); results in {}\nfollow it with: atrex sweep status {}\n", resolved->spec.name,
                resolved->sweep_id, resolved->output.string(), resolved->output.string());
@@ -154,7 +159,9 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
   auto* submit_cmd = sweep.add_subcommand("submit", "Submit a sweep to a cluster: tasks through Redis, workers started "
                                                     "by a launcher (local processes or Slurm job arrays)");
   submit_cmd->add_option("file", a.file, "Sweep file (YAML); without it the embedded default");
-  submit_cmd->add_option("--redis", a.redis_url, "redis://[[user]:password@]host[:port][/db]")
+  submit_cmd->add_option("--redis", a.redis_url,
+                         "redis://[[user]:password@]host[:port][/db], or a comma-separated list of them: the sweep "
+                         "goes to one, picked from its sweep id and kept in its manifest")
       ->envname("ATREX_REDIS_URL")
       ->required();
   submit_cmd->add_option("--out", a.out, "Results folder (shared by all workers)");
@@ -234,7 +241,7 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
   static int device = 0;
   auto* runner = app.add_subcommand("runner", "Runner daemon: evaluates tasks of one sweep from Redis on one GPU "
                                               "(or the CPU); SIGTERM/SIGUSR1 stop it after the current shape (the task goes back to the queue)");
-  runner->add_option("--redis", redis_url, "redis://...")->required();
+  runner->add_option("--redis", redis_url, "The sweep's Redis: one redis:// URL (its manifest's redis_url)")->required();
   runner->add_option("--sweep", sweep_id, "Sweep id")->required();
   runner->add_option("--device", device, "GPU index")->capture_default_str();
   runner->add_option("--name", name, "Consumer name (default: runner-<host>-<pid>)");
@@ -243,7 +250,7 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
     rc = scheduler::run_runner_daemon(redis_url, sweep_id, device, name.empty() ? default_name("runner") : name, g_stop);
   });
   auto* worker = app.add_subcommand("agent-worker", "Agent worker daemon: runs AKA generations of one sweep from Redis");
-  worker->add_option("--redis", redis_url, "redis://...")->required();
+  worker->add_option("--redis", redis_url, "The sweep's Redis: one redis:// URL (its manifest's redis_url)")->required();
   worker->add_option("--sweep", sweep_id, "Sweep id")->required();
   worker->add_option("--name", name, "Consumer name (default: agent-worker-<host>-<pid>)");
   worker->callback([&] {

@@ -135,13 +135,6 @@ Result<void> add_dead_letters_to_reports(const SweepOutcome& out, const std::vec
   return write_text_file_atomic(out.report_md, md);
 }
 
-std::string without_password(const std::string& url) {
-  auto at = url.find('@');
-  auto scheme = url.find("://");
-  if (at == std::string::npos || scheme == std::string::npos) return url;
-  return url.substr(0, scheme + 3) + "***@" + url.substr(at + 1);
-}
-
 }  // namespace
 
 Result<ResolvedSweep> sweep_from_manifest(const fs::path& dir) {
@@ -165,12 +158,25 @@ Result<ResolvedSweep> sweep_from_manifest(const fs::path& dir) {
   return r;
 }
 
-Result<Json> submit_sweep(const ResolvedSweep& sweep, const ClusterOptions& options, const ProgressFn& say) {
+Result<Json> submit_sweep(const ResolvedSweep& sweep, const ClusterOptions& given, const ProgressFn& say) {
+  ClusterOptions options = given;
+  if (!options.redis_urls.empty()) {
+    ATREX_ASSIGN_OR_RETURN(options.redis_url, choose_redis_url(options.redis_urls, options.redis_urls_source,
+                                                               sweep.sweep_id, sweep.output));
+    if (say && options.redis_urls.size() > 1) {
+      const auto& l = options.redis_urls;
+      const auto pos = std::find(l.begin(), l.end(), options.redis_url) - l.begin();
+      say(fmt::format("sweep {}: Redis {} ({}; the manifest keeps it there)", sweep.sweep_id,
+                      redis_url_without_password(options.redis_url),
+                      pos < static_cast<long>(l.size()) ? fmt::format("entry {} of the {} listed", pos + 1, l.size())
+                                                        : std::string("as its manifest records")));
+    }
+  }
   ATREX_ASSIGN_OR_RETURN(Connections c, connect(options.redis_url, sweep.sweep_id));
   const Json cluster = to_json(options);
   ATREX_ASSIGN_OR_RETURN(Json manifest,
                          open_results_dir(sweep, Json{{"status", "submitted"}, {"redis_url", options.redis_url},
-                                                      {"redis", without_password(options.redis_url)},
+                                                      {"redis", redis_url_without_password(options.redis_url)},
                                                       {"cluster", cluster}, {"submitted_at", utc_timestamp_now()}}));
   ATREX_ASSIGN_OR_RETURN(RedisOptions ro, parse_redis_url(options.redis_url));
   {
@@ -179,7 +185,7 @@ Result<Json> submit_sweep(const ResolvedSweep& sweep, const ClusterOptions& opti
   }
   ATREX_ASSIGN_OR_RETURN(int n, enqueue_missing(sweep, *c.queue, *c.store, say));
   if (say) say(fmt::format("sweep {} ({}): {} agent task(s) queued in {}", sweep.spec.name, sweep.sweep_id, n,
-                           without_password(options.redis_url)));
+                           redis_url_without_password(options.redis_url)));
   auto workers = launch_workers(manifest, options, say);
   if (!workers) {
     return tl::unexpected(with_context(

@@ -13,12 +13,18 @@
 #include "atrex/common/queue.h"
 #include "atrex/common/redis.h"
 #include "atrex/scheduler/local_sweep.h"
+#include "atrex/scheduler/redis_shard.h"
 #include "atrex/scheduler/sweep_state.h"
 
 namespace atrex::scheduler {
 
 struct ClusterOptions {
+  // The sweep's Redis: what the manifest records and the workers get (one URL).
   std::string redis_url = "redis://127.0.0.1:6379";
+  // submit_sweep: the instances to shard over (parse_redis_url_list; redis_shard.h). When not
+  // empty, submit_sweep sets redis_url to choose_redis_url(redis_urls, redis_urls_source, ...).
+  std::vector<std::string> redis_urls;
+  std::string redis_urls_source = "--redis";  // the flag or field the list came from, for errors
   std::string launcher = "local";  // local | slurm
   int runners = 1;                 // local: runner processes; slurm: tasks of the runner array
   int agent_workers = 2;           // local: processes; slurm: tasks of the agent-worker array
@@ -49,7 +55,9 @@ std::string sweep_prefix(const std::string& sweep_id);
 // Rebuilds a resolved sweep from its manifest (no device probing, no measuring).
 Result<ResolvedSweep> sweep_from_manifest(const std::filesystem::path& dir);
 
-// Writes the manifest, stores it in Redis, enqueues the agent tasks and starts the workers.
+// Picks the sweep's Redis (options.redis_urls, when set: the manifest's URL if the results
+// folder already holds this sweep, else the sweep id's shard), writes the manifest, stores it in
+// Redis, enqueues the agent tasks and starts the workers with that one URL.
 Result<Json> submit_sweep(const ResolvedSweep& sweep, const ClusterOptions& options, const ProgressFn& say);
 
 struct SweepStatus {
