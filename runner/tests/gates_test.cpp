@@ -160,6 +160,21 @@ TEST_F(GatesTest, KernelThatReusesItsPreviousOutputIsTimedDoingTheWork) {
   EXPECT_GT(c, 0.3 * h) << "the cheat's timed calls skipped their work";
 }
 
+// Timed calls alternate two input sets in the same buffers, then each set gets a checked call: a
+// candidate memoising its output by input address is caught with a stale answer.
+TEST_F(GatesTest, KernelThatMemoisesByInputAddressIsRejected) {
+  auto cheat = evaluate("rms_norm_memoises_by_address.cpp", {"15", "5"});
+  for (const auto& r : cheat) {
+    EXPECT_EQ(r.status, EvalStatus::kWrongResult) << r.shape_id << " passed with "
+                                                  << (r.timing ? std::to_string(r.timing->time_us_median) : "-") << " us";
+    EXPECT_TRUE(r.error.find("last timed call") != std::string::npos ||
+                r.error.find("new inputs in the same buffers") != std::string::npos)
+        << r.error;
+  }
+  auto honest = evaluate("rms_norm_correct.cpp", {"15"});
+  EXPECT_EQ(honest[0].status, EvalStatus::kOk) << honest[0].error;
+}
+
 TEST_F(GatesTest, GraphTimingOnTheCpuBackendIsRejected) {
   auto recs = evaluate("rms_norm_correct.cpp", {"15"}, 60, [](EvalSettings& s) { s.timing_mode = "graph"; });
   EXPECT_EQ(recs[0].status, EvalStatus::kRejected);
