@@ -141,11 +141,12 @@ TEST_F(ClusterSweep, CancelledSweepResumesAndCompletes) {
 }
 
 TEST_F(ClusterSweep, EvaluationThatKillsEveryRunnerIsDeadLetteredAndTheSweepCompletesWithoutIt) {
-  // The first candidate SIGKILLs the runner evaluating it. Four runners: three die on the
-  // poisoned evaluation's three deliveries (max_deliveries), the fourth dead-letters it on its
-  // next claim and evaluates the correct candidate.
+  // The first candidate SIGKILLs the runner evaluating it. Three runners and --max-deliveries 2:
+  // two die on the poisoned evaluation's two deliveries, the third dead-letters it on its next
+  // claim and evaluates the correct candidate.
   auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "poison_sweep.yaml").string(), "--redis", url_, "--out",
-                          (dir_ / "out").string(), "--runners", "4", "--agent-workers", "1", "--lease-timeout", "3"});
+                          (dir_ / "out").string(), "--runners", "3", "--agent-workers", "1", "--lease-timeout", "3",
+                          "--max-deliveries", "2"});
   ASSERT_EQ(rc, 0) << out;
   auto [wrc, wout] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "120"});
   ASSERT_EQ(wrc, 0) << wout;
@@ -157,11 +158,11 @@ TEST_F(ClusterSweep, EvaluationThatKillsEveryRunnerIsDeadLetteredAndTheSweepComp
   EXPECT_EQ(d["queue"], "eval");
   EXPECT_EQ(d["operator"], "rms_norm");
   EXPECT_EQ(d["purpose"], "quick");
-  EXPECT_EQ(d["deliveries"], 3) << d.dump();
+  EXPECT_EQ(d["deliveries"], 2) << d.dump();
   EXPECT_NE(d["error"].get<std::string>().find("lease expired"), std::string::npos) << d.dump();
   EXPECT_NE(read_text(dir_ / "out" / "report.md").find("lease expired"), std::string::npos);
   // The agent saw it as a crashed candidate, with the reason, and moved on.
-  EXPECT_NE(read_text(dir_ / "out" / "audit" / "fixture" / "rms_norm.jsonl").find("dead-lettered after 3 deliveries"),
+  EXPECT_NE(read_text(dir_ / "out" / "audit" / "fixture" / "rms_norm.jsonl").find("dead-lettered after 2 deliveries"),
             std::string::npos);
   const Json s = status();
   ASSERT_EQ(s["dead_letters"].size(), 1u) << s.dump();

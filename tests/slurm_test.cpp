@@ -232,7 +232,8 @@ TEST(SlurmSweepInput, BadClusterSectionIsExitCode2NamingTheField) {
            {"{launcher: pbs}", "cluster.launcher"},
            {"{sbatch_args: [account=x]}", "cluster.sbatch_args[0]"},
            {"{time_limit: soon}", "cluster.time_limit"},
-           {"{partition: gpu}", "cluster.partition"}}) {
+           {"{partition: gpu}", "cluster.partition"},
+           {"{max_deliveries: 0}", "cluster.max_deliveries"}}) {
     std::ofstream(dir / "s.yaml") << "name: s\nbackend: cpu\noperators: [rms_norm]\ncluster: " << section << "\n";
     runner::SubprocessOptions o;
     o.argv = {std::string(ATREX_TEST_BIN_DIR) + "/atrex", "sweep", "submit", (dir / "s.yaml").string(), "--redis",

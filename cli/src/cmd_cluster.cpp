@@ -182,6 +182,11 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
            ->check(CLI::Range(3, 86400))
            ->capture_default_str(),
        "lease_timeout_s");
+  flag(submit_cmd->add_option("--max-deliveries", a.cluster.max_deliveries,
+                              "Deliveries of a task (its workers died or failed it) before it is dead-lettered")
+           ->check(CLI::Range(1, 100))
+           ->capture_default_str(),
+       "max_deliveries");
   flag(submit_cmd->add_option("--agent-workers", a.cluster.agent_workers, "Agent worker processes / array tasks")
            ->check(CLI::PositiveNumber)
            ->capture_default_str(),

@@ -28,7 +28,8 @@ Json to_json(const ClusterOptions& o) {
               {"gpu_partition", o.gpu_partition}, {"cpu_partition", o.cpu_partition},
               {"time_limit", o.time_limit},       {"array_throttle", o.array_throttle},
               {"sbatch_args", o.sbatch_args},     {"job_template", o.job_template.string()},
-              {"atrex", o.atrex.string()},        {"lease_timeout_s", o.lease_timeout_s}};
+              {"atrex", o.atrex.string()},        {"lease_timeout_s", o.lease_timeout_s},
+              {"max_deliveries", o.max_deliveries}};
 }
 
 ClusterOptions cluster_options_from_json(const Json& j, ClusterOptions o) {
@@ -44,6 +45,7 @@ ClusterOptions cluster_options_from_json(const Json& j, ClusterOptions o) {
   o.job_template = j.value("job_template", o.job_template.string());
   o.atrex = j.value("atrex", o.atrex.string());
   o.lease_timeout_s = j.value("lease_timeout_s", o.lease_timeout_s);
+  o.max_deliveries = j.value("max_deliveries", o.max_deliveries);
   return o;
 }
 
@@ -54,12 +56,15 @@ struct Connections {
   std::unique_ptr<RedisResultStore> store;
 };
 
-// `lease_timeout_s`: the sweep's (manifest "cluster"), which the workers' claims apply.
-Result<Connections> connect(const std::string& url, const std::string& sweep_id, int lease_timeout_s = 60) {
+// `lease_timeout_s`, `max_deliveries`: the sweep's (manifest "cluster"), which the workers'
+// claims apply.
+Result<Connections> connect(const std::string& url, const std::string& sweep_id, int lease_timeout_s = 60,
+                            int max_deliveries = 3) {
   ATREX_ASSIGN_OR_RETURN(RedisOptions ro, parse_redis_url(url));
   Connections c;
   QueueOptions qo;
   qo.lease_timeout = std::chrono::seconds(std::max(1, lease_timeout_s));
+  qo.max_deliveries = std::max(1, max_deliveries);
   ATREX_ASSIGN_OR_RETURN(c.queue, RedisQueue::open(ro, qo, sweep_prefix(sweep_id)));
   ATREX_ASSIGN_OR_RETURN(c.store, RedisResultStore::open(ro, sweep_prefix(sweep_id)));
   return c;
@@ -284,8 +289,9 @@ int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id,
     spdlog::error("runner: {}", m.error().message);
     return exit_code_for(m.error());
   }
-  const int lease_s = cluster_options_from_json(m->value("cluster", Json::object())).lease_timeout_s;
-  auto c = connect(redis_url, sweep_id, lease_s);
+  const ClusterOptions co = cluster_options_from_json(m->value("cluster", Json::object()));
+  const int lease_s = co.lease_timeout_s;
+  auto c = connect(redis_url, sweep_id, lease_s, co.max_deliveries);
   auto suite = suite_for(*m);
   if (!c || !suite) {
     spdlog::error("runner: {}", (!c ? c.error() : suite.error()).message);
@@ -314,8 +320,9 @@ int run_agent_worker_daemon(const std::string& redis_url, const std::string& swe
     spdlog::error("agent-worker: {}", m.error().message);
     return exit_code_for(m.error());
   }
-  const int lease_s = cluster_options_from_json(m->value("cluster", Json::object())).lease_timeout_s;
-  auto c = connect(redis_url, sweep_id, lease_s);
+  const ClusterOptions co = cluster_options_from_json(m->value("cluster", Json::object()));
+  const int lease_s = co.lease_timeout_s;
+  auto c = connect(redis_url, sweep_id, lease_s, co.max_deliveries);
   auto catalog = agent::TemplateCatalog::embedded();
   if (!c || !catalog) {
     spdlog::error("agent-worker: {}", (!c ? c.error() : catalog.error()).message);

@@ -40,6 +40,9 @@ struct ClusterOptions {
   // A task whose worker sent no heartbeat for this long is handed to another worker (workers
   // heartbeat every lease_timeout_s / 6). Bounds how long a crashed worker's task waits.
   int lease_timeout_s = 60;
+  // Deliveries of one task (its workers died or failed it each time) before it is moved to the
+  // dead-letter stream with its last error and never enqueued again.
+  int max_deliveries = 3;
 };
 
 // The manifest's "cluster" object (and the sweep file's `cluster` section, same keys).
