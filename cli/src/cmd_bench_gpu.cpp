@@ -13,6 +13,7 @@
 #include "atrex/agent/templates.h"
 #include "atrex/common/hash.h"
 #include "atrex/common/json_io.h"
+#include "atrex/common/sample_stats.h"
 #include "atrex/runner/evaluator.h"
 #include "atrex/runner/gpu_measure.h"
 #include "cli.h"
@@ -21,23 +22,6 @@ namespace atrex::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
-// (max - min) / mean of per-round medians: the run-to-run spread.
-double spread(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  double mean = 0;
-  for (double x : v) mean += x;
-  mean /= static_cast<double>(v.size());
-  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-  return mean > 0 ? (*hi - *lo) / mean : 0;
-}
 
 // The operator's first built-in template for `backend`, at its default parameters.
 Result<CandidateRef> default_candidate(const std::string& op, const std::string& backend) {
@@ -166,7 +150,7 @@ int run_bench_timing(const GlobalOptions& g, const TimingArgs& a) {
       const auto& v = medians[mode][id];
       fmt::print("{:<34} {:<22} {:>11.3f} {:>8.2f}%  T_roofline {:.3f} us ({} rounds, fresh child each; target spread "
                  "<= 3% below 10 us)\n",
-                 fmt::format("rms_norm shape {}", id), methods[mode], median(v), 100 * spread(v), roofline_us[id], v.size());
+                 fmt::format("rms_norm shape {}", id), methods[mode], stats::median(v), 100 * stats::relative_spread(v), roofline_us[id], v.size());
     }
   }
   const Json after = cal->value("clocks_after", Json::object());

@@ -2,17 +2,15 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "atrex/common/sample_stats.h"
+
 namespace atrex::scoring {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median(std::vector<double> v) { return stats::median(std::move(v)); }
 
 AgentScore score_agent(const problems::Suite& suite, const std::string& agent, const std::vector<EvalRecord>& records,
                        const std::map<std::string, std::string>& failed, double dsl_threshold) {

@@ -4,11 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <functional>
 #include <cstring>
-#include <fstream>
-#include <map>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -17,91 +14,18 @@
 #include "atrex/candidate.h"
 #include "atrex/problems/compare.h"
 #include "launch.h"
+#include "shape_run_support.h"
 
 namespace atrex::runner {
 namespace {
 
 using problems::ResolvedShape;
 
-// Device buffers released when the child is done (or bails out).
-class Buffers {
- public:
-  explicit Buffers(ChildDevice& d) : dev_(d) {}
-  ~Buffers() {
-    for (void* p : owned_) dev_.release(p);
-  }
-  void* alloc(size_t bytes, std::string& error) {
-    void* p = dev_.alloc(std::max<size_t>(bytes, 16), error);
-    if (p) owned_.push_back(p);
-    return p;
-  }
-
- private:
-  ChildDevice& dev_;
-  std::vector<void*> owned_;
-};
-
-struct Failure {
-  std::string status;
-  std::string error;
-};
-
-double quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
-}
-
-// Standard error of the mean over the mean (0 for fewer than 2 samples or a zero mean).
-double relative_standard_error(const std::vector<double>& s) {
-  if (s.size() < 2) return s.empty() ? 1.0 : 0.0;
-  double mean = 0, var = 0;
-  for (double v : s) mean += v;
-  mean /= static_cast<double>(s.size());
-  for (double v : s) var += (v - mean) * (v - mean);
-  var /= static_cast<double>(s.size() - 1);
-  return mean > 0 ? std::sqrt(var / static_cast<double>(s.size())) / mean : 0.0;
-}
-
-Json timing_summary(const std::vector<double>& samples, const std::string& method) {
-  std::vector<double> s = samples;
-  std::sort(s.begin(), s.end());
-  double mean = 0;
-  for (double v : s) mean += v;
-  mean /= static_cast<double>(std::max<size_t>(1, s.size()));
-  const double p25 = quantile(s, 0.25), p75 = quantile(s, 0.75);
-  return Json{{"time_us_median", quantile(s, 0.5)}, {"time_us_p25", p25}, {"time_us_p75", p75},
-              {"time_us_iqr", p75 - p25}, {"time_us_min", s.empty() ? 0.0 : s.front()},
-              {"time_us_mean", mean}, {"n", s.size()}, {"samples_us", samples}, {"method", method}};
-}
-
-std::string first_byte_difference(const problems::TensorDesc& d, const uint8_t* a, const uint8_t* b) {
-  const size_t n = d.bytes();
-  for (size_t i = 0; i < n; ++i) {
-    if (a[i] != b[i]) return fmt::format("{} (element {})", d.name, i / problems::dtype_size(d.dtype));
-  }
-  return {};
-}
-
-// Wall seconds per phase of one shape (the response's "phases_s"), to see where evaluation time
-// goes: setup (load, allocate), inputs (generate + reference + host copies), candidate (checked
-// calls), check (device->host copies and comparisons), timing.
-class PhaseClock {
- public:
-  struct Scope {
-    PhaseClock& clock;
-    const char* phase;
-    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-    ~Scope() { clock.seconds_[phase] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
-  };
-  Scope scope(const char* phase) { return Scope{*this, phase}; }
-  Json to_json() const { return Json(seconds_); }
-
- private:
-  std::map<std::string, double> seconds_;
-};
+using child::Buffers;
+using child::Failure;
+using child::first_byte_difference;
+using child::PhaseClock;
+using child::timing_summary;
 
 class ShapeRun {
  public:
@@ -374,7 +298,7 @@ class ShapeRun {
       if (std::chrono::steady_clock::now() > wall_limit) return true;
       double total = 0;
       for (double v : samples) total += v;
-      return total >= min_time_us && relative_standard_error(samples) <= target_rse;
+      return total >= min_time_us && stats::relative_standard_error(samples) <= target_rse;
     };
     while (!done()) {
       if (graph) {
@@ -390,7 +314,7 @@ class ShapeRun {
     }
     timing_phase.reset();
     resp["timing"] = timing_summary(samples, graph ? dev_.graph_timing_method() : dev_.timing_method());
-    resp["timing"]["relative_standard_error"] = relative_standard_error(samples);
+    resp["timing"]["relative_standard_error"] = stats::relative_standard_error(samples);
     resp["timing"]["target_rse"] = target_rse;
     if (!graph_unsupported.empty() && mode != "eager") resp["timing"]["graph_fallback"] = graph_unsupported;
     resp["clocks"] = Json{{"before", clocks_before}, {"after", dev_.clocks()}};

@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "atrex/common/sample_stats.h"
 #include "cuda_timer.h"
 #include "nvml_clocks.h"
 
@@ -230,18 +231,10 @@ Json measure(const Device& dev) {
   return out;
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
 Json summary(std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());
-  auto q = [&](double p) { return samples[static_cast<size_t>(p * static_cast<double>(samples.size() - 1))]; };
-  return Json{{"median_us", median_of(samples)}, {"p25_us", q(0.25)}, {"p75_us", q(0.75)}, {"min_us", samples.front()},
-              {"n", samples.size()}};
+  return Json{{"median_us", stats::quantile_sorted(samples, 0.5)}, {"p25_us", stats::quantile_sorted(samples, 0.25)},
+              {"p75_us", stats::quantile_sorted(samples, 0.75)}, {"min_us", samples.front()}, {"n", samples.size()}};
 }
 
 // Rounds of `n` samples of `call` with one timer method; per round the median, across rounds the
@@ -275,11 +268,7 @@ Json calibrate(cudaStream_t stream, size_t l2, const std::function<int()>& call,
     medians.push_back(s["median_us"].get<double>());
     rows.push_back(s);
   }
-  double mean = 0;
-  for (double m : medians) mean += m;
-  mean /= static_cast<double>(medians.size());
-  const auto [lo, hi] = std::minmax_element(medians.begin(), medians.end());
-  return Json{{"method", method}, {"median_us", median_of(medians)}, {"spread", mean > 0 ? (*hi - *lo) / mean : 0.0},
+  return Json{{"method", method}, {"median_us", stats::median(medians)}, {"spread", stats::relative_spread(medians)},
               {"rounds", rows}};
 }
 

@@ -18,19 +18,17 @@
 namespace atrex::runner {
 namespace {
 
-std::string err_text(cudaError_t e) { return cuda_error_text(e); }
-
 class CudaDevice final : public ChildDevice {
  public:
   explicit CudaDevice(int device) : device_(device) {}
 
   std::string init() {
-    if (auto e = err_text(cudaSetDevice(device_)); !e.empty()) return e;
+    if (auto e = cuda_error_text(cudaSetDevice(device_)); !e.empty()) return e;
     cudaDeviceProp prop{};
-    if (auto e = err_text(cudaGetDeviceProperties(&prop, device_)); !e.empty()) return e;
+    if (auto e = cuda_error_text(cudaGetDeviceProperties(&prop, device_)); !e.empty()) return e;
     name_ = prop.name;
     l2_bytes_ = static_cast<size_t>(prop.l2CacheSize);
-    if (auto e = err_text(cudaStreamCreate(&stream_)); !e.empty()) return e;
+    if (auto e = cuda_error_text(cudaStreamCreate(&stream_)); !e.empty()) return e;
     char bus_id[32] = {};
     if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_) == cudaSuccess) nvml_ = std::make_unique<NvmlClocks>(bus_id);
     return timer_.init(stream_, l2_bytes_);
@@ -41,7 +39,7 @@ class CudaDevice final : public ChildDevice {
   void* stream() override { return stream_; }
   void* alloc(size_t bytes, std::string& error) override {
     void* p = nullptr;
-    if (auto e = err_text(cudaMalloc(&p, bytes)); !e.empty()) {
+    if (auto e = cuda_error_text(cudaMalloc(&p, bytes)); !e.empty()) {
       error = e;
       return nullptr;
     }
@@ -49,16 +47,16 @@ class CudaDevice final : public ChildDevice {
   }
   void release(void* p) override { cudaFree(p); }
   std::string to_host(void* dst, const void* src, size_t n) override {
-    return err_text(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+    return cuda_error_text(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
   }
   std::string from_host(void* dst, const void* src, size_t n) override {
-    return err_text(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+    return cuda_error_text(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
   }
   std::string copy(void* dst, const void* src, size_t n) override {
-    return err_text(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream_));
+    return cuda_error_text(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream_));
   }
   std::string fill(void* dst, uint8_t byte, size_t n) override {
-    return err_text(cudaMemsetAsync(dst, byte, n, stream_));
+    return cuda_error_text(cudaMemsetAsync(dst, byte, n, stream_));
   }
   std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed, void* dst) override {
     return problems::cuda::generate_input(s, index, seed, dst, stream_);
@@ -68,8 +66,8 @@ class CudaDevice final : public ChildDevice {
     return problems::cuda::reference(s, in, out, stream_);
   }
   std::string synchronize() override {
-    if (auto e = err_text(cudaDeviceSynchronize()); !e.empty()) return e;
-    return err_text(cudaGetLastError());
+    if (auto e = cuda_error_text(cudaDeviceSynchronize()); !e.empty()) return e;
+    return cuda_error_text(cudaGetLastError());
   }
   std::string time_call(const std::function<int()>& call, int& rc, double& us) override {
     return timer_.time_eager(call, rc, us);
@@ -99,7 +97,7 @@ int probe() {
   cudaError_t e = cudaGetDeviceCount(&n);
   atrex::Json out{{"schema", "atrex.devices/1"}, {"devices", atrex::Json::array()}};
   if (e != cudaSuccess) {
-    out["error"] = err_text(e);
+    out["error"] = cuda_error_text(e);
   }
   int runtime = 0, driver = 0;
   cudaRuntimeGetVersion(&runtime);

@@ -1,0 +1,79 @@
+// Helpers of the evaluation child's shape run (child_runner.cpp): owned device buffers, the
+// failure type, the timing summary of a response, input comparison, per-phase wall times.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "atrex/common/json_io.h"
+#include "atrex/common/sample_stats.h"
+#include "atrex/problems/operator.h"
+#include "child_device.h"
+
+namespace atrex::runner::child {
+
+// Device buffers released when the child is done (or bails out).
+class Buffers {
+ public:
+  explicit Buffers(ChildDevice& d) : dev_(d) {}
+  ~Buffers() {
+    for (void* p : owned_) dev_.release(p);
+  }
+  void* alloc(size_t bytes, std::string& error) {
+    void* p = dev_.alloc(std::max<size_t>(bytes, 16), error);
+    if (p) owned_.push_back(p);
+    return p;
+  }
+
+ private:
+  ChildDevice& dev_;
+  std::vector<void*> owned_;
+};
+
+struct Failure {
+  std::string status;
+  std::string error;
+};
+
+inline Json timing_summary(const std::vector<double>& samples, const std::string& method) {
+  std::vector<double> s = samples;
+  std::sort(s.begin(), s.end());
+  const double mean = stats::mean(s);
+  const double p25 = stats::quantile_sorted(s, 0.25), p75 = stats::quantile_sorted(s, 0.75);
+  return Json{{"time_us_median", stats::quantile_sorted(s, 0.5)}, {"time_us_p25", p25}, {"time_us_p75", p75},
+              {"time_us_iqr", p75 - p25}, {"time_us_min", s.empty() ? 0.0 : s.front()},
+              {"time_us_mean", mean}, {"n", s.size()}, {"samples_us", samples}, {"method", method}};
+}
+
+inline std::string first_byte_difference(const problems::TensorDesc& d, const uint8_t* a, const uint8_t* b) {
+  const size_t n = d.bytes();
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return fmt::format("{} (element {})", d.name, i / problems::dtype_size(d.dtype));
+  }
+  return {};
+}
+
+// Wall seconds per phase of one shape (the response's "phases_s"), to see where evaluation time
+// goes: setup (load, allocate), inputs (generate + reference + host copies), candidate (checked
+// calls), check (device->host copies and comparisons), timing.
+class PhaseClock {
+ public:
+  struct Scope {
+    PhaseClock& clock;
+    const char* phase;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    ~Scope() { clock.seconds_[phase] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+  };
+  Scope scope(const char* phase) { return Scope{*this, phase}; }
+  Json to_json() const { return Json(seconds_); }
+
+ private:
+  std::map<std::string, double> seconds_;
+};
+
+}  // namespace atrex::runner::child
