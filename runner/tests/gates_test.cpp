@@ -148,8 +148,8 @@ TEST_F(GatesTest, StopFlagEndsTheTaskBetweenShapes) {
 }
 
 // Outputs are reset (poisoned) before every timed call: a candidate that skips its work when the
-// output already holds the previous answer is timed doing the work (without the reset its median
-// was ~0.1 us against ~1 ms for the honest twin on this shape).
+// output already holds the previous answer is timed doing the work. (With the reset removed this
+// test fails: the cheat's skipped calls leave stale outputs that the checks after timing reject.)
 TEST_F(GatesTest, KernelThatReusesItsPreviousOutputIsTimedDoingTheWork) {
   auto honest = evaluate("rms_norm_correct.cpp", {"30"});
   auto cheat = evaluate("rms_norm_reuses_output.cpp", {"30"});
