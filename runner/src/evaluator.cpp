@@ -152,88 +152,153 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
   ATREX_ASSIGN_OR_RETURN(CompileOutcome compiled, cache_.compile(task.candidate, arch, task.settings.compile_timeout_s));
   spdlog::debug("compile {} ({}): {} in {:.2f} s{}", task.candidate.sha256.substr(0, 12), task.candidate.backend,
                 compiled.ok ? "ok" : "failed", compiled.wall_s, compiled.cache_hit ? " (cache hit)" : "");
-  for (const auto* s : shapes) {
-    if (options_.stop && options_.stop->load()) {
-      return make_error(ErrorCode::kUnavailable, fmt::format("stopping: {} of {} shapes of task {} evaluated", out.size(),
-                                                             shapes.size(), task.task_id));
-    }
-    if (!compiled.ok) {
+  if (!compiled.ok) {
+    for (const auto* s : shapes) {
       EvalRecord r = base_record(*s);
       r.status = EvalStatus::kCompileError;
       r.error = compiled.log.size() > 4000 ? compiled.log.substr(0, 4000) + "\n[...]" : compiled.log;
       emit(std::move(r), *s);
-      continue;
     }
-    EvalRecord r = evaluate_shape(task, *s, compiled.library, device_name);
-    r.device = r.device.empty() ? device_name : r.device;
-    emit(std::move(r), *s);
+    return out;
   }
+  ATREX_TRY(run_shapes(task, shapes, compiled.library, device_name, emit));
   return out;
 }
 
-EvalRecord Evaluator::evaluate_shape(const EvalTask& task, const problems::Shape& shape, const fs::path& library,
-                                     const std::string& device_name) {
-  EvalRecord r = new_eval_record(task, shape.id, device_name);
+namespace {
+
+void apply_child_response(EvalRecord& r, const Json& j) {
+  auto status = parse_eval_status(j.value("status", "crashed"));
+  r.status = status ? *status : EvalStatus::kCrashed;
+  r.error = j.value("error", "");
+  r.max_abs_error = j.value("max_abs_error", 0.0);
+  r.max_rel_error = j.value("max_rel_error", 0.0);
+  r.seeds_passed = j.value("seeds_passed", 0);
+  r.wall_s = j.value("wall_s", 0.0);
+  if (j.contains("low_signal_outputs")) r.low_signal_outputs = j["low_signal_outputs"].get<std::vector<std::string>>();
+  if (j.contains("device")) r.device = j["device"].get<std::string>();
+  if (j.contains("clocks")) r.clocks = j["clocks"];
+  if (j.contains("phases_s") && j["phases_s"].is_object()) r.phases_s = j["phases_s"];
+  if (j.contains("timing") && j["timing"].is_object()) r.timing = timing_summary_from_json(j["timing"]);
+}
+
+}  // namespace
+
+Result<void> Evaluator::run_shapes(const EvalTask& task, const std::vector<const problems::Shape*>& shapes,
+                             const fs::path& library, const std::string& device_name,
+                             const std::function<void(EvalRecord, const problems::Shape&)>& emit) {
   const auto& st = task.settings;
-  // Fresh seeds per (evaluator, task, shape): a candidate cannot know them in advance.
-  const uint64_t base = num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id + "/" + shape.id));
-  std::vector<uint64_t> seeds;
-  for (int i = 0; i < st.seeds; ++i) seeds.push_back(num::mix64(base + static_cast<uint64_t>(i)));
-  Json req{{"schema", "atrex.child-request/1"}, {"operator", task.operator_name}, {"shape_id", shape.id},
-           {"params", shape.params}, {"library", library.string()}, {"seeds", seeds}, {"atol", st.atol},
-           {"rtol", st.rtol}, {"performance", st.performance}, {"warmup_iterations", st.warmup_iterations},
-           {"min_iterations", st.min_iterations}, {"max_iterations", st.max_iterations},
-           {"min_time_s", st.min_time_s}, {"max_timing_s", st.max_timing_s},
-           {"target_rse", st.target_rse}, {"timing_mode", st.timing_mode}};
   std::error_code ec;
   fs::create_directories(options_.work_dir, ec);
-  const std::string stem = fmt::format("{}-{}-{:x}", task.operator_name, shape.id, base);
-  const fs::path req_file = options_.work_dir / (stem + ".request.json");
-  const fs::path resp_file = options_.work_dir / (stem + ".response.json");
-  fs::remove(resp_file, ec);
-  if (auto w = write_text_file_atomic(req_file, req.dump()); !w) {
-    r.status = EvalStatus::kCrashed;
-    r.error = "runner could not write the request: " + w.error().message;
-    return r;
+  auto stopping = [&] { return options_.stop && options_.stop->load(); };
+  size_t next = 0;
+  while (next < shapes.size()) {
+    if (stopping()) {
+      return make_error(ErrorCode::kUnavailable, fmt::format("stopping: {} of {} shapes of task {} evaluated", next,
+                                                             shapes.size(), task.task_id));
+    }
+    // Fresh seeds per (evaluator, task, shape): a candidate cannot know them in advance.
+    Json items = Json::array();
+    for (size_t i = next; i < shapes.size(); ++i) {
+      const uint64_t base = num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id + "/" + shapes[i]->id));
+      std::vector<uint64_t> seeds;
+      for (int k = 0; k < st.seeds; ++k) seeds.push_back(num::mix64(base + static_cast<uint64_t>(k)));
+      items.push_back(Json{{"shape_id", shapes[i]->id}, {"params", shapes[i]->params}, {"seeds", seeds}});
+    }
+    Json req{{"schema", "atrex.child-request/1"}, {"operator", task.operator_name}, {"shapes", items},
+             {"library", library.string()}, {"atol", st.atol}, {"rtol", st.rtol}, {"performance", st.performance},
+             {"warmup_iterations", st.warmup_iterations}, {"min_iterations", st.min_iterations},
+             {"max_iterations", st.max_iterations}, {"min_time_s", st.min_time_s}, {"max_timing_s", st.max_timing_s},
+             {"target_rse", st.target_rse}, {"timing_mode", st.timing_mode}};
+    const std::string stem = fmt::format("{}-{}-{}-{:x}", task.operator_name, shapes[next]->id, ::getpid(),
+                                         num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id)));
+    const fs::path req_file = options_.work_dir / (stem + ".request.json");
+    const fs::path resp_file = options_.work_dir / (stem + ".response.jsonl");
+    fs::remove(resp_file, ec);
+    if (auto w = write_text_file_atomic(req_file, req.dump()); !w) {
+      return io_error("runner could not write the evaluation request: " + w.error().message);
+    }
+    SubprocessOptions opt;
+    const std::string child = task.candidate.backend == "cuda" ? "atrex-eval-cuda" : "atrex-eval-cpu";
+    opt.argv = {(options_.child_dir / child).string(), "--request", req_file.string(), "--response", resp_file.string(),
+                "--device", std::to_string(options_.device_index)};
+    // The limit is per shape: every response line the child appends restarts it.
+    opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(st.shape_timeout_s * 1000));
+    opt.output_file = options_.work_dir / (stem + ".log");
+    // Records are emitted as the child appends them (a sweep persists each at once).
+    size_t consumed = 0, emitted = 0;
+    bool clean = true;
+    std::string last_status;
+    const auto launched = std::chrono::steady_clock::now();
+    auto last_line_at = launched;
+    auto drain = [&] {
+      std::ifstream in(resp_file, std::ios::binary);
+      if (!in) return false;
+      in.seekg(static_cast<std::streamoff>(consumed));
+      std::string fresh((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      bool any = false;
+      for (size_t start = 0, nl; (nl = fresh.find('\n', start)) != std::string::npos; start = nl + 1) {
+        consumed += nl + 1 - start;
+        if (next + emitted >= shapes.size()) break;
+        Json j;
+        try {
+          j = Json::parse(fresh.substr(start, nl - start));
+        } catch (const std::exception&) {
+          continue;  // the runner's own read of a half-written line cannot happen (whole lines only)
+        }
+        const problems::Shape& s = *shapes[next + emitted];
+        EvalRecord r = new_eval_record(task, s.id, device_name);
+        apply_child_response(r, j);
+        // The child's start (context creation, loading) is charged to its first shape.
+        if (emitted == 0 && j.contains("started_at_s")) {
+          r.wall_s += std::max(0.0, j["started_at_s"].get<double>() -
+                                        std::chrono::duration<double>(launched.time_since_epoch()).count());
+        }
+        if (r.device.empty()) r.device = device_name;
+        clean = clean && (r.status == EvalStatus::kOk || r.status == EvalStatus::kWrongResult);
+        last_status = j.value("status", "");
+        emit(std::move(r), s);
+        ++emitted;
+        any = true;
+        last_line_at = std::chrono::steady_clock::now();
+      }
+      return any;
+    };
+    opt.progress = drain;
+    opt.should_stop = stopping;
+    auto proc = run_subprocess(opt);
+    drain();
+    const double since_last = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_line_at).count();
+    next += emitted;
+    // Asked to stop: the child exits after the shape in hand (or dies of the signal if it came
+    // before the child set its handler); the rest of the task is given back.
+    const bool stopped = stopping() && proc && (proc->ok() || proc->term_signal == opt.stop_signal);
+    if (next < shapes.size() && last_status != "crashed" && !stopped) {
+      // The child died or hung on shapes[next] without writing its result.
+      clean = false;
+      EvalRecord r = new_eval_record(task, shapes[next]->id, device_name);
+      r.wall_s = since_last;
+      if (!proc) {
+        r.status = EvalStatus::kCrashed;
+        r.error = "runner could not start the evaluation child: " + proc.error().message;
+      } else if (proc->timed_out) {
+        r.status = EvalStatus::kTimeout;
+        r.error = fmt::format("no result within the {:.0f} s limit of one shape; the child was killed", st.shape_timeout_s);
+      } else {
+        r.status = EvalStatus::kCrashed;
+        std::string tail = proc->output_tail.size() > 1500 ? proc->output_tail.substr(proc->output_tail.size() - 1500)
+                                                           : proc->output_tail;
+        r.error = fmt::format("the evaluation child died ({}) without a result{}{}", proc->describe(),
+                              tail.empty() ? "" : "; output: ", tail);
+      }
+      emit(std::move(r), *shapes[next]);
+      ++next;
+    }
+    fs::remove(req_file, ec);
+    fs::remove(resp_file, ec);
+    if (clean) fs::remove(opt.output_file, ec);
   }
-  SubprocessOptions opt;
-  const std::string child = task.candidate.backend == "cuda" ? "atrex-eval-cuda" : "atrex-eval-cpu";
-  opt.argv = {(options_.child_dir / child).string(), "--request", req_file.string(), "--response", resp_file.string(),
-              "--device", std::to_string(options_.device_index)};
-  opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(st.shape_timeout_s * 1000));
-  opt.output_file = options_.work_dir / (stem + ".log");
-  auto proc = run_subprocess(opt);
-  r.wall_s = proc ? proc->wall_s : 0;
-  auto response = read_json_file(resp_file);
-  if (!proc) {
-    r.status = EvalStatus::kCrashed;
-    r.error = "runner could not start the evaluation child: " + proc.error().message;
-  } else if (proc->timed_out) {
-    r.status = EvalStatus::kTimeout;
-    r.error = fmt::format("no result within the {:.0f} s limit of one shape; the child was killed", st.shape_timeout_s);
-  } else if (!response) {
-    r.status = EvalStatus::kCrashed;
-    std::string tail = proc->output_tail.size() > 1500 ? proc->output_tail.substr(proc->output_tail.size() - 1500) : proc->output_tail;
-    r.error = fmt::format("the evaluation child died ({}) without a result{}{}", proc->describe(),
-                          tail.empty() ? "" : "; output: ", tail);
-  } else {
-    const Json& j = *response;
-    auto status = parse_eval_status(j.value("status", "crashed"));
-    r.status = status ? *status : EvalStatus::kCrashed;
-    r.error = j.value("error", "");
-    r.max_abs_error = j.value("max_abs_error", 0.0);
-    r.max_rel_error = j.value("max_rel_error", 0.0);
-    r.seeds_passed = j.value("seeds_passed", 0);
-    if (j.contains("low_signal_outputs")) r.low_signal_outputs = j["low_signal_outputs"].get<std::vector<std::string>>();
-    if (j.contains("device")) r.device = j["device"].get<std::string>();
-    if (j.contains("clocks")) r.clocks = j["clocks"];
-    if (j.contains("phases_s") && j["phases_s"].is_object()) r.phases_s = j["phases_s"];
-    if (j.contains("timing") && j["timing"].is_object()) r.timing = timing_summary_from_json(j["timing"]);
-  }
-  fs::remove(req_file, ec);
-  fs::remove(resp_file, ec);
-  if (r.status == EvalStatus::kOk || r.status == EvalStatus::kWrongResult) fs::remove(opt.output_file, ec);
-  return r;
+  return ok();
 }
 
 }  // namespace atrex::runner

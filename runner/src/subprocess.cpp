@@ -110,12 +110,18 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
 
   SubprocessResult result;
   result.started = !exec_failed;
-  const auto deadline = t0 + opt.timeout;
+  auto deadline = t0 + opt.timeout;
+  bool stop_sent = false;
   int status = 0;
   for (auto delay = std::chrono::microseconds(200);;) {
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) return io_error(fmt::format("waitpid: {}", std::strerror(errno)));
+    if (opt.progress && opt.progress()) deadline = std::chrono::steady_clock::now() + opt.timeout;
+    if (!stop_sent && opt.should_stop && opt.should_stop()) {
+      ::kill(pid, opt.stop_signal);
+      stop_sent = true;
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
       result.timed_out = true;
       ::kill(-pid, SIGKILL);

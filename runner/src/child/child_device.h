@@ -12,6 +12,7 @@
 #include <dlpack/dlpack.h>
 
 #include "atrex/common/json_io.h"
+#include "atrex/problems/compare.h"
 #include "atrex/problems/operator.h"
 
 namespace atrex::runner {
@@ -33,6 +34,20 @@ class ChildDevice {
   virtual std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed, void* dst) = 0;
   virtual std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
                                 std::span<void* const> out) = 0;
+  // The correctness comparison of one output on device buffers (compare.h semantics, without
+  // the message) and the first differing byte of two buffers (-1: none). Backends without
+  // them leave `supported` false and the child compares on the host.
+  virtual std::string compare(const problems::TensorDesc& desc, const void* cand, const void* ref, double atol,
+                              double rtol, problems::CompareResult& result, bool& supported) {
+    (void)desc, (void)cand, (void)ref, (void)atol, (void)rtol, (void)result;
+    supported = false;
+    return {};
+  }
+  virtual std::string first_difference(const void* a, const void* b, size_t bytes, int64_t& index, bool& supported) {
+    (void)a, (void)b, (void)bytes, (void)index;
+    supported = false;
+    return {};
+  }
   // Waits for all device work; returns the (possibly sticky) error text.
   virtual std::string synchronize() = 0;
   // Flushes the caches (outside the timed window), then times `call` (microseconds, device

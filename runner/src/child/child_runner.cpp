@@ -1,8 +1,12 @@
 #include "child_runner.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -164,15 +168,39 @@ class ShapeRun {
     return fmt::format("the candidate returned {}{}{}", rc, msg ? ": " : "", msg ? msg : "");
   }
 
+  // Inputs must be unchanged and outputs within tolerance of the reference of the current input
+  // set. Compared on the device where the backend can (CUDA: two reduction passes, no copy);
+  // the host comparison runs for custom comparisons (compare.h of each operator) and to word
+  // the message of a failure.
   std::optional<Failure> check_outputs(Json& resp, double atol, double rtol, const std::string& context) {
     auto phase = phases_.scope("check");
     for (size_t i = 0; i < shape_.inputs.size(); ++i) {
-      if (auto f = device_error(dev_.to_host(host_scratch_[i].data(), work_in_[i], shape_.inputs[i].bytes()), "copy")) return f;
+      const size_t bytes = shape_.inputs[i].bytes();
+      bool on_device = false;
+      int64_t first = -1;
+      if (auto f = device_error(dev_.first_difference(work_in_[i], pristine_in_[i], bytes, first, on_device), "comparing inputs")) return f;
+      if (on_device && first < 0) continue;
+      if (auto f = device_error(dev_.to_host(host_scratch_[i].data(), work_in_[i], bytes), "copy")) return f;
       auto diff = first_byte_difference(shape_.inputs[i], host_scratch_[i].data(), host_pristine_[i].data());
       if (!diff.empty()) return Failure{"wrong_result", context + "the candidate modified its input " + diff + "; inputs are read-only"};
     }
+    std::vector<std::optional<problems::CompareResult>> passed(shape_.outputs.size());
+    bool need_host = false;
     for (size_t i = 0; i < shape_.outputs.size(); ++i) {
-      if (auto f = device_error(dev_.to_host(host_out_[i].data(), out_[i], shape_.outputs[i].bytes()), "copy")) return f;
+      if (shape_.def->outputs[i].compare) {
+        need_host = true;
+        continue;
+      }
+      problems::CompareResult c;
+      bool on_device = false;
+      if (auto f = device_error(dev_.compare(shape_.outputs[i], out_[i], ref_out_[i], atol, rtol, c, on_device), "comparing outputs")) return f;
+      if (on_device && c.pass) passed[i] = c;
+      else need_host = true;
+    }
+    if (need_host) {
+      for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+        if (auto f = device_error(dev_.to_host(host_out_[i].data(), out_[i], shape_.outputs[i].bytes()), "copy")) return f;
+      }
     }
     std::vector<const void*> cand, ref, in;
     for (auto& b : host_out_) cand.push_back(b.data());
@@ -180,8 +208,9 @@ class ShapeRun {
     for (auto& b : host_pristine_) in.push_back(b.data());
     for (size_t i = 0; i < shape_.outputs.size(); ++i) {
       const auto custom = shape_.def->outputs[i].compare;
-      problems::CompareResult c = custom ? custom(shape_, i, cand, ref, in, atol, rtol)
-                                         : problems::compare_output(shape_.outputs[i], cand[i], ref[i], atol, rtol);
+      problems::CompareResult c = passed[i]                   ? *passed[i]
+                                  : custom                    ? custom(shape_, i, cand, ref, in, atol, rtol)
+                                                              : problems::compare_output(shape_.outputs[i], cand[i], ref[i], atol, rtol);
       resp["max_abs_error"] = std::max(resp["max_abs_error"].get<double>(), c.max_abs_error);
       resp["max_rel_error"] = std::max(resp["max_rel_error"].get<double>(), c.max_rel_error);
       if (c.low_signal) {
@@ -195,6 +224,7 @@ class ShapeRun {
 
   void swap_input_sets() {
     std::swap(pristine_in_, alt_pristine_in_);
+    std::swap(ref_out_, alt_ref_out_);
     std::swap(host_pristine_, alt_host_pristine_);
     std::swap(host_ref_, alt_host_ref_);
   }
@@ -213,7 +243,17 @@ class ShapeRun {
         return false;
       }
     }
+    std::vector<void*> extra_ref;
+    for (const auto& d : shape_.outputs) {
+      extra_ref.push_back(buffers_.alloc(d.bytes(), err));
+      if (!err.empty()) {
+        resp["input_rotation"] = "off: no room for a second input set (" + err + ")";
+        (void)dev_.synchronize();
+        return false;
+      }
+    }
     alt_pristine_in_ = std::move(extra);
+    alt_ref_out_ = std::move(extra_ref);
     alt_host_pristine_.clear();
     alt_host_ref_.clear();
     for (const auto& d : shape_.inputs) alt_host_pristine_.emplace_back(d.bytes());
@@ -359,7 +399,7 @@ class ShapeRun {
   std::unique_ptr<LaunchBuilder> launch_;
   PhaseClock phases_;
   // The second input set of the timed calls (see measure).
-  std::vector<void*> alt_pristine_in_;
+  std::vector<void*> alt_pristine_in_, alt_ref_out_;
   std::vector<std::vector<uint8_t>> alt_host_pristine_, alt_host_ref_;
   std::optional<Failure> rotation_failure_;
   std::vector<void*> work_in_, pristine_in_, out_, ref_out_;
@@ -372,6 +412,54 @@ Json run_child_shape(const Json& request, ChildDevice& device) {
   ShapeRun run(request, device);
   return run.run();
 }
+
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+extern "C" void on_stop_signal(int) { g_stop_requested.store(true); }
+
+// Task mode (request "shapes": [{shape_id, params, seeds}, ...]): one process evaluates the
+// shapes in order and appends each response as one JSON line to the response file as soon as
+// it is known, so the runner sees progress and, after a crash or a timeout, knows which shape
+// was in hand. Stops after a crashed shape (the context may be unusable) and, on SIGUSR1,
+// between shapes.
+int run_child_task(const Json& request, ChildDevice& device, const std::string& response_path) {
+  struct sigaction sa{};
+  sa.sa_handler = on_stop_signal;
+  ::sigaction(SIGUSR1, &sa, nullptr);
+  std::FILE* out = std::fopen(response_path.c_str(), "a");
+  if (!out) {
+    fmt::print(stderr, "{}: cannot open the response file: {}\n", response_path, std::strerror(errno));
+    return 1;
+  }
+  Json common = request;
+  common.erase("shapes");
+  for (const Json& item : request["shapes"]) {
+    if (g_stop_requested.load()) break;
+    Json one = common;
+    for (const auto& [k, v] : item.items()) one[k] = v;
+    const auto t0 = std::chrono::steady_clock::now();
+    Json response = run_child_shape(one, device);
+    // steady_clock is CLOCK_MONOTONIC, shared with the runner: it charges the child's start to
+    // the first shape.
+    response["started_at_s"] = std::chrono::duration<double>(t0.time_since_epoch()).count();
+    response["shape_id"] = one.value("shape_id", "");
+    response["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string line = response.dump() + "\n";
+    if (std::fwrite(line.data(), 1, line.size(), out) != line.size() || std::fflush(out) != 0) {
+      fmt::print(stderr, "{}: cannot write the response: {}\n", response_path, std::strerror(errno));
+      return 1;
+    }
+    if (response.value("status", "") == "crashed") {
+      std::fclose(out);
+      std::_Exit(3);  // a crashed (sticky-error) context must not be reused, nor its destructors run
+    }
+  }
+  std::fclose(out);
+  return 0;
+}
+
+}  // namespace
 
 int child_main(int argc, char** argv, ChildDevice& device) {
   std::string request_path, response_path;
@@ -388,6 +476,7 @@ int child_main(int argc, char** argv, ChildDevice& device) {
     fmt::print(stderr, "{}\n", request.error().message);
     return 2;
   }
+  if (request->contains("shapes") && (*request)["shapes"].is_array()) return run_child_task(*request, device, response_path);
   Json response = request->value("mode", "shape") == "dump" ? run_child_dump(*request, device)
                                                              : run_child_shape(*request, device);
   auto written = write_text_file_atomic(response_path, response.dump());

@@ -25,8 +25,12 @@ Json run_child_shape(const Json& request, ChildDevice& device);
 // "rejected" for a bad item, "crashed" for a device failure, "skipped" after one). Never throws.
 Json run_child_dump(const Json& request, ChildDevice& device);
 
-// Entry for the child executables: `<exe> --request FILE --response FILE`; the request's "mode"
-// ("shape" by default, or "dump") picks the work. Returns the exit code.
+// Entry for the child executables: `<exe> --request FILE --response FILE`. A request with
+// "shapes" ([{shape_id, params, seeds}, ...] plus the common fields of one shape) evaluates
+// them in order in this process and appends one response line (JSON, with "shape_id" and
+// "wall_s") per shape as it completes; SIGUSR1 stops it between shapes and a crashed shape ends
+// it. Otherwise the request's "mode" ("shape" by default, or "dump") picks the work and the
+// response is one JSON document. Returns the exit code.
 int child_main(int argc, char** argv, ChildDevice& device);
 
 }  // namespace atrex::runner

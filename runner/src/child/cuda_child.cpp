@@ -65,6 +65,15 @@ class CudaDevice final : public ChildDevice {
                         std::span<void* const> out) override {
     return problems::cuda::reference(s, in, out, stream_);
   }
+  std::string compare(const problems::TensorDesc& desc, const void* cand, const void* ref, double atol, double rtol,
+                      problems::CompareResult& result, bool& supported) override {
+    supported = true;
+    return problems::cuda::compare_output(desc, cand, ref, atol, rtol, stream_, result);
+  }
+  std::string first_difference(const void* a, const void* b, size_t bytes, int64_t& index, bool& supported) override {
+    supported = true;
+    return problems::cuda::first_difference(a, b, bytes, stream_, index);
+  }
   std::string synchronize() override {
     if (auto e = cuda_error_text(cudaDeviceSynchronize()); !e.empty()) return e;
     return cuda_error_text(cudaGetLastError());

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 
+#include "atrex/problems/compare.h"
 #include "atrex/problems/operator.h"
 
 namespace atrex::problems::cuda {
@@ -19,5 +20,16 @@ std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t se
 // fp32/fp64 accumulation). Returns "" on success, else the error text.
 std::string reference(const ResolvedShape& shape, std::span<const void* const> in, std::span<void* const> out,
                       void* stream);
+
+// The correctness comparison of one output (compare.h semantics: pass, low_signal, max_abs_error,
+// max_rel_error, bad_count; no message) on device buffers of `desc`'s dtype and numel, on
+// `stream`; synchronises it. The caller copies to the host for the message of a failure.
+// Returns "" on success, else the CUDA error text.
+std::string compare_output(const TensorDesc& desc, const void* candidate, const void* reference, double atol,
+                           double rtol, void* stream, CompareResult& result);
+
+// The offset of the first differing byte of two device buffers of `bytes` bytes (8-byte
+// aligned, as cudaMalloc returns them), or -1 in `index`; synchronises `stream`.
+std::string first_difference(const void* a, const void* b, size_t bytes, void* stream, int64_t& index);
 
 }  // namespace atrex::problems::cuda

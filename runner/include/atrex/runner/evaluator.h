@@ -84,8 +84,12 @@ class Evaluator {
   CompileCache& compile_cache() { return cache_; }
 
  private:
-  EvalRecord evaluate_shape(const EvalTask& task, const problems::Shape& shape, const std::filesystem::path& library,
-                            const std::string& device_name);
+  // Evaluates `shapes` in as few child processes as isolation allows: one child takes them in
+  // order (child_runner.h task mode); a crash or a timeout ends it, that shape is recorded as
+  // such, and a fresh child takes the rest. kUnavailable after a stop request (between shapes).
+  Result<void> run_shapes(const EvalTask& task, const std::vector<const problems::Shape*>& shapes,
+                          const std::filesystem::path& library, const std::string& device_name,
+                          const std::function<void(EvalRecord, const problems::Shape&)>& emit);
   void finish_record(EvalRecord& r, const EvalSettings& settings, const problems::Shape& shape);
 
   EvaluatorOptions options_;

@@ -5,7 +5,9 @@
 // goes to a file and its tail is kept for error messages. Core dumps are disabled.
 #pragma once
 
+#include <csignal>
 #include <chrono>
+#include <functional>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -23,6 +25,13 @@ struct SubprocessOptions {
   std::filesystem::path working_dir;              // empty = inherit
   std::map<std::string, std::string> extra_env;   // added to the environment
   size_t output_tail_bytes = 4096;                // how much of the output to keep in the result
+  // Polled in the wait loop (about every 20 ms). `progress` returning true restarts the
+  // timeout (a child working through many items gets `timeout` per item). When `should_stop`
+  // first returns true, `stop_signal` is sent to the child alone (not its group): it is asked to
+  // finish the item in hand and exit; the timeout still applies.
+  std::function<bool()> progress;
+  std::function<bool()> should_stop;
+  int stop_signal = SIGUSR1;
 };
 
 struct SubprocessResult {
