@@ -26,6 +26,8 @@ class ChildDevice {
   // Memory. Errors are returned as text ("" = success).
   virtual void* alloc(size_t bytes, std::string& error) = 0;
   virtual void release(void* p) = 0;
+  // Returns memory a backend caches for reuse (released buffers) to the system.
+  virtual void trim() {}
   virtual std::string to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual std::string from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual std::string copy(void* dst, const void* src, size_t bytes) = 0;

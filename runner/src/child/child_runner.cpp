@@ -68,6 +68,7 @@ class ShapeRun {
     {
       auto p = phases_.scope("setup");
       if (auto f = allocate()) return f;
+      dev_.trim();  // buffers cached from the previous shape and not reused
     }
     launch_ = std::make_unique<LaunchBuilder>(shape_, dev_.dl_device(), dev_.stream());
     for (size_t i = 0; i < work_in_.size(); ++i) launch_->set_input(i, work_in_[i]);
@@ -91,16 +92,23 @@ class ShapeRun {
     for (const auto& d : shape_.inputs) {
       work_in_.push_back(buffers_.alloc(d.bytes(), err));
       pristine_in_.push_back(buffers_.alloc(d.bytes(), err));
-      host_pristine_.emplace_back(d.bytes());
-      host_scratch_.emplace_back(d.bytes());
       if (!err.empty()) return Failure{"crashed", "allocating inputs: " + err};
     }
     for (const auto& d : shape_.outputs) {
       out_.push_back(buffers_.alloc(d.bytes(), err));
       ref_out_.push_back(buffers_.alloc(d.bytes(), err));
-      host_ref_.emplace_back(d.bytes());
-      host_out_.emplace_back(d.bytes());
       if (!err.empty()) return Failure{"crashed", "allocating outputs: " + err};
+    }
+    // The second input set of the timed calls (measure) and its reference; without room for it
+    // the rotation is off, said so in the response.
+    if (req_.value("performance", true)) {
+      for (const auto& d : shape_.inputs) {
+        if (second_set_error_.empty()) alt_pristine_in_.push_back(buffers_.alloc(d.bytes(), second_set_error_));
+      }
+      for (const auto& d : shape_.outputs) {
+        if (second_set_error_.empty()) alt_ref_out_.push_back(buffers_.alloc(d.bytes(), second_set_error_));
+      }
+      if (!second_set_error_.empty()) (void)dev_.synchronize();  // clears a recoverable out-of-memory error
     }
     return std::nullopt;
   }
@@ -137,12 +145,25 @@ class ShapeRun {
     std::vector<const void*> in(pristine_in_.begin(), pristine_in_.end());
     if (auto f = device_error(dev_.reference(shape_, in, ref_out_), "reference")) return f;
     if (auto f = device_error(dev_.synchronize(), "reference")) return f;
-    for (size_t i = 0; i < shape_.outputs.size(); ++i) {
-      if (auto f = device_error(dev_.to_host(host_ref_[i].data(), ref_out_[i], shape_.outputs[i].bytes()), "copy")) return f;
-    }
+    host_mirrors_valid_ = false;  // copied when a host comparison needs them (host_mirrors)
+    return std::nullopt;
+  }
+
+  // Host copies of the current set's pristine inputs and reference outputs, for the comparisons
+  // that run on the host (custom ones, backends without a device comparison, failure messages).
+  std::optional<Failure> host_mirrors() {
+    if (host_mirrors_valid_) return std::nullopt;
+    host_pristine_.resize(shape_.inputs.size());
+    host_ref_.resize(shape_.outputs.size());
     for (size_t i = 0; i < shape_.inputs.size(); ++i) {
+      host_pristine_[i].resize(shape_.inputs[i].bytes());
       if (auto f = device_error(dev_.to_host(host_pristine_[i].data(), pristine_in_[i], shape_.inputs[i].bytes()), "copy")) return f;
     }
+    for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+      host_ref_[i].resize(shape_.outputs[i].bytes());
+      if (auto f = device_error(dev_.to_host(host_ref_[i].data(), ref_out_[i], shape_.outputs[i].bytes()), "copy")) return f;
+    }
+    host_mirrors_valid_ = true;
     return std::nullopt;
   }
 
@@ -180,6 +201,9 @@ class ShapeRun {
       int64_t first = -1;
       if (auto f = device_error(dev_.first_difference(work_in_[i], pristine_in_[i], bytes, first, on_device), "comparing inputs")) return f;
       if (on_device && first < 0) continue;
+      if (auto f = host_mirrors()) return f;
+      host_scratch_.resize(shape_.inputs.size());
+      host_scratch_[i].resize(bytes);
       if (auto f = device_error(dev_.to_host(host_scratch_[i].data(), work_in_[i], bytes), "copy")) return f;
       auto diff = first_byte_difference(shape_.inputs[i], host_scratch_[i].data(), host_pristine_[i].data());
       if (!diff.empty()) return Failure{"wrong_result", context + "the candidate modified its input " + diff + "; inputs are read-only"};
@@ -198,11 +222,14 @@ class ShapeRun {
       else need_host = true;
     }
     if (need_host) {
+      if (auto f = host_mirrors()) return f;
+      host_out_.resize(shape_.outputs.size());
       for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+        host_out_[i].resize(shape_.outputs[i].bytes());
         if (auto f = device_error(dev_.to_host(host_out_[i].data(), out_[i], shape_.outputs[i].bytes()), "copy")) return f;
       }
     }
-    std::vector<const void*> cand, ref, in;
+    std::vector<const void*> cand, ref, in;  // empty when every output passed on the device
     for (auto& b : host_out_) cand.push_back(b.data());
     for (auto& b : host_ref_) ref.push_back(b.data());
     for (auto& b : host_pristine_) in.push_back(b.data());
@@ -227,37 +254,20 @@ class ShapeRun {
     std::swap(ref_out_, alt_ref_out_);
     std::swap(host_pristine_, alt_host_pristine_);
     std::swap(host_ref_, alt_host_ref_);
+    std::swap(host_mirrors_valid_, alt_host_mirrors_valid_);
   }
 
   // Keeps the last correctness seed's inputs and reference as the second set and draws a timing
   // seed's into the current one (prepare_seed). False when there is no room for it (recorded in
   // the response); a device error is left in rotation_failure_.
   bool prepare_second_input_set(Json& resp) {
-    std::string err;
-    std::vector<void*> extra;
-    for (const auto& d : shape_.inputs) {
-      extra.push_back(buffers_.alloc(d.bytes(), err));
-      if (!err.empty()) {
-        resp["input_rotation"] = "off: no room for a second input set (" + err + ")";
-        (void)dev_.synchronize();  // clears a recoverable out-of-memory error
-        return false;
-      }
+    if (!second_set_error_.empty()) {
+      resp["input_rotation"] = "off: no room for a second input set (" + second_set_error_ + ")";
+      return false;
     }
-    std::vector<void*> extra_ref;
-    for (const auto& d : shape_.outputs) {
-      extra_ref.push_back(buffers_.alloc(d.bytes(), err));
-      if (!err.empty()) {
-        resp["input_rotation"] = "off: no room for a second input set (" + err + ")";
-        (void)dev_.synchronize();
-        return false;
-      }
-    }
-    alt_pristine_in_ = std::move(extra);
-    alt_ref_out_ = std::move(extra_ref);
     alt_host_pristine_.clear();
     alt_host_ref_.clear();
-    for (const auto& d : shape_.inputs) alt_host_pristine_.emplace_back(d.bytes());
-    for (const auto& d : shape_.outputs) alt_host_ref_.emplace_back(d.bytes());
+    alt_host_mirrors_valid_ = false;
     swap_input_sets();  // the seed's set becomes the second one; prepare_seed fills the fresh one
     const uint64_t timing_seed = req_.value("seeds", std::vector<uint64_t>{1}).back() ^ 0x9E3779B97F4A7C15ull;
     rotation_failure_ = prepare_seed(timing_seed);
@@ -402,8 +412,11 @@ class ShapeRun {
   std::vector<void*> alt_pristine_in_, alt_ref_out_;
   std::vector<std::vector<uint8_t>> alt_host_pristine_, alt_host_ref_;
   std::optional<Failure> rotation_failure_;
+  std::string second_set_error_;
   std::vector<void*> work_in_, pristine_in_, out_, ref_out_;
+  // Host mirrors, sized on first use (host_mirrors).
   std::vector<std::vector<uint8_t>> host_pristine_, host_scratch_, host_ref_, host_out_;
+  bool host_mirrors_valid_ = false, alt_host_mirrors_valid_ = false;
 };
 
 }  // namespace

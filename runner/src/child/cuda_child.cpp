@@ -6,7 +6,9 @@
 // throttle reasons from NVML (nvml_clocks.h, loaded with dlopen).
 #include <cuda_runtime.h>
 
+#include <bit>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -37,15 +39,42 @@ class CudaDevice final : public ChildDevice {
   std::string name() const override { return name_; }
   DLDevice dl_device() const override { return DLDevice{kDLCUDA, device_}; }
   void* stream() override { return stream_; }
+  // Buffers are cached across the shapes of a task (one child evaluates them all): a released
+  // buffer is kept for the next shape's allocation of a similar size (no cudaMalloc/cudaFree,
+  // which synchronise and cost milliseconds for large buffers); trim() returns the ones left
+  // unused once a shape has allocated, so the candidate's own allocations find the memory free.
   void* alloc(size_t bytes, std::string& error) override {
+    const size_t size = bytes >= (1u << 20) ? (bytes + (1u << 20) - 1) & ~size_t{(1u << 20) - 1} : std::bit_ceil(bytes);
+    if (auto it = cached_.lower_bound(size); it != cached_.end() && it->first <= 2 * size) {
+      void* p = it->second;
+      live_[p] = it->first;
+      cached_.erase(it);
+      return p;
+    }
     void* p = nullptr;
-    if (auto e = cuda_error_text(cudaMalloc(&p, bytes)); !e.empty()) {
-      error = e;
+    cudaError_t e = cudaMalloc(&p, size);
+    if (e == cudaErrorMemoryAllocation && !cached_.empty()) {
+      (void)cudaGetLastError();
+      trim();
+      e = cudaMalloc(&p, size);
+    }
+    if (auto t = cuda_error_text(e); !t.empty()) {
+      error = t;
       return nullptr;
     }
+    live_[p] = size;
     return p;
   }
-  void release(void* p) override { cudaFree(p); }
+  void release(void* p) override {
+    auto it = live_.find(p);
+    if (it == live_.end()) return;
+    cached_.emplace(it->second, p);
+    live_.erase(it);
+  }
+  void trim() override {
+    for (auto& [size, p] : cached_) cudaFree(p);
+    cached_.clear();
+  }
   std::string to_host(void* dst, const void* src, size_t n) override {
     return cuda_error_text(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
   }
@@ -93,6 +122,8 @@ class CudaDevice final : public ChildDevice {
 
  private:
   int device_;
+  std::map<void*, size_t> live_;            // buffer -> size
+  std::multimap<size_t, void*> cached_;     // released buffers by size
   std::string name_;
   size_t l2_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
