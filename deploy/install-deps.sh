@@ -21,8 +21,9 @@ packages=(
   redis-server redis-tools
   # single-node Slurm 22.05 for cluster-in-a-box (no accounting daemon: sacct is optional)
   munge slurm-wlm slurmctld slurmd slurm-client
-  # test and debug helpers
-  procps
+  # test and debug helpers; iproute2's `ip netns` makes the multi-host test's hosts
+  # (deploy/netns-hosts.sh)
+  procps iproute2
 )
 
 missing=()

@@ -18,6 +18,7 @@
 #include "atrex/scheduler/local_sweep.h"
 #include "atrex/scheduler/sweep_spec.h"
 #include "redis_server.h"
+#include "sweep_cli.h"
 
 namespace atrex {
 namespace {
@@ -41,49 +42,17 @@ class ClusterSweep : public ::testing::Test {
     }
     fs::remove_all(dir_);
   }
+  testing::AtrexCli cli() const { return testing::AtrexCli(dir_); }
   std::pair<int, std::string> atrex(std::vector<std::string> args, int timeout_s = 300) {
-    runner::SubprocessOptions o;
-    o.argv = {std::string(ATREX_TEST_BIN_DIR) + "/atrex"};
-    o.argv.insert(o.argv.end(), args.begin(), args.end());
-    o.timeout = std::chrono::seconds(timeout_s);
-    o.working_dir = dir_;
-    o.output_tail_bytes = 1 << 20;
-    o.extra_env = {{"ATREX_CACHE_DIR", (dir_ / "cache").string()}};
-    auto r = runner::run_subprocess(o);
-    return {r->timed_out ? -1 : r->exit_code, r->output_tail};
+    return cli()(std::move(args), timeout_s);
   }
   Json manifest() { return *read_json_file(dir_ / "out" / "manifest.json"); }
-  Json status() {
-    auto [rc, out] = atrex({"sweep", "status", (dir_ / "out").string(), "--json"});
-    EXPECT_EQ(rc, 0) << out;
-    return Json::parse(out.substr(out.find('{')));
-  }
+  Json status() { return cli().status(dir_ / "out"); }
   // Polls the sweep's status until `pred` holds (or a deadline).
   bool poll(const std::function<bool(const Json&)>& pred, int seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (pred(status())) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
+    return cli().poll(dir_ / "out", pred, seconds);
   }
-  void expect_complete_and_counted_once() {
-    auto [rc, out] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "300"});
-    ASSERT_EQ(rc, 0) << out;
-    auto report = read_json_file(dir_ / "out" / "report.json");
-    ASSERT_TRUE(report);
-    for (const auto& o : (*report)["agents"][0]["operators"]) {
-      if (o["operator"] == "rms_norm") {
-        EXPECT_EQ(o["status"], "correct") << o.dump();
-        EXPECT_EQ(o["shapes_evaluated"], 2) << "each final record counted once";
-      }
-    }
-    std::ifstream in(dir_ / "out" / "results.jsonl");
-    std::set<std::string> keys;
-    for (std::string line; std::getline(in, line);) {
-      EXPECT_TRUE(keys.insert(Json::parse(line)["key"].get<std::string>()).second) << "duplicate " << line;
-    }
-  }
+  void expect_complete_and_counted_once() { testing::expect_complete_and_counted_once(cli(), dir_ / "out"); }
 
   static std::string read_text(const fs::path& p) {
     std::ifstream in(p);

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -16,8 +17,8 @@ namespace atrex::testing {
 // deploy/install-deps.sh installs redis-server, and CI must not skip these tests.
 class RedisServer {
  public:
-  RedisServer() {
-    auto s = LocalRedisServer::start();
+  explicit RedisServer(LocalRedisOptions options = {}) {
+    auto s = LocalRedisServer::start(std::move(options));
     if (!s) {
       ADD_FAILURE() << s.error().message;
       return;

@@ -1,5 +1,6 @@
 #include "atrex/common/local_redis.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -7,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -18,12 +20,12 @@ extern char** environ;
 
 namespace atrex {
 
-int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
+int free_port(const std::string& address) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) return 0;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
   int port = 0;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
     socklen_t len = sizeof addr;
@@ -33,11 +35,19 @@ int free_loopback_port() {
   return port;
 }
 
-Result<std::unique_ptr<LocalRedisServer>> LocalRedisServer::start() {
+Result<std::unique_ptr<LocalRedisServer>> LocalRedisServer::start(LocalRedisOptions options) {
   std::unique_ptr<LocalRedisServer> s(new LocalRedisServer());
-  s->port_ = free_loopback_port();
-  if (s->port_ == 0) return make_error(ErrorCode::kUnavailable, "cannot find a free loopback port for redis-server");
-  s->dir_ = std::filesystem::temp_directory_path() / fmt::format("atrex_redis_{}_{}", ::getpid(), s->port_);
+  s->bind_ = options.bind;
+  s->port_ = options.port > 0 ? options.port : free_port(options.bind);
+  if (s->port_ == 0) {
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("cannot find a free port on {} for redis-server (is it an address of this host?)",
+                                  options.bind));
+  }
+  // The same port may be free in two network namespaces: the counter keeps the folders apart.
+  static std::atomic<int> started{0};
+  s->dir_ = std::filesystem::temp_directory_path() /
+            fmt::format("atrex_redis_{}_{}_{}", ::getpid(), s->port_, started.fetch_add(1));
   std::error_code ec;
   std::filesystem::create_directories(s->dir_, ec);
   if (ec) return io_error(fmt::format("{}: cannot create the redis-server folder: {}", s->dir_.string(), ec.message()));
@@ -60,9 +70,12 @@ void LocalRedisServer::stop() {
 }
 
 Result<void> LocalRedisServer::spawn() {
-  std::vector<std::string> args = {"redis-server", "--bind", "127.0.0.1", "--port", std::to_string(port_),
-                                   "--dir", dir_.string(), "--appendonly", "yes", "--save", "",
-                                   "--maxmemory-policy", "noeviction", "--logfile", (dir_ / "redis.log").string()};
+  // Protected mode (Redis 7) refuses every client from outside loopback to a server without a
+  // password, whatever --bind says; the one address given here is the access control.
+  std::vector<std::string> args = {"redis-server", "--bind", bind_, "--port", std::to_string(port_),
+                                   "--protected-mode", "no", "--dir", dir_.string(), "--appendonly", "yes",
+                                   "--save", "", "--maxmemory-policy", "noeviction", "--logfile",
+                                   (dir_ / "redis.log").string()};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -84,7 +97,7 @@ Result<void> LocalRedisServer::spawn() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return make_error(ErrorCode::kUnavailable, fmt::format("redis-server did not answer PING on port {}", port_));
+  return make_error(ErrorCode::kUnavailable, fmt::format("redis-server did not answer PING on {}:{}", bind_, port_));
 }
 
 LocalRedisServer::~LocalRedisServer() {
@@ -95,6 +108,7 @@ LocalRedisServer::~LocalRedisServer() {
 
 RedisOptions LocalRedisServer::options() const {
   RedisOptions o;
+  o.host = bind_;
   o.port = port_;
   return o;
 }
