@@ -99,6 +99,11 @@ class CudaDevice final : public ChildDevice {
     supported = true;
     return problems::cuda::compare_output(desc, cand, ref, atol, rtol, stream_, result);
   }
+  std::string compare_custom(const problems::ResolvedShape& shape, size_t index, std::span<const void* const> cand,
+                             std::span<const void* const> ref, double atol, double rtol, problems::CompareResult& result,
+                             bool& supported) override {
+    return problems::cuda::compare_custom_output(shape, index, cand, ref, atol, rtol, stream_, result, supported);
+  }
   std::string first_difference(const void* a, const void* b, size_t bytes, int64_t& index, bool& supported) override {
     supported = true;
     return problems::cuda::first_difference(a, b, bytes, stream_, index);

@@ -28,6 +28,16 @@ std::string reference(const ResolvedShape& shape, std::span<const void* const> i
 std::string compare_output(const TensorDesc& desc, const void* candidate, const void* reference, double atol,
                            double rtol, void* stream, CompareResult& result);
 
+// The operator's own comparison of output `index` (TensorSpec::compare, e.g. the fp8 quantisation
+// comparisons of quant_norm_compare.h) on device buffers of every output (`candidate`,
+// `reference`: all outputs of the shape, device pointers), where a device version of that
+// comparison exists; `supported` is false otherwise and the caller compares on the host. Same
+// verdict, bad_count, low_signal and max errors as the host function; no message (the caller
+// words a failure on the host). Synchronises `stream`.
+std::string compare_custom_output(const ResolvedShape& shape, size_t index, std::span<const void* const> candidate,
+                                  std::span<const void* const> reference, double atol, double rtol, void* stream,
+                                  CompareResult& result, bool& supported);
+
 // The offset of the first differing byte of two device buffers of `bytes` bytes (8-byte
 // aligned, as cudaMalloc returns them), or -1 in `index`; synchronises `stream`.
 std::string first_difference(const void* a, const void* b, size_t bytes, void* stream, int64_t& index);
