@@ -85,7 +85,7 @@ int run_bench_timing(const GlobalOptions& g, const TimingArgs& a) {
   std::map<std::string, std::map<std::string, std::vector<double>>> medians;
   std::map<std::string, double> roofline_us;
   std::map<std::string, std::string> methods;
-  for (const std::string mode : {"eager", "graph"}) {
+  for (const std::string mode : {"eager", "graph", "cupti"}) {
     for (int r = 0; r < a.rounds; ++r) {
       EvalTask t;
       t.candidate = *cand;
@@ -117,7 +117,8 @@ int run_bench_timing(const GlobalOptions& g, const TimingArgs& a) {
     for (const auto& id : *ids) {
       rows.push_back(Json{{"shape_id", id}, {"t_roofline_us", roofline_us[id]},
                           {"eager_round_medians_us", medians["eager"][id]}, {"graph_round_medians_us", medians["graph"][id]},
-                          {"eager_method", methods["eager"]}, {"graph_method", methods["graph"]}});
+                          {"cupti_round_medians_us", medians["cupti"][id]}, {"eager_method", methods["eager"]},
+                          {"graph_method", methods["graph"]}, {"cupti_method", methods["cupti"]}});
     }
     fmt::print("{}\n", Json{{"schema", "atrex.bench-timing/1"}, {"calibration", *cal}, {"rms_norm", rows}}.dump(2));
     return 0;
@@ -146,7 +147,7 @@ int run_bench_timing(const GlobalOptions& g, const TimingArgs& a) {
                100 * row["spread"].get<double>(), bw / 1e12, 100 * bw / memcpy_bw, memcpy_bw / 1e12);
   }
   for (const auto& id : *ids) {
-    for (const std::string mode : {"eager", "graph"}) {
+    for (const std::string mode : {"eager", "graph", "cupti"}) {
       const auto& v = medians[mode][id];
       fmt::print("{:<34} {:<22} {:>11.3f} {:>8.2f}%  T_roofline {:.3f} us ({} rounds, fresh child each; target spread "
                  "<= 3% below 10 us)\n",

@@ -273,8 +273,9 @@ void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
   e->add_option("--roofline", a.roofline, "W/Q for T_roofline: released (roofline.json) or analytic")
       ->check(CLI::IsMember({"released", "analytic"}))->capture_default_str();
   e->add_option("--timing-mode", a.timing_mode,
-                "GPU timing: auto (CUDA-graph replay when the call can be captured, else eager), graph or eager")
-      ->check(CLI::IsMember({"auto", "graph", "eager"}))->capture_default_str();
+                "GPU timing: auto (CUPTI kernel spans where CUPTI loads, else CUDA-graph replay when the call can be "
+                "captured, else eager events), cupti, graph or eager")
+      ->check(CLI::IsMember({"auto", "cupti", "graph", "eager"}))->capture_default_str();
   e->add_flag("--json", g.json, "Machine-readable output (atrex.eval-summary/1)");
   e->callback([&] { rc = run_eval(g, a); });
 }

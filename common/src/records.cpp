@@ -103,7 +103,8 @@ Json to_json(const TimingSummary& t) {
               {"time_us_min", t.time_us_min},       {"time_us_mean", t.time_us_mean},
               {"n", t.n},                           {"samples_us", t.samples_us},
               {"method", t.method},                 {"relative_standard_error", t.relative_standard_error},
-              {"graph_fallback", t.graph_fallback}};
+              {"graph_fallback", t.graph_fallback}, {"event_time_us_median", t.event_time_us_median ? Json(*t.event_time_us_median) : Json(nullptr)},
+              {"cupti_fallback", t.cupti_fallback}, {"cupti_unavailable", t.cupti_unavailable}, {"kernels", t.kernels}};
 }
 
 TimingSummary timing_summary_from_json(const Json& j) {
@@ -119,6 +120,12 @@ TimingSummary timing_summary_from_json(const Json& j) {
   t.method = j.value("method", "");
   t.relative_standard_error = j.value("relative_standard_error", 0.0);
   t.graph_fallback = j.value("graph_fallback", "");
+  if (j.contains("event_time_us_median") && j["event_time_us_median"].is_number()) {
+    t.event_time_us_median = j["event_time_us_median"].get<double>();
+  }
+  t.cupti_fallback = j.value("cupti_fallback", "");
+  t.cupti_unavailable = j.value("cupti_unavailable", "");
+  if (j.contains("kernels") && j["kernels"].is_array()) t.kernels = j["kernels"];
   return t;
 }
 
@@ -156,8 +163,8 @@ Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSetti
   if (f.has("timing_mode")) {
     ATREX_ASSIGN_OR_RETURN(auto tf, f.at("timing_mode"));
     ATREX_ASSIGN_OR_RETURN(s.timing_mode, tf.as_string());
-    if (s.timing_mode != "auto" && s.timing_mode != "graph" && s.timing_mode != "eager") {
-      return tf.fail("expected auto, graph or eager");
+    if (s.timing_mode != "auto" && s.timing_mode != "cupti" && s.timing_mode != "graph" && s.timing_mode != "eager") {
+      return tf.fail("expected auto, cupti, graph or eager");
     }
   }
   if (s.max_iterations < s.min_iterations) {

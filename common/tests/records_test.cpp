@@ -78,11 +78,13 @@ TEST(Records, TimingModeAndTargetRseRoundTripAndAreValidated) {
   auto back = eval_settings_from_json(JsonField(to_json(*s), "task", "settings"));
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->timing_mode, "eager");
-  Json bad = Json::parse(R"({"timing_mode": "cupti"})");
+  Json cupti = Json::parse(R"({"timing_mode": "cupti"})");
+  ASSERT_TRUE(eval_settings_from_json(JsonField(cupti, "sweep.yaml", "evaluation")));
+  Json bad = Json::parse(R"({"timing_mode": "nvbench"})");
   auto b = eval_settings_from_json(JsonField(bad, "sweep.yaml", "evaluation"));
   ASSERT_FALSE(b);
   EXPECT_NE(b.error().message.find("evaluation.timing_mode"), std::string::npos) << b.error().message;
-  EXPECT_NE(b.error().message.find("auto, graph or eager"), std::string::npos) << b.error().message;
+  EXPECT_NE(b.error().message.find("auto, cupti, graph or eager"), std::string::npos) << b.error().message;
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ class GpuGatesTest : public ::testing::Test {
 };
 
 TEST_F(GpuGatesTest, CorrectCudaCandidatePassesAndIsTimedByGraphReplay) {
-  auto recs = evaluate("rms_norm_correct.cu", {"0", "15", "27"});
+  auto recs = evaluate("rms_norm_correct.cu", {"0", "15", "27"}, "graph");
   ASSERT_EQ(recs.size(), 3u);
   for (const auto& r : recs) {
     EXPECT_EQ(r.status, EvalStatus::kOk) << r.shape_id << ": " << r.error;
@@ -88,17 +88,50 @@ TEST_F(GpuGatesTest, IllegalAddressKillsOnlyItsChild) {
   EXPECT_EQ(ok[0].status, EvalStatus::kOk) << ok[0].error;
 }
 
-// Graph replay removes the host launch cost that eager events include: on a tiny shape the
-// graph-timed median must be clearly below the eager one (rms_norm shape 28: ~10 us eager).
-TEST_F(GpuGatesTest, GraphTimingIsBelowEagerOnTinyShapes) {
+// CUPTI kernel spans (timing_mode auto) time the kernel itself: on a tiny shape they must come out
+// below both event-based methods, whose windows include the event and graph-node overhead.
+TEST_F(GpuGatesTest, CuptiSpansTimeTheKernelWithoutHarnessOverhead) {
+  auto cupti = evaluate("rms_norm_correct.cu", {"28"});
   auto graph = evaluate("rms_norm_correct.cu", {"28"}, "graph");
   auto eager = evaluate("rms_norm_correct.cu", {"28"}, "eager");
-  ASSERT_EQ(graph[0].status, EvalStatus::kOk) << graph[0].error;
-  ASSERT_EQ(eager[0].status, EvalStatus::kOk) << eager[0].error;
+  for (const auto* r : {&cupti, &graph, &eager}) ASSERT_EQ((*r)[0].status, EvalStatus::kOk) << (*r)[0].error;
+  const auto& t = *cupti[0].timing;
+  EXPECT_EQ(t.method, "cupti_kernel_span_l2_flush") << t.cupti_unavailable << t.cupti_fallback;
   EXPECT_EQ(eager[0].timing->method, "cuda_events_l2_flush");
-  std::printf("rms_norm shape 28: graph %.3f us, eager %.3f us\n", graph[0].timing->time_us_median,
-              eager[0].timing->time_us_median);
-  EXPECT_LT(graph[0].timing->time_us_median, eager[0].timing->time_us_median);
+  std::printf("rms_norm shape 28: cupti %.3f us (events on the same calls %.3f us), graph %.3f us, eager %.3f us; kernels %s\n",
+              t.time_us_median, t.event_time_us_median.value_or(-1), graph[0].timing->time_us_median,
+              eager[0].timing->time_us_median, t.kernels.dump().c_str());
+  EXPECT_LT(t.time_us_median, graph[0].timing->time_us_median);
+  EXPECT_LT(t.time_us_median, eager[0].timing->time_us_median);
+  // Its one kernel is its own: target-DSL share 1.
+  ASSERT_TRUE(cupti[0].dsl_share.has_value());
+  EXPECT_DOUBLE_EQ(*cupti[0].dsl_share, 1.0);
+  ASSERT_EQ(t.kernels.size(), 1u);
+  EXPECT_TRUE(t.kernels[0].value("own", false));
+}
+
+// A candidate replaying a cached answer when its inputs repeat keeps correct outputs; the set of
+// kernels its timed calls launch changes, which CUPTI timing rejects.
+TEST_F(GpuGatesTest, ReplayedCacheIsRejectedByTheKernelSetCheck) {
+  auto cheat = evaluate("rms_norm_replays_cache.cu", {"0", "15"});
+  for (const auto& r : cheat) {
+    std::printf("replayed cache, shape %s: %s: %s\n", r.shape_id.c_str(), eval_status_name(r.status), r.error.c_str());
+    EXPECT_EQ(r.status, EvalStatus::kWrongResult);
+    EXPECT_NE(r.error.find("kernels launched differ"), std::string::npos) << r.error;
+  }
+}
+
+// Target-DSL attribution: a correct candidate whose GPU time is mostly a cuBLAS GEMM is reported
+// with a small own-kernel share (the paper's fallback), not rejected.
+TEST_F(GpuGatesTest, VendorLibraryKernelsAreAttributedAsFallback) {
+  auto recs = evaluate("rms_norm_cublas_fallback.cu", {"15"});
+  ASSERT_EQ(recs[0].status, EvalStatus::kOk) << recs[0].error;
+  ASSERT_TRUE(recs[0].dsl_share.has_value()) << recs[0].timing->cupti_unavailable;
+  std::printf("cuBLAS fallback: own-kernel share %.3f; kernels %s\n", *recs[0].dsl_share, recs[0].timing->kernels.dump().c_str());
+  EXPECT_LT(*recs[0].dsl_share, 0.5);
+  bool vendor = false;
+  for (const auto& k : recs[0].timing->kernels) vendor = vendor || !k.value("own", true);
+  EXPECT_TRUE(vendor);
 }
 
 TEST_F(GpuGatesTest, WorkOnAnUnjoinedStreamIsRejected) {

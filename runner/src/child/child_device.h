@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "atrex/common/json_io.h"
 #include "atrex/problems/compare.h"
 #include "atrex/problems/operator.h"
+#include "cupti_trace.h"
 
 namespace atrex::runner {
 
@@ -77,6 +79,19 @@ class ChildDevice {
   virtual std::string replay_timed(std::vector<double>& us) { (void)us; return "this backend has no graph replay"; }
   virtual std::string replay_call() { return "this backend has no graph replay"; }
   virtual std::string graph_timing_method() const { return {}; }
+  // Activity tracing of candidate calls (CUPTI on CUDA, cupti_trace.h): tracing_unavailable() is
+  // "" when the backend can trace, else why not. trace_call: flushes the caches, runs `call`
+  // tagged with `id` and also times it with events (`event_us`); trace_collect (after a
+  // synchronize) moves the traces of the tagged calls into `out`.
+  virtual std::string tracing_unavailable() const { return "this backend has no activity tracing"; }
+  virtual std::string trace_call(const std::function<int()>& call, uint64_t id, int& rc, double& event_us) {
+    (void)call, (void)id, (void)rc, (void)event_us;
+    return "this backend has no activity tracing";
+  }
+  virtual std::string trace_collect(std::map<uint64_t, CallTrace>& out) {
+    (void)out;
+    return "this backend has no activity tracing";
+  }
   // Clocks, throttle reasons, temperature, power (NVML on the GPU); {} where unknown.
   virtual Json clocks() { return Json::object(); }
 };

@@ -12,11 +12,13 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "atrex/candidate.h"
 #include "atrex/problems/compare.h"
+#include "elf_symbols.h"
 #include "launch.h"
 #include "shape_run_support.h"
 
@@ -275,8 +277,64 @@ class ShapeRun {
     return !rotation_failure_;
   }
 
+  // The kernels a timed call launches must be the same (as a multiset of names) in every timed
+  // call on the same input set (SOL-ExecBench's check): a candidate that skips work or replays a
+  // cached answer when its inputs repeat launches fewer kernels.
+  std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& traces,
+                                           const std::map<uint64_t, int>& set_of) {
+    std::map<int, std::pair<uint64_t, std::vector<std::string>>> first;  // input set -> (call, kernels)
+    for (const auto& [id, set] : set_of) {
+      std::vector<std::string> names;
+      if (auto it = traces.find(id); it != traces.end()) {
+        for (const auto& k : it->second.kernels) names.push_back(k.name);
+      }
+      std::sort(names.begin(), names.end());
+      auto [pos, inserted] = first.try_emplace(set, id, names);
+      if (inserted || pos->second.second == names) continue;
+      auto list = [](const std::vector<std::string>& v) {
+        std::string out;
+        for (size_t i = 0; i < v.size() && i < 6; ++i) out += (i ? ", " : "") + v[i];
+        return fmt::format("{} kernel(s){}{}{}", v.size(), v.empty() ? "" : ": ", out, v.size() > 6 ? ", ..." : "");
+      };
+      return Failure{"wrong_result",
+                     fmt::format("the kernels launched differ between timed calls on the same inputs (call {}: {}; call {}: {}): "
+                                 "work skipped or replayed from a cache",
+                                 pos->second.first + 1, list(pos->second.second), id + 1, list(names))};
+    }
+    return std::nullopt;
+  }
+
+  // Target-DSL attribution: the share of the timed calls' kernel time spent in kernels the
+  // candidate's own library defines (elf_symbols.h); vendor-library kernels make up the rest.
+  void attribute_kernels(Json& resp, const std::map<uint64_t, CallTrace>& traces) {
+    auto symbols = defined_function_symbols(req_.value("library", ""));
+    std::set<std::string> own_keys;
+    if (symbols) {
+      for (const auto& s : *symbols) own_keys.insert(kernel_key(s));
+    }
+    std::map<std::string, std::pair<double, bool>> per_kernel;  // name -> (us, own)
+    double own = 0, total = 0;
+    for (const auto& [id, t] : traces) {
+      for (const auto& k : t.kernels) per_kernel[k.name].first += k.us;
+    }
+    for (auto& [name, v] : per_kernel) {
+      v.second = own_keys.count(kernel_key(name)) > 0;
+      total += v.first;
+      if (v.second) own += v.first;
+    }
+    if (!symbols) resp["dsl_attribution_error"] = symbols.error().message;
+    if (total <= 0 || !symbols) return;
+    resp["dsl_share"] = own / total;
+    Json kernels = Json::array();
+    for (const auto& [name, v] : per_kernel) {
+      kernels.push_back(Json{{"name", name}, {"share", v.first / total}, {"own", v.second}});
+    }
+    resp["timing"]["kernels"] = kernels;
+  }
+
   // Performance gate on the last seed's inputs: warm-up, then cache-flushed timed calls (graph
-  // replay where the call can be captured, else eager; request "timing_mode": auto|graph|eager)
+  // replay where the call can be captured, else eager; CUPTI kernel spans where the backend can trace;
+  // request "timing_mode": auto|cupti|graph|eager)
   // until min_iterations, min_time_s and the relative standard error target are all met, or
   // max_iterations / max_timing_s is reached; then re-checks of the outputs and inputs, of a
   // graph replay and of one more eager call.
@@ -286,8 +344,8 @@ class ShapeRun {
     const double min_time_us = req_.value("min_time_s", 0.2) * 1e6;
     const double target_rse = req_.value("target_rse", 0.005);
     const std::string mode = req_.value("timing_mode", "auto");
-    if (mode != "auto" && mode != "graph" && mode != "eager") {
-      return Failure{"rejected", "timing_mode must be auto, graph or eager, not " + mode};
+    if (mode != "auto" && mode != "cupti" && mode != "graph" && mode != "eager") {
+      return Failure{"rejected", "timing_mode must be auto, cupti, graph or eager, not " + mode};
     }
     auto call = [&] { return entry_(launch_->launch()); };
     // Every timed call starts from poisoned outputs (in-place outputs from their input), set
@@ -323,6 +381,11 @@ class ShapeRun {
     if (auto f = device_error(dev_.synchronize(), "during warm-up")) return f;
     const Json clocks_before = dev_.clocks();
 
+    // CUPTI spans time the calls where the backend can trace (auto, cupti); the graph is then
+    // captured once for the replay re-check below, not for timing.
+    const std::string trace_unavailable = dev_.tracing_unavailable();
+    if (mode == "cupti" && !trace_unavailable.empty()) return Failure{"rejected", "timing_mode cupti: " + trace_unavailable};
+    const bool cupti = trace_unavailable.empty() && (mode == "auto" || mode == "cupti");
     bool graph = false;
     std::string graph_unsupported;
     if (mode == "graph" && dev_.graph_timing_method().empty()) {
@@ -330,7 +393,7 @@ class ShapeRun {
     }
     if (mode != "eager" && !dev_.graph_timing_method().empty()) {
       int rc = 0;
-      const int batch = std::clamp(min_it, 1, 50);
+      const int batch = cupti ? 1 : std::clamp(min_it, 1, 50);
       if (auto f = device_error(dev_.capture_timed(call, reset_outputs, batch, rc, graph_unsupported), "capturing a CUDA graph")) {
         return f;
       }
@@ -340,6 +403,9 @@ class ShapeRun {
       }
     }
     std::vector<double> samples;
+    std::vector<double> event_samples;           // cupti: the same calls timed with events
+    std::map<uint64_t, CallTrace> traces;         // cupti: by call number
+    std::map<uint64_t, int> trace_set;            // cupti: call number -> input set it ran on
     const auto wall_limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(req_.value("max_timing_s", 3.0));
     auto done = [&] {
       const int n = static_cast<int>(samples.size());
@@ -350,7 +416,28 @@ class ShapeRun {
       for (double v : samples) total += v;
       return total >= min_time_us && stats::relative_standard_error(samples) <= target_rse;
     };
+    uint64_t next_call = 0;
     while (!done()) {
+      if (cupti) {
+        // A batch of traced calls, then their spans (a call without device records: its event time).
+        const uint64_t first = next_call;
+        for (int k = 0; k < std::clamp(min_it, 1, 50); ++k) {
+          int rc = 0;
+          double ev = 0;
+          if (auto f = device_error(reset_outputs(), "poisoning outputs before a timed call")) return f;
+          trace_set[next_call] = rotate ? (prepared - 1) % 2 : 0;
+          if (auto f = device_error(dev_.trace_call(call, next_call++, rc, ev), "traced call")) return f;
+          if (rc != 0) return Failure{"wrong_result", "during timing: " + returned_error(rc)};
+          event_samples.push_back(ev);
+        }
+        if (auto f = device_error(dev_.synchronize(), "traced calls")) return f;
+        if (auto f = device_error(dev_.trace_collect(traces), "collecting CUPTI records")) return f;
+        for (uint64_t id = first; id < next_call; ++id) {
+          auto it = traces.find(id);
+          samples.push_back(it != traces.end() && it->second.span_us() > 0 ? it->second.span_us() : event_samples[id]);
+        }
+        continue;
+      }
       if (graph) {
         if (auto f = device_error(dev_.replay_timed(samples), "graph replay")) return f;
         continue;
@@ -363,9 +450,26 @@ class ShapeRun {
       samples.push_back(us);
     }
     timing_phase.reset();
-    resp["timing"] = timing_summary(samples, graph ? dev_.graph_timing_method() : dev_.timing_method());
+    std::string method = cupti ? "cupti_kernel_span_l2_flush" : graph ? dev_.graph_timing_method() : dev_.timing_method();
+    std::string cupti_note;
+    if (cupti) {
+      if (auto f = check_kernel_sets(traces, trace_set)) return f;
+      // Work the call does on the host before or between its launches is not device time; a call
+      // whose event window is much longer than its device span is timed with the events.
+      const double span = stats::median(samples), ev = stats::median(event_samples);
+      if (ev - span > std::max(20.0, 0.25 * span)) {
+        cupti_note = fmt::format("event window {:.1f} us vs device span {:.1f} us: host work inside the call; timed with events", ev, span);
+        samples = event_samples;
+        method = dev_.timing_method();
+      }
+    }
+    resp["timing"] = timing_summary(samples, method);
+    if (cupti) attribute_kernels(resp, traces);
     resp["timing"]["relative_standard_error"] = stats::relative_standard_error(samples);
     resp["timing"]["target_rse"] = target_rse;
+    if (cupti) resp["timing"]["event_time_us_median"] = stats::median(event_samples);
+    if (!cupti_note.empty()) resp["timing"]["cupti_fallback"] = cupti_note;
+    if (!cupti && mode == "auto" && !dev_.graph_timing_method().empty()) resp["timing"]["cupti_unavailable"] = trace_unavailable;
     if (!graph_unsupported.empty() && mode != "eager") resp["timing"]["graph_fallback"] = graph_unsupported;
     resp["clocks"] = Json{{"before", clocks_before}, {"after", dev_.clocks()}};
     if (auto f = device_error(dev_.synchronize(), "after timing")) return f;

@@ -33,7 +33,13 @@ class CudaDevice final : public ChildDevice {
     if (auto e = cuda_error_text(cudaStreamCreate(&stream_)); !e.empty()) return e;
     char bus_id[32] = {};
     if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_) == cudaSuccess) nvml_ = std::make_unique<NvmlClocks>(bus_id);
-    return timer_.init(stream_, l2_bytes_);
+    if (auto e = timer_.init(stream_, l2_bytes_); !e.empty()) return e;
+#if ATREX_HAVE_CUPTI
+    trace_unavailable_ = trace_.init();
+#else
+    trace_unavailable_ = "atrex-eval-cuda was built without the CUPTI headers";
+#endif
+    return {};
   }
 
   std::string name() const override { return name_; }
@@ -123,6 +129,27 @@ class CudaDevice final : public ChildDevice {
   std::string replay_timed(std::vector<double>& us) override { return timer_.replay_timed(us); }
   std::string replay_call() override { return timer_.replay_call(); }
   std::string graph_timing_method() const override { return "cuda_graph_l2_flush"; }
+  std::string tracing_unavailable() const override { return trace_unavailable_; }
+  std::string trace_call(const std::function<int()>& call, uint64_t id, int& rc, double& event_us) override {
+    if (!trace_unavailable_.empty()) return trace_unavailable_;
+    return timer_.time_eager(
+        [&] {
+          trace_.begin(id);
+          const int r = call();
+          trace_.end();
+          return r;
+        },
+        rc, event_us);
+  }
+  std::string trace_collect(std::map<uint64_t, CallTrace>& out) override {
+    if (!trace_unavailable_.empty()) return trace_unavailable_;
+#if ATREX_HAVE_CUPTI
+    return trace_.collect(out);
+#else
+    (void)out;
+    return trace_unavailable_;
+#endif
+  }
   Json clocks() override { return nvml_ ? nvml_->sample() : Json{{"available", false}}; }
 
  private:
@@ -133,6 +160,10 @@ class CudaDevice final : public ChildDevice {
   size_t l2_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
   CudaTimer timer_;
+#if ATREX_HAVE_CUPTI
+  CuptiTrace trace_;
+#endif
+  std::string trace_unavailable_;
   std::unique_ptr<NvmlClocks> nvml_;
 };
 

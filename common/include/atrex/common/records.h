@@ -90,6 +90,13 @@ struct TimingSummary {
   std::string method;  // "cuda_graph_l2_flush", "cuda_events_l2_flush", "steady_clock_llc_flush"
   double relative_standard_error = 0;  // standard error of the mean / mean
   std::string graph_fallback;          // why graph replay was not used (timing_mode auto), else ""
+  // CUPTI timing ("cupti_kernel_span_l2_flush"): the same calls' event-timed median, why the
+  // event times were used instead ("" = they were not), and the kernels of the timed calls
+  // ([{name, share of kernel time, own: defined by the candidate}]).
+  std::optional<double> event_time_us_median;
+  std::string cupti_fallback;
+  std::string cupti_unavailable;       // timing_mode auto without CUPTI: why
+  Json kernels = Json::array();
 };
 
 Json to_json(const TimingSummary& t);

@@ -1,0 +1,150 @@
+#include "cupti_trace.h"
+
+#include <cupti_activity.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace atrex::runner {
+namespace {
+
+// The CUPTI entry points used, resolved with dlsym.
+struct Api {
+  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) = nullptr;
+  CUptiResult (*enable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*flush_all)(uint32_t) = nullptr;
+  CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
+  CUptiResult (*push_external)(CUpti_ExternalCorrelationKind, uint64_t) = nullptr;
+  CUptiResult (*pop_external)(CUpti_ExternalCorrelationKind, uint64_t*) = nullptr;
+  CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+};
+Api g_api;
+
+// Completed activity buffers, handed over by CUPTI's worker thread.
+std::mutex g_mutex;
+std::vector<std::pair<uint8_t*, size_t>> g_completed;
+constexpr size_t kBufferBytes = 8u << 20;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_completed.emplace_back(buffer, valid);
+}
+
+std::string cupti_error(CUptiResult r, const char* what) {
+  const char* s = nullptr;
+  if (g_api.result_string) g_api.result_string(r, &s);
+  return fmt::format("{}: {}", what, s ? s : fmt::format("CUPTI error {}", static_cast<int>(r)));
+}
+
+}  // namespace
+
+CuptiTrace::~CuptiTrace() = default;  // CUPTI stays loaded until exit (it owns a thread)
+
+std::string CuptiTrace::init() {
+  if (std::getenv("ATREX_NO_CUPTI")) return "CUPTI tracing disabled by ATREX_NO_CUPTI";
+  for (const char* name : {"libcupti.so.13", "libcupti.so.12", "libcupti.so"}) {
+    if ((lib_ = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+  }
+  if (!lib_) return fmt::format("CUPTI not found (libcupti.so.13): {}", ::dlerror());
+  auto sym = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib_, name));
+    return fn != nullptr;
+  };
+  if (!sym(g_api.register_callbacks, "cuptiActivityRegisterCallbacks") || !sym(g_api.enable, "cuptiActivityEnable") ||
+      !sym(g_api.flush_all, "cuptiActivityFlushAll") || !sym(g_api.next_record, "cuptiActivityGetNextRecord") ||
+      !sym(g_api.push_external, "cuptiActivityPushExternalCorrelationId") ||
+      !sym(g_api.pop_external, "cuptiActivityPopExternalCorrelationId")) {
+    return "CUPTI lacks the activity API this child needs";
+  }
+  sym(g_api.result_string, "cuptiGetResultString");
+  if (auto r = g_api.register_callbacks(buffer_requested, buffer_completed); r != CUPTI_SUCCESS) {
+    return cupti_error(r, "cuptiActivityRegisterCallbacks");
+  }
+  for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+    if (auto r = g_api.enable(kind); r != CUPTI_SUCCESS) return cupti_error(r, "cuptiActivityEnable");
+  }
+  available_ = true;
+  return {};
+}
+
+void CuptiTrace::begin(uint64_t id) {
+  if (available_) g_api.push_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+}
+
+void CuptiTrace::end() {
+  uint64_t id = 0;
+  if (available_) g_api.pop_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
+}
+
+std::string CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
+  if (!available_) return "CUPTI tracing is not available";
+  if (auto r = g_api.flush_all(1); r != CUPTI_SUCCESS) return cupti_error(r, "cuptiActivityFlushAll");
+  std::vector<std::pair<uint8_t*, size_t>> buffers;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    buffers.swap(g_completed);
+  }
+  // Records of one call may come before or after the record that maps their correlation id.
+  std::map<uint32_t, uint64_t> external;  // CUPTI correlation id -> our id
+  struct Span {
+    uint32_t correlation;
+    uint64_t start, end;
+    bool is_kernel;
+    std::string kernel;
+  };
+  std::vector<Span> spans;
+  for (auto& [buffer, valid] : buffers) {
+    CUpti_Activity* rec = nullptr;  // records are copied out: the buffer is freed below
+    while (g_api.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      switch (rec->kind) {
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        case CUPTI_ACTIVITY_KIND_KERNEL: {
+          auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(rec);
+          spans.push_back({k->correlationId, k->start, k->end, true, k->name ? k->name : "?"});
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+          auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(rec);
+          spans.push_back({m->correlationId, m->start, m->end, false, {}});
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+          auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(rec);
+          spans.push_back({m->correlationId, m->start, m->end, false, {}});
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+          auto* e = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(rec);
+          if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) external[e->correlationId] = e->externalId;
+          break;
+        }
+        default: break;
+      }
+    }
+    std::free(buffer);
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  for (auto& sp : spans) {
+    auto it = external.find(sp.correlation);
+    if (it == external.end()) continue;
+    CallTrace& t = out[it->second];
+    if (t.first_start_ns == 0 || sp.start < t.first_start_ns) t.first_start_ns = sp.start;
+    t.last_end_ns = std::max(t.last_end_ns, sp.end);
+    if (sp.is_kernel) t.kernels.push_back({std::move(sp.kernel), (sp.end - sp.start) / 1e3});
+    else ++t.copies;
+  }
+  return {};
+}
+
+}  // namespace atrex::runner

@@ -1,0 +1,54 @@
+// CUPTI activity tracing of the candidate's calls (docs/evaluation.md "Timing"), loaded with
+// dlopen (libcupti.so.13, libcupti.so): no link-time dependency; without CUPTI the child times
+// with graphs or events and says so.
+//
+// Every CUDA call the calling thread makes between begin(id) and end() is tagged with `id`
+// (external correlation, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0); kernel, memcpy and memset
+// activity records (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, MEMCPY, MEMSET: device timestamps,
+// every stream) are grouped by that id. A call's time is the span from its first record's start
+// to its last record's end (the method of NVIDIA SOL-ExecBench's bench_gpu_time_with_cupti);
+// launch latency before the first kernel is not in it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace atrex::runner {
+
+struct TracedKernel {
+  std::string name;  // mangled, as the module defines it
+  double us = 0;     // end - start
+};
+
+struct CallTrace {
+  uint64_t first_start_ns = 0, last_end_ns = 0;
+  std::vector<TracedKernel> kernels;  // in start order
+  int copies = 0;                     // memcpy and memset records
+  double span_us() const { return last_end_ns > first_start_ns ? (last_end_ns - first_start_ns) / 1e3 : 0.0; }
+};
+
+class CuptiTrace {
+ public:
+  CuptiTrace() = default;
+  ~CuptiTrace();
+  CuptiTrace(const CuptiTrace&) = delete;
+  CuptiTrace& operator=(const CuptiTrace&) = delete;
+
+  // Loads CUPTI and enables the activity kinds; "" on success, else why tracing is off. Call
+  // after the CUDA context exists.
+  std::string init();
+  bool available() const { return available_; }
+  void begin(uint64_t id);
+  void end();
+  // Flushes CUPTI's buffers (the caller has synchronised the device) and moves the traces of the
+  // tagged calls seen since the last collect into `out`.
+  std::string collect(std::map<uint64_t, CallTrace>& out);
+
+ private:
+  bool available_ = false;
+  void* lib_ = nullptr;
+};
+
+}  // namespace atrex::runner
