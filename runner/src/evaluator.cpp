@@ -180,6 +180,7 @@ void apply_child_response(EvalRecord& r, const Json& j) {
   if (j.contains("clocks")) r.clocks = j["clocks"];
   if (j.contains("phases_s") && j["phases_s"].is_object()) r.phases_s = j["phases_s"];
   if (j.contains("timing") && j["timing"].is_object()) r.timing = timing_summary_from_json(j["timing"]);
+  if (j.contains("dsl_share") && j["dsl_share"].is_number()) r.dsl_share = j["dsl_share"].get<double>();
 }
 
 }  // namespace
