@@ -173,6 +173,8 @@ std::string compare_output(const TensorDesc& desc, const void* candidate, const 
   choose_tolerance<<<1, 1, 0, st>>>(integer, n, atol, sc.stats, sc.abs_tol);
   compare_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(desc.dtype, integer, candidate, reference, n, sc.abs_tol,
                                                            rtol, sc.stats);
+  // A launch that failed (configuration, no kernel image) would leave zeroed figures: a pass.
+  if (auto e = error_text(cudaGetLastError()); !e.empty()) return e;
   Stats host{};
   if (auto e = error_text(cudaMemcpyAsync(&host, sc.stats, sizeof host, cudaMemcpyDeviceToHost, st)); !e.empty()) return e;
   if (auto e = error_text(cudaStreamSynchronize(st)); !e.empty()) return e;
@@ -201,6 +203,7 @@ std::string first_difference(const void* a, const void* b, size_t bytes, void* s
   constexpr int kThreads = 256;
   first_difference_kernel<<<grid_for(static_cast<int64_t>(bytes / 8 + 1), kThreads), kThreads, 0, st>>>(
       static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), bytes, sc.first);
+  if (auto e = error_text(cudaGetLastError()); !e.empty()) return e;
   unsigned long long first = none;
   if (auto e = error_text(cudaMemcpyAsync(&first, sc.first, sizeof first, cudaMemcpyDeviceToHost, st)); !e.empty()) return e;
   if (auto e = error_text(cudaStreamSynchronize(st)); !e.empty()) return e;
