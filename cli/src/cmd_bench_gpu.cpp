@@ -128,28 +128,28 @@ int run_bench_timing(const GlobalOptions& g, const TimingArgs& a) {
   fmt::print("timer calibration on {} (SM {} MHz, memory {} MHz, clocks as found; {} SMs, L2 {} MiB)\n",
              dev.value("name", "?"), clocks.value("sm_mhz", 0), clocks.value("mem_mhz", 0), dev.value("sm_count", 0),
              dev.value("l2_bytes", 0) >> 20);
-  fmt::print("{:<34} {:<22} {:>11} {:>9}  {}\n", "kernel", "method", "median us", "spread", "note");
+  fmt::print("{:<34} {:<27} {:>11} {:>9}  {}\n", "kernel", "method", "median us", "spread", "note");
   const double b2b = cal->value("empty_kernel_back_to_back_us", 0.0);
   for (const auto& row : (*cal)["empty_kernel"]) {
     const double m = row["median_us"].get<double>();
-    fmt::print("{:<34} {:<22} {:>11.3f} {:>8.2f}%  harness overhead (target <= 1 us graph-timed): {:.3f} us\n",
+    fmt::print("{:<34} {:<27} {:>11.3f} {:>8.2f}%  harness overhead (target <= 1 us): {:.3f} us\n",
                "empty kernel <<<1,32>>>", row["method"].get<std::string>(), m, 100 * row["spread"].get<double>(), m);
   }
-  fmt::print("{:<34} {:<22} {:>11.3f} {:>9}  device time of the kernel alone (1000 back to back in a graph)\n",
+  fmt::print("{:<34} {:<27} {:>11.3f} {:>9}  device time of the kernel alone (1000 back to back in a graph)\n",
              "empty kernel <<<1,32>>>", "graph, back to back", b2b, "");
   const double copy_bytes = cal->value("copy_kernel_bytes", 0.0);
   const double memcpy_bw = cal->value("memcpy_copy_bytes_per_s", 0.0);
   for (const auto& row : (*cal)["copy_kernel"]) {
     const double m = row["median_us"].get<double>();
     const double bw = 2 * copy_bytes / (m * 1e-6);
-    fmt::print("{:<34} {:<22} {:>11.1f} {:>8.2f}%  {:.2f} TB/s = {:.1f}% of cudaMemcpy's {:.2f} TB/s (target spread <= 1%)\n",
+    fmt::print("{:<34} {:<27} {:>11.1f} {:>8.2f}%  {:.2f} TB/s = {:.1f}% of cudaMemcpy's {:.2f} TB/s (target spread <= 1%)\n",
                fmt::format("copy kernel {:.0f} GiB", copy_bytes / (1 << 30)), row["method"].get<std::string>(), m,
                100 * row["spread"].get<double>(), bw / 1e12, 100 * bw / memcpy_bw, memcpy_bw / 1e12);
   }
   for (const auto& id : *ids) {
     for (const std::string mode : {"eager", "graph", "cupti"}) {
       const auto& v = medians[mode][id];
-      fmt::print("{:<34} {:<22} {:>11.3f} {:>8.2f}%  T_roofline {:.3f} us ({} rounds, fresh child each; target spread "
+      fmt::print("{:<34} {:<27} {:>11.3f} {:>8.2f}%  T_roofline {:.3f} us ({} rounds, fresh child each; target spread "
                  "<= 3% below 10 us)\n",
                  fmt::format("rms_norm shape {}", id), methods[mode], stats::median(v), 100 * stats::relative_spread(v), roofline_us[id], v.size());
     }

@@ -104,7 +104,8 @@ Json to_json(const TimingSummary& t) {
               {"n", t.n},                           {"samples_us", t.samples_us},
               {"method", t.method},                 {"relative_standard_error", t.relative_standard_error},
               {"graph_fallback", t.graph_fallback}, {"event_time_us_median", t.event_time_us_median ? Json(*t.event_time_us_median) : Json(nullptr)},
-              {"cupti_fallback", t.cupti_fallback}, {"cupti_unavailable", t.cupti_unavailable}, {"kernels", t.kernels}};
+              {"cupti_fallback", t.cupti_fallback}, {"cupti_unavailable", t.cupti_unavailable}, {"kernels", t.kernels},
+              {"cupti_records", t.cupti_records}};
 }
 
 TimingSummary timing_summary_from_json(const Json& j) {
@@ -126,6 +127,7 @@ TimingSummary timing_summary_from_json(const Json& j) {
   t.cupti_fallback = j.value("cupti_fallback", "");
   t.cupti_unavailable = j.value("cupti_unavailable", "");
   if (j.contains("kernels") && j["kernels"].is_array()) t.kernels = j["kernels"];
+  if (j.contains("cupti_records") && j["cupti_records"].is_object()) t.cupti_records = j["cupti_records"];
   return t;
 }
 

@@ -98,9 +98,10 @@ TEST_F(GpuGatesTest, CuptiSpansTimeTheKernelWithoutHarnessOverhead) {
   const auto& t = *cupti[0].timing;
   EXPECT_EQ(t.method, "cupti_kernel_span_l2_flush") << t.cupti_unavailable << t.cupti_fallback;
   EXPECT_EQ(eager[0].timing->method, "cuda_events_l2_flush");
-  std::printf("rms_norm shape 28: cupti %.3f us (events on the same calls %.3f us), graph %.3f us, eager %.3f us; kernels %s\n",
+  std::printf("rms_norm shape 28: cupti %.3f us (events on the same calls %.3f us), graph %.3f us, eager %.3f us; kernels %s; "
+              "records %s; %s\n",
               t.time_us_median, t.event_time_us_median.value_or(-1), graph[0].timing->time_us_median,
-              eager[0].timing->time_us_median, t.kernels.dump().c_str());
+              eager[0].timing->time_us_median, t.kernels.dump().c_str(), t.cupti_records.dump().c_str(), t.cupti_fallback.c_str());
   EXPECT_LT(t.time_us_median, graph[0].timing->time_us_median);
   EXPECT_LT(t.time_us_median, eager[0].timing->time_us_median);
   // Its one kernel is its own: target-DSL share 1.

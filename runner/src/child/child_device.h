@@ -92,6 +92,8 @@ class ChildDevice {
     (void)out;
     return "this backend has no activity tracing";
   }
+  // Counts of the records tracing saw since the child started ({device, correlated}), for the record.
+  virtual Json trace_stats() const { return Json::object(); }
   // Clocks, throttle reasons, temperature, power (NVML on the GPU); {} where unknown.
   virtual Json clocks() { return Json::object(); }
 };

@@ -467,7 +467,10 @@ class ShapeRun {
     if (cupti) attribute_kernels(resp, traces);
     resp["timing"]["relative_standard_error"] = stats::relative_standard_error(samples);
     resp["timing"]["target_rse"] = target_rse;
-    if (cupti) resp["timing"]["event_time_us_median"] = stats::median(event_samples);
+    if (cupti) {
+      resp["timing"]["event_time_us_median"] = stats::median(event_samples);
+      resp["timing"]["cupti_records"] = dev_.trace_stats();
+    }
     if (!cupti_note.empty()) resp["timing"]["cupti_fallback"] = cupti_note;
     if (!cupti && mode == "auto" && !dev_.graph_timing_method().empty()) resp["timing"]["cupti_unavailable"] = trace_unavailable;
     if (!graph_unsupported.empty() && mode != "eager") resp["timing"]["graph_fallback"] = graph_unsupported;

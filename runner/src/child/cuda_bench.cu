@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 
 #include "atrex/common/sample_stats.h"
 #include "cuda_timer.h"
+#include "cupti_trace.h"
 #include "nvml_clocks.h"
 
 namespace atrex::runner {
@@ -248,7 +250,27 @@ Json calibrate(cudaStream_t stream, size_t l2, const std::function<int()>& call,
     std::vector<double> samples;
     for (int w = 0; w < 3; ++w) call();
     check(cudaStreamSynchronize(stream), "warm-up");
-    if (method == "graph") {
+    if (method == "cupti") {
+      // The evaluation child's default: eager calls tagged for CUPTI, a sample is the device span
+      // of the call's kernels (cupti_trace.h).
+      static CuptiTrace trace;
+      static const std::string unavailable = trace.init();
+      if (!unavailable.empty()) throw Fatal{"cupti: " + unavailable};
+      std::map<uint64_t, CallTrace> traces;
+      for (int i = 0; i < n; ++i) {
+        if (auto e = timer.flush(); !e.empty()) throw Fatal{e};
+        trace.begin(static_cast<uint64_t>(i));
+        call();
+        trace.end();
+      }
+      check(cudaStreamSynchronize(stream), "cupti samples");
+      if (auto e = trace.collect(traces); !e.empty()) throw Fatal{e};
+      for (int i = 0; i < n; ++i) {
+        auto it = traces.find(static_cast<uint64_t>(i));
+        if (it == traces.end() || it->second.span_us() <= 0) throw Fatal{"cupti: no kernel record for a timed call"};
+        samples.push_back(it->second.span_us());
+      }
+    } else if (method == "graph") {
       int rc = 0;
       std::string unsupported;
       if (auto e = timer.capture(call, 25, rc, unsupported); !e.empty()) throw Fatal{e};
@@ -307,6 +329,9 @@ Json timing(const Device& dev) {
   const int rounds = 5;
   out["empty_kernel"] = Json::array({calibrate(stream, l2, empty, "eager", rounds, 200),
                                      calibrate(stream, l2, empty, "graph", rounds, 200)});
+#if ATREX_HAVE_CUPTI
+  out["empty_kernel"].push_back(calibrate(stream, l2, empty, "cupti", rounds, 200));
+#endif
   const size_t copy_bytes = size_t{1} << 30;
   int4 *src = nullptr, *dst = nullptr;
   check(cudaMalloc(&src, copy_bytes), "cudaMalloc");
@@ -319,6 +344,9 @@ Json timing(const Device& dev) {
   };
   out["copy_kernel_bytes"] = copy_bytes;
   out["copy_kernel"] = Json::array({calibrate(stream, l2, copy, "eager", rounds, 30), calibrate(stream, l2, copy, "graph", rounds, 30)});
+#if ATREX_HAVE_CUPTI
+  out["copy_kernel"].push_back(calibrate(stream, l2, copy, "cupti", rounds, 30));
+#endif
   out["memcpy_copy_bytes_per_s"] = copy_bandwidth(copy_bytes, 5);
   cudaFree(src);
   cudaFree(dst);

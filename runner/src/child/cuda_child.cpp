@@ -144,12 +144,16 @@ class CudaDevice final : public ChildDevice {
   std::string trace_collect(std::map<uint64_t, CallTrace>& out) override {
     if (!trace_unavailable_.empty()) return trace_unavailable_;
 #if ATREX_HAVE_CUPTI
-    return trace_.collect(out);
+    auto e = trace_.collect(out);
+    device_records_ += trace_.last_device_records();
+    correlated_records_ += trace_.last_correlated();
+    return e;
 #else
     (void)out;
     return trace_unavailable_;
 #endif
   }
+  Json trace_stats() const override { return Json{{"device", device_records_}, {"correlated", correlated_records_}}; }
   Json clocks() override { return nvml_ ? nvml_->sample() : Json{{"available", false}}; }
 
  private:
@@ -164,6 +168,7 @@ class CudaDevice final : public ChildDevice {
   CuptiTrace trace_;
 #endif
   std::string trace_unavailable_;
+  int64_t device_records_ = 0, correlated_records_ = 0;
   std::unique_ptr<NvmlClocks> nvml_;
 };
 

@@ -21,6 +21,7 @@ struct Api {
   CUptiResult (*push_external)(CUpti_ExternalCorrelationKind, uint64_t) = nullptr;
   CUptiResult (*pop_external)(CUpti_ExternalCorrelationKind, uint64_t*) = nullptr;
   CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+  CUptiResult (*timestamp)(uint64_t*) = nullptr;
 };
 Api g_api;
 
@@ -67,11 +68,14 @@ std::string CuptiTrace::init() {
     return "CUPTI lacks the activity API this child needs";
   }
   sym(g_api.result_string, "cuptiGetResultString");
+  sym(g_api.timestamp, "cuptiGetTimestamp");
   if (auto r = g_api.register_callbacks(buffer_requested, buffer_completed); r != CUPTI_SUCCESS) {
     return cupti_error(r, "cuptiActivityRegisterCallbacks");
   }
-  for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-                    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+  // External correlation records are emitted for API activity records: the runtime and driver API
+  // kinds must be on for the pushed ids to reach the kernels (their records are skipped below).
+  for (auto kind : {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                    CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
     if (auto r = g_api.enable(kind); r != CUPTI_SUCCESS) return cupti_error(r, "cuptiActivityEnable");
   }
   available_ = true;
@@ -79,15 +83,25 @@ std::string CuptiTrace::init() {
 }
 
 void CuptiTrace::begin(uint64_t id) {
-  if (available_) g_api.push_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+  if (!available_) return;
+  g_api.push_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+  uint64_t t = 0;
+  if (g_api.timestamp) g_api.timestamp(&t);
+  windows_[id] = {t, 0};
+  open_ = id;
 }
 
 void CuptiTrace::end() {
+  if (!available_) return;
+  uint64_t t = 0;
+  if (g_api.timestamp) g_api.timestamp(&t);
+  if (auto it = windows_.find(open_); it != windows_.end()) it->second.second = t;
   uint64_t id = 0;
-  if (available_) g_api.pop_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
+  g_api.pop_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
 }
 
 std::string CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
+  last_device_records_ = last_correlated_ = 0;
   if (!available_) return "CUPTI tracing is not available";
   if (auto r = g_api.flush_all(1); r != CUPTI_SUCCESS) return cupti_error(r, "cuptiActivityFlushAll");
   std::vector<std::pair<uint8_t*, size_t>> buffers;
@@ -104,6 +118,7 @@ std::string CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
     std::string kernel;
   };
   std::vector<Span> spans;
+  std::vector<std::pair<uint32_t, uint64_t>> api;  // (correlation id, host start) of API calls
   for (auto& [buffer, valid] : buffers) {
     CUpti_Activity* rec = nullptr;  // records are copied out: the buffer is freed below
     while (g_api.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
@@ -124,6 +139,13 @@ std::string CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
           spans.push_back({m->correlationId, m->start, m->end, false, {}});
           break;
         }
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+        case CUPTI_ACTIVITY_KIND_DRIVER: {
+          // Second way to the call: an API call made inside a begin/end window.
+          auto* a = reinterpret_cast<CUpti_ActivityAPI*>(rec);
+          api.emplace_back(uint32_t{a->correlationId}, uint64_t{a->start});
+          break;
+        }
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
           auto* e = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(rec);
           if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) external[e->correlationId] = e->externalId;
@@ -134,10 +156,24 @@ std::string CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
     }
     std::free(buffer);
   }
+  if (external.empty()) {
+    // No external correlation records (a CUPTI that emits none): map the API calls by time.
+    for (const auto& [corr, start] : api) {
+      for (const auto& [id, w] : windows_) {
+        if (w.second != 0 && start >= w.first && start <= w.second) {
+          external[corr] = id;
+          break;
+        }
+      }
+    }
+  }
+  windows_.clear();
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
   for (auto& sp : spans) {
+    ++last_device_records_;
     auto it = external.find(sp.correlation);
     if (it == external.end()) continue;
+    ++last_correlated_;
     CallTrace& t = out[it->second];
     if (t.first_start_ns == 0 || sp.start < t.first_start_ns) t.first_start_ns = sp.start;
     t.last_end_ns = std::max(t.last_end_ns, sp.end);

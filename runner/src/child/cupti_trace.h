@@ -45,8 +45,14 @@ class CuptiTrace {
   // Flushes CUPTI's buffers (the caller has synchronised the device) and moves the traces of the
   // tagged calls seen since the last collect into `out`.
   std::string collect(std::map<uint64_t, CallTrace>& out);
+  // Of the last collect: device records (kernel, memcpy, memset) seen, and those of tagged calls.
+  int last_device_records() const { return last_device_records_; }
+  int last_correlated() const { return last_correlated_; }
 
  private:
+  int last_device_records_ = 0, last_correlated_ = 0;
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> windows_;  // id -> CUPTI timestamps of begin/end
+  uint64_t open_ = 0;
   bool available_ = false;
   void* lib_ = nullptr;
 };

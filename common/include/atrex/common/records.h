@@ -97,6 +97,7 @@ struct TimingSummary {
   std::string cupti_fallback;
   std::string cupti_unavailable;       // timing_mode auto without CUPTI: why
   Json kernels = Json::array();
+  Json cupti_records = Json::object();  // {device, correlated}: records CUPTI delivered, and of timed calls
 };
 
 Json to_json(const TimingSummary& t);
