@@ -2,6 +2,7 @@
 // custom comparisons, generator statistics, and resolution of every released shape.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "atrex/problems/operator.h"
 #include "atrex/problems/suite.h"
 #include "ops/moe_gemm_common.h"
+#include "ops/moe_gemm_inputs.h"
 #include "op_test_util.h"
 
 namespace atrex::problems {
@@ -322,6 +324,46 @@ TEST(MoeGemmGenerators, Fp8MoeBlocksSpanTheFp8RangeAndDequantiseToInputPyScales)
     EXPECT_NE(ids[t * 2], ids[t * 2 + 1]);
     EXPECT_NEAR(w[t * 2] + w[t * 2 + 1], 1.0, 1e-6);
   }
+}
+
+// Each scale input is served from the draw of its fp8 tensor (BlockScaleCache); it must be
+// bit-identical to the scales drawn afresh, as both were before the cache.
+TEST(MoeGemmGenerators, Fp8MoeScalesFromTheWeightDrawEqualAFreshDraw) {
+  auto s = resolve("fp8_blockscale_fused_moe", {{"num_experts", 2}, {"intermediate_size", 128}, {"top_k", 2},
+                                                {"token_count", 64}, {"hidden_size", 256}});
+  const uint64_t seed = 31;  // no other test draws it, so nothing of it is cached yet
+  for (size_t tensor = 0; tensor < 3; ++tensor) {
+    auto fresh = generate<float>(s, tensor + 5, seed);
+    generate<uint8_t>(s, tensor, seed);
+    auto cached = generate<float>(s, tensor + 5, seed);
+    ASSERT_EQ(fresh.size(), cached.size());
+    EXPECT_EQ(std::memcmp(fresh.data(), cached.data(), fresh.size() * sizeof(float)), 0) << s.inputs[tensor].name;
+  }
+}
+
+TEST(BlockScaleCache, HandsAnEqualSourceItsScalesOnceAndDropsTheOldestPastTheBound) {
+  using ops::BlockScaleCache;
+  ops::BlockQuantSource src{77, 3, 4, 8, 2, 4};  // [4, 8] in 2 x 4 blocks: 4 scales
+  src.bf16 = true;
+  std::vector<uint8_t> q(32);
+  std::vector<float> scales(4), v;
+  src.fill_quantised(q.data());
+  ops::BlockQuantSource other = src;
+  other.mul = 0.5f;
+  EXPECT_FALSE(BlockScaleCache::instance().take(other, scales.data())) << "another field, another draw";
+  ASSERT_TRUE(BlockScaleCache::instance().take(src, scales.data()));
+  for (int64_t b = 0; b < 4; ++b) EXPECT_EQ(scales[static_cast<size_t>(b)], src.draw(b, v)) << b;
+  EXPECT_FALSE(BlockScaleCache::instance().take(src, scales.data())) << "taken once";
+  for (uint64_t i = 0; i <= BlockScaleCache::kMaxEntries; ++i) {
+    ops::BlockQuantSource next = src;
+    next.seed = 1000 + i;
+    next.fill_quantised(q.data());
+  }
+  ops::BlockQuantSource oldest = src, newest = src;
+  oldest.seed = 1000;
+  newest.seed = 1000 + BlockScaleCache::kMaxEntries;
+  EXPECT_FALSE(BlockScaleCache::instance().take(oldest, scales.data())) << "dropped past kMaxEntries";
+  EXPECT_TRUE(BlockScaleCache::instance().take(newest, scales.data()));
 }
 
 TEST(MoeGemmGenerators, BlockScaledMmScalesBBySignedMaxAndAByAbsMax) {

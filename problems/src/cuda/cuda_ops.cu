@@ -1,6 +1,6 @@
 #include "atrex/problems/cuda_ops.h"
 
-#include <vector>
+#include <memory>
 
 #include "../ops/generate.h"
 #include "cuda_exec.cuh"
@@ -32,9 +32,12 @@ std::string last_error() {
 std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t seed, void* device_data, void* stream) {
   const TensorSpec& spec = shape.def->inputs[index];
   if (spec.generate) {  // structured inputs are drawn on the host and copied
-    std::vector<uint8_t> host(shape.inputs[index].bytes());
-    spec.generate(shape, index, seed, host.data());
-    cudaError_t e = cudaMemcpyAsync(device_data, host.data(), host.size(), cudaMemcpyHostToDevice,
+    // Left uninitialised: every structured generator writes each byte of its tensor, and
+    // zero-filling a multi-GB fp8 weight first would cost a pass of its own.
+    const size_t bytes = shape.inputs[index].bytes();
+    std::unique_ptr<uint8_t[]> host(new uint8_t[bytes]);
+    spec.generate(shape, index, seed, host.get());
+    cudaError_t e = cudaMemcpyAsync(device_data, host.get(), bytes, cudaMemcpyHostToDevice,
                                     static_cast<cudaStream_t>(stream));
     if (e == cudaSuccess) e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
     return e == cudaSuccess ? std::string() : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);

@@ -36,8 +36,9 @@ struct ResolvedShape;
 struct CompareResult;
 
 // Fills a structured input (ids, slot mappings, sequence lengths, ...) on the host: `data` is
-// the tensor's bytes. Used instead of `distribution` when set; the CUDA backend copies the
-// result to the device.
+// the tensor's bytes, and every one of them must be written (the CUDA backend draws into
+// uninitialised host memory, then copies it to the device). Used instead of `distribution`
+// when set.
 using CpuGenerateFn = void (*)(const ResolvedShape& shape, size_t index, uint64_t seed, void* data);
 
 // Compares output `index` when elementwise allclose does not fit (a valid prefix given by
