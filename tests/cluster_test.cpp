@@ -5,13 +5,18 @@
 // the instance their id picks and stay there.
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "atrex/common/json_io.h"
+#include "atrex/common/redis.h"
 #include "atrex/common/redis_queue.h"
 #include "atrex/runner/subprocess.h"
 #include "atrex/scheduler/redis_shard.h"
@@ -299,6 +304,35 @@ TEST_F(ClusterSweep, RedisListWithAnEmptyOrBadEntryIsRefusedNamingTheFlagAndEntr
   EXPECT_EQ(drc, 2) << dout;
   EXPECT_NE(dout.find("a second time"), std::string::npos) << dout;
   EXPECT_FALSE(fs::exists(dir_ / "out" / "manifest.json")) << "nothing is submitted";
+}
+
+// `atrex bench connections` parks idle workers (a blocked XREADGROUP connection each) until the
+// server refuses them: with maxclients lowered to 40, 20 park, and of 60 only the ones the
+// server still has room for park and the rest are counted as refused with Redis' reason.
+TEST_F(ClusterSweep, BenchConnectionsParksIdleWorkersAndCountsTheRefusedPastMaxclients) {
+  auto admin = RedisConnection::connect(redis_.options());
+  ASSERT_TRUE(admin);
+  ASSERT_TRUE((*admin)->command({"CONFIG", "SET", "maxclients", "40"}));
+  const auto [rc, out] = atrex({"bench", "connections", "--redis", url_, "--counts", "0,20,60", "--seconds", "0.2",
+                                "--runners", "2", "--rate", "200"}, 120);
+  ASSERT_TRUE((*admin)->command({"CONFIG", "SET", "maxclients", "10000"}));
+  ASSERT_EQ(rc, 0) << out;
+  std::istringstream lines(out);
+  std::map<int, std::vector<std::string>> rows;  // idle count -> columns
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream cols(line);
+    std::vector<std::string> c{std::istream_iterator<std::string>(cols), std::istream_iterator<std::string>()};
+    if (c.size() >= 3 && std::all_of(c[0].begin(), c[0].end(), ::isdigit)) rows[std::stoi(c[0])] = c;
+  }
+  ASSERT_EQ(rows.size(), 3u) << out;
+  EXPECT_EQ(rows[0][1], "0") << out;
+  EXPECT_EQ(rows[20][1], "20") << out;   // parked
+  EXPECT_EQ(rows[20][2], "0") << out;    // refused
+  EXPECT_EQ(rows[20][4], "20") << out;   // Redis' blocked_clients
+  const int parked = std::stoi(rows[60][1]), refused = std::stoi(rows[60][2]);
+  EXPECT_EQ(parked + refused, 60) << out;
+  EXPECT_GE(refused, 20) << out;  // 40 clients at most, the bench's own among them
+  EXPECT_NE(out.find("max number of clients reached"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc);
 void add_bench_commands(CLI::App& app, GlobalOptions& g, int& rc);
 // `bench timing` and `bench eval`, under `bench`.
 void add_gpu_bench_commands(CLI::App& bench, GlobalOptions& g, int& rc);
+// `bench connections` (idle workers parked on one Redis), under `bench`.
+void add_bench_connections_command(CLI::App& bench, int& rc);
 void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_report_command(CLI::App& app, GlobalOptions& g, int& rc);
 // `sweep submit|status|wait|cancel|resume` (under `sweep`) and the `runner` / `agent-worker` daemons.

@@ -16,22 +16,14 @@
 #include "atrex/common/local_redis.h"
 #include "atrex/common/redis.h"
 #include "atrex/common/redis_queue.h"
+#include "bench_queue.h"
 #include "cli.h"
 
 namespace atrex::cli {
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct QueueBenchArgs {
-  std::string redis_url;  // empty: a private redis-server
-  std::string runners = "1,2,4,8,16,32,64,128,256";
-  double seconds = 3.0;
-  int batch = 64;
-  int threads = 0;  // 0: hardware threads
-  int64_t max_length = 100000;
-  bool skip_redis_benchmark = false;
-};
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
@@ -44,22 +36,8 @@ double percentile(std::vector<double>& v, double p) {
   return v[k];
 }
 
-struct PhaseResult {
-  int runners = 0;
-  int threads = 0;
-  double offered_per_s = 0;  // 0 = as fast as the queue takes them
-  double tasks_per_s = 0;
-  double p50_ms = 0, p99_ms = 0;
-  int64_t completed = 0;
-  int64_t full_refusals = 0;  // enqueue batches refused by backpressure (max_length)
-  std::string error;
-};
+}  // namespace
 
-// One measurement: a producer enqueues no-op tasks stamped with their enqueue time (at
-// `rate` tasks/s, or as fast as backpressure allows when rate == 0) while `runners` simulated
-// runners, multiplexed over `threads` threads, claim (batch), "run" (nothing) and ack (batch).
-// The enqueue→start latency is the claim time minus the stamp. Counted over `seconds` after a
-// warm-up of a quarter of it.
 PhaseResult run_phase(const RedisOptions& redis, const std::string& stream, int runners, int threads, int batch,
                       double seconds, double rate, int64_t max_length) {
   PhaseResult res;
@@ -177,6 +155,18 @@ PhaseResult run_phase(const RedisOptions& redis, const std::string& stream, int 
   }
   return res;
 }
+
+namespace {
+
+struct QueueBenchArgs {
+  std::string redis_url;  // empty: a private redis-server
+  std::string runners = "1,2,4,8,16,32,64,128,256";
+  double seconds = 3.0;
+  int batch = 64;
+  int threads = 0;  // 0: hardware threads
+  int64_t max_length = 100000;
+  bool skip_redis_benchmark = false;
+};
 
 // `redis-benchmark` on the same server for the commands the queue uses, pipelined (-P 64) like
 // our batches and unpipelined; "" when the tool is missing.
@@ -333,6 +323,7 @@ void add_bench_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   qc->add_flag("--no-redis-benchmark", q.skip_redis_benchmark, "Do not run redis-benchmark for comparison");
   qc->add_flag("--json", g.json, "Machine-readable output (atrex.bench-queue/1)");
   qc->callback([&] { rc = run_bench_queue(g, q); });
+  add_bench_connections_command(*bench, rc);
   add_gpu_bench_commands(*bench, g, rc);
 }
 
