@@ -15,6 +15,13 @@ for bin in build/release/bin/*; do
   ldd "$bin" | awk '/=> \// {print $3}'
 done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnvidia-ml)\.so' |
   while read -r lib; do cp -L "$lib" .gpu-bundle/lib/; done
+# redis-server for the `daemon` step (the GPU image has none), with the libraries it links in a
+# folder of its own so that they never shadow the GPU image's for other programs.
+mkdir -p .gpu-bundle/redis
+cp -L "$(command -v redis-server)" .gpu-bundle/redis/
+ldd "$(command -v redis-server)" | awk '/=> \// {print $3}' |
+  grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' |
+  while read -r lib; do cp -L "$lib" .gpu-bundle/redis/; done
 du -sh build/release/bin build/release/share .gpu-bundle | sed 's/^/bundle: /'
 ls .gpu-bundle/lib
 # Compile every CUDA template and reference candidate here (nvcc 13.0 on both machines; the cache

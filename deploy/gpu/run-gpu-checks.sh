@@ -13,7 +13,9 @@
 #   refs:    every reference candidate (.cu) on its 2 smallest and its largest shape
 #            (REFS_OPS="op1 op2" limits the operators, REFS_SELECT="smallest:2" the shapes).
 # Everything printed is also saved under $OUT (when set) for the issue notes.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|all]...
+#   daemon:  a cluster sweep (local launcher, Redis from .gpu-bundle/redis) whose candidates hit an
+#            illegal address, a hang and an out-of-memory: one `atrex runner --device 0` survives them.
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|daemon|all]...
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
 #          deploy/gpu/smoke-sweep.yaml, for a quick check within a few minutes.
 set -uo pipefail
@@ -79,6 +81,9 @@ if want refs; then
       t1=$(date +%s.%N)
       shapes=$(grep -E '^ +[0-9]+ ' "$out/refs-$op-${sel%%:*}.txt" | awk '{printf "%s:%s ", $1, $2}')
       printf '%-30s %-10s rc=%d %6.1fs  %s\n' "$op" "$sel" "$r" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" "$shapes" | tee -a "$out/refs.txt"
+      python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    j=json.loads(l); print("    shape", j.get("shape_id"), j.get("status"), "wall_s", round(j.get("wall_s",0),2), "phases_s", {k: round(v,2) for k,v in (j.get("phases_s") or {}).items()})' "$out/refs-$op-${sel%%:*}.jsonl" 2>/dev/null | tee -a "$out/refs.txt"
       [ -n "${OUT:-}" ] && cp "$out/refs.txt" "$OUT/"
     done
   done
@@ -125,6 +130,43 @@ if want sweep; then
   "$atrex" sweep run --backend cuda --out results/gpu-sweep 2>&1 | tee "$out/sweep.txt" || rc=1
   cp results/gpu-sweep/report.md "$out/sweep-report.md" 2>/dev/null
   [ -n "${OUT:-}" ] && cp "$out/sweep.txt" "$out/sweep-report.md" "$OUT/" 2>/dev/null
+fi
+if want daemon; then
+  echo "=== runner daemon through Redis: illegal address, hang, out-of-memory (deploy/gpu/daemon-faults.yaml)"
+  # redis-server and its libraries come from this repo's Debian build machine (bundle.sh).
+  rdir=/tmp/atrex-daemon-redis port=${DAEMON_REDIS_PORT:-6399}
+  rm -rf "$rdir" results/gpu-daemon-faults && mkdir -p "$rdir" results
+  LD_LIBRARY_PATH="$root/.gpu-bundle/redis" "$root/.gpu-bundle/redis/redis-server" --port "$port" --bind 127.0.0.1 \
+    --dir "$rdir" --appendonly yes --maxmemory-policy noeviction --daemonize yes --pidfile "$rdir/redis.pid" \
+    --logfile "$rdir/redis.log" || rc=1
+  sleep 1
+  {
+    t0=$(date +%s.%N)
+    "$atrex" sweep submit deploy/gpu/daemon-faults.yaml --redis "redis://127.0.0.1:$port" --launcher local \
+      --out results/gpu-daemon-faults || rc=1
+    runner_pids=$(python3 -c 'import json; m=json.load(open("results/gpu-daemon-faults/manifest.json")); print(" ".join(str(p["pid"]) for p in m.get("workers",{}).get("processes",[]) if p.get("name","").startswith("runner")))' 2>/dev/null)
+    echo "runner pid(s) at submit: ${runner_pids:-unknown}"
+    timeout 420 "$atrex" sweep wait results/gpu-daemon-faults || rc=1
+    echo "sweep finished in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}') s"
+    "$atrex" sweep status results/gpu-daemon-faults
+    python3 - <<'PY' || rc=1
+import json, glob
+for f in glob.glob("results/gpu-daemon-faults/audit/*/*.jsonl"):
+    for line in open(f):
+        e = json.loads(line)
+        if e.get("event") != "evaluated": continue
+        t = e.get("provenance", {}).get("template", "?")
+        for r in e.get("records", []):
+            print(f"{t:40s} shape {r['shape_id']:>3}  {r['status']:12s} {r.get('time_us_median', 0) or 0:9.3f} us  {(r.get('error') or '')[:110]}")
+print(open("results/gpu-daemon-faults/report.md").read()[:1500])
+PY
+    echo "--- runner and agent-worker logs (first and last lines)"
+    for l in results/gpu-daemon-faults/logs/*.log; do echo "# $l"; head -3 "$l"; tail -4 "$l"; done
+    for p in $runner_pids; do kill -0 "$p" 2>/dev/null && echo "runner $p still alive after the faults" || echo "runner $p has exited"; done
+    "$atrex" sweep cancel results/gpu-daemon-faults 2>&1 | tail -2
+  } 2>&1 | tee "$out/daemon.txt"
+  kill "$(cat "$rdir/redis.pid")" 2>/dev/null
+  [ -n "${OUT:-}" ] && cp "$out/daemon.txt" "$OUT/"
 fi
 if want xcheck; then
   echo "=== xcheck: CUDA references vs independent PyTorch implementations"
