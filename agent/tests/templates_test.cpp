@@ -1,4 +1,6 @@
+#include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -159,6 +161,41 @@ TEST(TemplatesIntegration, CudaTemplatesCompilesAtTheirCorners) {
   }
 }
 #endif
+
+// The hip templates compile with hipcc at their corners, for gfx90a (Debian 12's hipcc 5.2 does
+// not know MI300X's gfx942). Compile only: no AMD GPU runs them. Skipped without hipcc, unless
+// ATREX_REQUIRE_HIP=1 (.ci/run), where that fails.
+TEST(TemplatesIntegration, HipTemplatesCompilesAtTheirCorners) {
+  bool hipcc = false;
+  std::stringstream dirs(std::getenv("PATH") ? std::getenv("PATH") : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) hipcc = hipcc || (!dir.empty() && fs::exists(fs::path(dir) / "hipcc"));
+  if (!hipcc) {
+    const char* required = std::getenv("ATREX_REQUIRE_HIP");
+    if (required && std::string(required) == "1") FAIL() << "hipcc is not installed (ATREX_REQUIRE_HIP=1)";
+    GTEST_SKIP() << "hipcc is not installed";
+  }
+  runner::CompileCache cache(fs::temp_directory_path() / ("atrex_tpl_hipcc_" + std::to_string(::getpid())),
+                             ATREX_TEST_INCLUDE_DIR);
+  auto cat = TemplateCatalog::embedded();
+  ASSERT_TRUE(cat);
+  int compiled = 0;
+  for (const auto& t : cat->all()) {
+    if (t.backend != "hip") continue;
+    for (const auto& pt : corner_points(t)) {
+      CandidateRef c;
+      c.source = render(t, pt);
+      c.sha256 = sha256_hex(c.source);
+      c.backend = "hip";
+      c.file_name = t.name + ".hip";
+      auto r = cache.compile(c, "gfx90a", 600);
+      ASSERT_TRUE(r) << r.error().message;
+      EXPECT_TRUE(r->ok) << t.path << " " << format_params(pt) << ":\n" << r->log;
+      ++compiled;
+    }
+  }
+  EXPECT_GT(compiled, 0) << "no hip template in the catalogue";
+  fs::remove_all(fs::temp_directory_path() / ("atrex_tpl_hipcc_" + std::to_string(::getpid())));
+}
 
 }  // namespace
 }  // namespace atrex::agent

@@ -148,8 +148,11 @@ int run_compile(const GlobalOptions& g, const CompileArgs& a) {
       if (*backend == "cuda") {
         const auto& env = runner::probe_environment();
         arch = env.has_gpu() ? env.gpus.front().cuda_arch() : "sm_90a";
+      } else if (*backend == "hip") {
+        const auto& hip = runner::probe_hip_environment();
+        arch = hip.gpus.empty() ? runner::default_hip_arch() : hip.gpus.front().arch;
       } else {
-        arch = *backend == "hip" ? "gfx942" : "native";
+        arch = "native";
       }
     }
     CandidateRef c;
@@ -233,6 +236,16 @@ Result<problems::HardwareProfile> hardware_for(const std::string& name, const st
   if (name == "host-cpu" || (name == "auto" && backend == "cpu")) return runner::cached_host_profile();
   ATREX_ASSIGN_OR_RETURN(auto profiles, problems::load_default_hardware_profiles(suite.dir()));
   if (name != "auto") return problems::find_hardware_profile(profiles, name);
+  if (backend == "hip") {
+    const auto& hip = runner::probe_hip_environment();
+    if (hip.gpus.empty()) {
+      return make_error(ErrorCode::kUnavailable,
+                        fmt::format("the hip backend needs an AMD GPU and this machine has none ({})", hip.probe_error));
+    }
+    if (auto m = problems::match_hardware_profile(profiles, hip.gpus.front().name)) return *m;
+    return not_found(fmt::format("no hardware profile matches the AMD GPU \"{}\"; pass --hardware NAME (see `atrex hardware list`)",
+                                 hip.gpus.front().name));
+  }
   const auto& env = runner::probe_environment();
   if (!env.has_gpu()) {
     return make_error(ErrorCode::kUnavailable,
@@ -250,7 +263,8 @@ void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc) {
                                           "($ATREX_CACHE_DIR). Exit code 0: all compiled; 1: some failed; 2: bad input");
   c->add_option("files", a.files, "Candidate sources (.cu cuda, .cpp cpu, .hip hip)")->required();
   c->add_option("--backend", a.backend, "auto (from the extension), cpu, cuda or hip")->capture_default_str();
-  c->add_option("--arch", a.arch, "Target: auto (the local GPU, else sm_90a for cuda), e.g. sm_90a, sm_100, gfx942")
+  c->add_option("--arch", a.arch, "Target: auto (the local GPU, else sm_90a for cuda and $ATREX_HIP_ARCH or gfx942 for hip), "
+                                   "e.g. sm_90a, sm_100, gfx942, gfx90a")
       ->capture_default_str();
   c->add_option("--timeout", a.timeout_s, "Compiler time limit per file, seconds")->capture_default_str();
   c->add_flag("--json", g.json, "Machine-readable output (atrex.compile/1)");

@@ -43,7 +43,10 @@ std::string CompileCache::compiler_for(const std::string& backend) const {
     if (fs::exists("/usr/local/cuda/bin/nvcc", ec)) return "/usr/local/cuda/bin/nvcc";
     return "nvcc";
   }
-  if (backend == "hip") return "hipcc";
+  if (backend == "hip") {
+    if (const char* e = std::getenv("HIPCC"); e && *e) return e;
+    return "hipcc";
+  }
   if (const char* e = std::getenv("CXX"); e && *e) return e;
   return "c++";
 }
@@ -62,20 +65,30 @@ std::vector<std::string> CompileCache::flags_for(const std::string& backend, con
   return {"-std=c++17", "-O3", "-march=native", "-shared", "-fPIC", "-fvisibility=hidden", inc};
 }
 
-Result<std::string> CompileCache::compiler_identity(const std::string& compiler) {
+Result<std::string> CompileCache::compiler_identity(const std::string& compiler, const std::string& backend,
+                                                    const std::string& arch) {
+  // hipcc --version without a target asks rocm_agent_enumerator for the local GPUs (a Python
+  // traceback without one); with --offload-arch it prints only the HIP and clang versions.
+  const std::string key = backend == "hip" ? compiler + "\n" + arch : compiler;
   {
     std::lock_guard lock(mu_);
-    auto it = identities_.find(compiler);
+    auto it = identities_.find(key);
     if (it != identities_.end()) return it->second;
   }
   SubprocessOptions opt;
   opt.argv = {compiler, "--version"};
+  if (backend == "hip") opt.argv.push_back("--offload-arch=" + arch);
   opt.timeout = std::chrono::seconds(30);
   ATREX_ASSIGN_OR_RETURN(SubprocessResult r, run_subprocess(opt));
   std::string id = r.ok() ? r.output_tail : "unavailable: " + r.describe() + " " + r.output_tail;
   std::lock_guard lock(mu_);
-  identities_[compiler] = id;
+  identities_[key] = id;
   return id;
+}
+
+std::string default_hip_arch() {
+  if (const char* e = std::getenv("ATREX_HIP_ARCH"); e && *e) return e;
+  return "gfx942";
 }
 
 namespace {
@@ -96,7 +109,7 @@ std::string random_suffix() {
 Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std::string& arch, double timeout_s) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string compiler = compiler_for(cand.backend);
-  ATREX_ASSIGN_OR_RETURN(std::string identity, compiler_identity(compiler));
+  ATREX_ASSIGN_OR_RETURN(std::string identity, compiler_identity(compiler, cand.backend, arch));
   const auto flags = flags_for(cand.backend, arch);
   std::string material = cand.backend + "\n" + arch + "\n" + identity + "\n";
   // The include folder's path is left out (the header's content is hashed below) so that a cache
@@ -137,6 +150,11 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
     opt.output_tail_bytes = 16384;
     ATREX_ASSIGN_OR_RETURN(SubprocessResult r, run_subprocess(opt));
     out.log = replace_all(r.output_tail, src.string(), display);
+    if (cand.backend == "hip" && out.log.find("invalid target ID '" + arch + "'") != std::string::npos) {
+      out.log += fmt::format(
+          "\natrex: this hipcc does not know the offload arch {} (Debian 12's HIP 5.2 predates MI300X's gfx942); "
+          "set ATREX_HIP_ARCH or pass --arch with one it knows, e.g. gfx90a (MI200), to compile here\n", arch);
+    }
     // A failure is cached only when it is the compiler's verdict on the source: not when the
     // compiler was killed, nor when the cache folder was removed under it (the source is gone).
     const bool folder_intact = fs::exists(src, ec);

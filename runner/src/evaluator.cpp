@@ -129,6 +129,14 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
       device_name = env.gpus[options_.device_index].name;
       arch = env.gpus[options_.device_index].cuda_arch();
     }
+  } else if (task.candidate.backend == "hip") {
+    const HipEnvironment& hip = probe_hip_environment();
+    if (hip.gpus.empty()) reject = hip.probe_error;
+    else if (options_.device_index >= static_cast<int>(hip.gpus.size())) reject = fmt::format("no AMD GPU {}", options_.device_index);
+    else {
+      device_name = hip.gpus[options_.device_index].name;
+      arch = hip.gpus[options_.device_index].arch;
+    }
   } else if (task.candidate.backend != "cpu") {
     reject = fmt::format("backend \"{}\" cannot run on this runner (available: cpu{})", task.candidate.backend,
                          env.has_gpu() ? ", cuda" : "");
@@ -220,7 +228,9 @@ Result<void> Evaluator::run_shapes(const EvalTask& task, const std::vector<const
       return io_error("runner could not write the evaluation request: " + w.error().message);
     }
     SubprocessOptions opt;
-    const std::string child = task.candidate.backend == "cuda" ? "atrex-eval-cuda" : "atrex-eval-cpu";
+    const std::string child = task.candidate.backend == "cuda"  ? "atrex-eval-cuda"
+                              : task.candidate.backend == "hip" ? "atrex-eval-hip"
+                                                                : "atrex-eval-cpu";
     opt.argv = {(options_.child_dir / child).string(), "--request", req_file.string(), "--response", resp_file.string(),
                 "--device", std::to_string(options_.device_index)};
     // The limit is per shape: every response line the child appends restarts it.

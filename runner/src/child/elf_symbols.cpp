@@ -14,7 +14,9 @@
 
 namespace atrex::runner {
 
-Result<std::set<std::string>> defined_function_symbols(const std::filesystem::path& path) {
+namespace {
+
+Result<std::set<std::string>> function_symbols(const std::filesystem::path& path, bool exported_only) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return io_error(fmt::format("{}: cannot read", path.string()));
   const std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -30,7 +32,7 @@ Result<std::set<std::string>> defined_function_symbols(const std::filesystem::pa
   std::memcpy(sections.data(), data.data() + eh.e_shoff, eh.e_shnum * sizeof(Elf64_Shdr));
   std::set<std::string> names;
   for (const auto& sh : sections) {
-    if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) continue;
+    if (sh.sh_type != SHT_DYNSYM && (exported_only || sh.sh_type != SHT_SYMTAB)) continue;
     if (sh.sh_link >= sections.size()) return bad("symbol table without strings");
     const Elf64_Shdr& strtab = sections[sh.sh_link];
     if (sh.sh_offset + sh.sh_size > data.size() || strtab.sh_offset + strtab.sh_size > data.size()) return bad("symbols out of range");
@@ -38,11 +40,25 @@ Result<std::set<std::string>> defined_function_symbols(const std::filesystem::pa
       Elf64_Sym sym;
       std::memcpy(&sym, data.data() + sh.sh_offset + off, sizeof sym);
       if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF || sym.st_name >= strtab.sh_size) continue;
+      if (exported_only && (ELF64_ST_BIND(sym.st_info) == STB_LOCAL || ELF64_ST_VISIBILITY(sym.st_other) == STV_HIDDEN ||
+                            ELF64_ST_VISIBILITY(sym.st_other) == STV_INTERNAL)) {
+        continue;
+      }
       const char* name = data.data() + strtab.sh_offset + sym.st_name;
       names.emplace(name, strnlen(name, strtab.sh_size - sym.st_name));
     }
   }
   return names;
+}
+
+}  // namespace
+
+Result<std::set<std::string>> defined_function_symbols(const std::filesystem::path& path) {
+  return function_symbols(path, false);
+}
+
+Result<std::set<std::string>> exported_function_symbols(const std::filesystem::path& path) {
+  return function_symbols(path, true);
 }
 
 std::string kernel_key(const std::string& mangled) {

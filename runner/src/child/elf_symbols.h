@@ -15,6 +15,9 @@ namespace atrex::runner {
 // Names of the defined STT_FUNC symbols of the ELF64 file `path`. Errors: kIo (unreadable),
 // kInvalidInput (not an ELF64 file).
 Result<std::set<std::string>> defined_function_symbols(const std::filesystem::path& path);
+// Only those a dlopen/dlsym can find: .dynsym, global or weak, not hidden (the candidate entry
+// point of a library built with -fvisibility=hidden). Same errors.
+Result<std::set<std::string>> exported_function_symbols(const std::filesystem::path& path);
 
 // A comparable form of a (mangled) kernel or symbol name: demangled, with nvcc's per-module
 // names of anonymous namespaces (`_GLOBAL__N__<hash>`) written as `(anonymous namespace)`, so

@@ -4,7 +4,8 @@
 // compiler (cpu), with -shared -fPIC and the staged include folder that holds
 // atrex/candidate.h and dlpack/dlpack.h. The cache key is SHA-256 over (source, flags, target
 // arch, compiler identity = `--version` output), so a different compiler or arch never reuses
-// a stale object. Objects are written to a temporary name and renamed into place, so many
+// a stale object. Compilers: $CUDACXX (else /usr/local/cuda/bin/nvcc, nvcc), $HIPCC (else
+// hipcc), $CXX (else c++). Objects are written to a temporary name and renamed into place, so many
 // runners may share one cache folder. Compile failures are cached too (the log is the result).
 #pragma once
 
@@ -42,7 +43,8 @@ class CompileCache {
   std::vector<std::string> flags_for(const std::string& backend, const std::string& target_arch) const;
 
  private:
-  Result<std::string> compiler_identity(const std::string& compiler);
+  // The compiler's `--version` output (hip: with the offload arch), cached per compiler (and arch).
+  Result<std::string> compiler_identity(const std::string& compiler, const std::string& backend, const std::string& arch);
   std::string compiler_for(const std::string& backend) const;
 
   std::filesystem::path dir_;
@@ -51,6 +53,10 @@ class CompileCache {
   std::map<std::string, std::string> identities_;
 };
 
+// The hip backend's offload arch when no AMD GPU is there to ask: $ATREX_HIP_ARCH, else gfx942
+// (MI300X, the hip hardware profile). Debian 12's hipcc 5.2 does not know gfx942 (the compile
+// log says so and names the setting); gfx90a (MI200) and gfx940 compile there.
+std::string default_hip_arch();
 // File extension expected for a backend: ".cu", ".hip", ".cpp".
 std::string source_extension(const std::string& backend);
 // The default compiler cache folder: $ATREX_CACHE_DIR, else $XDG_CACHE_HOME/atrex, else ~/.cache/atrex.

@@ -1,6 +1,6 @@
 // The runner's evaluation engine: one EvalTask (a candidate on some shapes of one operator)
 // through the three gates — compile (cached) → correctness (fresh seeds) → performance — with
-// every shape in its own child process (atrex-eval-cpu / atrex-eval-cuda) under a time limit,
+// every shape in its own child process (atrex-eval-cpu / -cuda / -hip) under a time limit,
 // so a crash, hang or corrupted GPU context costs one shape, never the runner.
 // Produces one atrex.eval/1 record per shape, with T_roofline and S_j for the hardware profile.
 #pragma once
@@ -29,6 +29,7 @@ struct GpuInfo {
   int sm_count = 0;
   int64_t l2_bytes = 0;
   int64_t memory_bytes = 0;
+  std::string arch;  // AMD GPUs: the gfx processor name hipcc targets ("gfx942"); sm_count holds the CU count
   // nvcc target for candidates on this GPU: sm_90a on Hopper, else sm_<cc>.
   std::string cuda_arch() const;
 };
@@ -45,6 +46,16 @@ struct Environment {
 // Probes once per process (runs `atrex-eval-cuda --probe` in a child, so the runner itself
 // never creates a GPU context).
 const Environment& probe_environment();
+
+// What this machine offers the hip backend, probed once per process on first use (runs
+// `atrex-eval-hip --probe` in a child), apart from the CUDA probe so that cpu and cuda work
+// never pays for it.
+struct HipEnvironment {
+  bool child_built = false;     // atrex-eval-hip exists next to atrex (built when the HIP runtime was found)
+  std::vector<GpuInfo> gpus;    // AMD GPUs the HIP runtime sees
+  std::string probe_error;      // why gpus is empty: "no AMD GPU / HIP runtime found: <hipGetDeviceCount error>"
+};
+const HipEnvironment& probe_hip_environment();
 
 // Folder holding the atrex-eval-* children: next to the running executable.
 std::filesystem::path default_child_dir();
