@@ -131,9 +131,12 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
     }
   } else if (task.candidate.backend == "hip") {
     const HipEnvironment& hip = probe_hip_environment();
-    if (hip.gpus.empty()) reject = hip.probe_error;
-    else if (options_.device_index >= static_cast<int>(hip.gpus.size())) reject = fmt::format("no AMD GPU {}", options_.device_index);
-    else {
+    if (hip.gpus.empty()) {
+      reject = hip.probe_error;
+      device_name = "no AMD GPU";
+    } else if (options_.device_index >= static_cast<int>(hip.gpus.size())) {
+      reject = fmt::format("no AMD GPU {}", options_.device_index);
+    } else {
       device_name = hip.gpus[options_.device_index].name;
       arch = hip.gpus[options_.device_index].arch;
     }
