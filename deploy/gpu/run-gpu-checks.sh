@@ -12,6 +12,8 @@
 #   benchEval: `atrex bench eval` (full evaluation of fused_add_rms_norm, cold and warm cache);
 #   refs:    every reference candidate (.cu) on its 2 smallest and its largest shape
 #            (REFS_OPS="op1 op2" limits the operators, REFS_SELECT="smallest:2" the shapes).
+#   dumpcmp: `atrex problems dump` of small shapes on --backend cpu and cuda, cmp of every tensor:
+#            GPU-drawn inputs must be bit-identical (DUMPCMP_SPECS="op=shapes ..." overrides the set).
 # Everything printed is also saved under $OUT (when set) for the issue notes.
 #   daemon:  a cluster sweep (local launcher, Redis from .gpu-bundle/redis) whose candidates hit an
 #            illegal address, a hang and an out-of-memory: one `atrex runner --device 0` survives them.
@@ -123,6 +125,39 @@ if want bsmm; then
   echo "largest shape (11) dump on cuda: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}') s" | tee -a "$out/bsmm.txt"
   rm -rf /tmp/bsmm-cpu /tmp/bsmm-cuda /tmp/bsmm-big
   [ -n "${OUT:-}" ] && cp "$out/bsmm.txt" "$OUT/"
+fi
+if want dumpcmp; then
+  # Inputs drawn on the GPU (moe_gemm_inputs_cuda.cu) must equal the CPU backend's bit for bit;
+  # references are compared too: block_scaled_mm's is bit-identical, the tiled fused-MoE and
+  # attention references need only agree within tolerance (the count of differing bytes).
+  echo "=== dumpcmp: atrex problems dump, --backend cpu vs cuda, cmp of every tensor"
+  dc=/tmp/atrex-dumpcmp
+  rm -rf "$dc" && mkdir -p "$dc"
+  for spec in ${DUMPCMP_SPECS:-block_scaled_mm=smallest:3 fused_moe=smallest:2 fp8_blockscale_fused_moe=4 attention_forward=smallest:3}; do
+    op=${spec%%=*} sel=${spec#*=}
+    for b in cpu cuda; do
+      t0=$(date +%s.%N)
+      "$atrex" problems dump "$op" --shapes "$sel" --backend $b --out "$dc/$b" > "$dc/$op-$b.log" 2>&1 || { rc=1; tail -3 "$dc/$op-$b.log"; }
+      echo "$op $sel --backend $b: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}') s"
+    done
+    for d in "$dc/cpu/$op"/*/; do
+      s=$(basename "$d")
+      for f in "$d"*.bin; do
+        g="$dc/cuda/$op/$s/$(basename "$f")"
+        if cmp -s "$f" "$g"; then r=identical
+        else
+          case "$(basename "$f")" in
+            input.*) r="DIFFERENT (inputs must be identical)"; rc=1 ;;
+            *) r="differs in $(cmp -l "$f" "$g" 2>/dev/null | wc -l) of $(stat -c %s "$f") bytes (reference outputs: tolerance, see xcheck)" ;;
+          esac
+        fi
+        echo "  $op shape $s $(basename "$f"): $r"
+      done
+    done
+  done 2>&1 | tee "$out/dumpcmp.txt"
+  grep -q DIFFERENT "$out/dumpcmp.txt" && rc=1
+  [ -n "${OUT:-}" ] && cp "$out/dumpcmp.txt" "$OUT/"
+  rm -rf "$dc"
 fi
 if want sweep; then
   echo "=== atrex sweep run (embedded default, cuda backend) into results/gpu-sweep"

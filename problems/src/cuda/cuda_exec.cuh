@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 #include <string_view>
 
 #include <cuda_runtime.h>
@@ -30,6 +31,12 @@ struct CudaExec {
     for_each_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(f, n);
   }
 };
+
+// Draws a structured input (TensorSpec::generate) with a device generator bit-identical to the
+// host one when the input has one (moe_gemm_inputs_cuda.cu): returns true and sets `error`
+// ("" on success); false leaves the input to the host generator.
+bool generate_input_on_device(const ResolvedShape& shape, size_t index, uint64_t seed, void* data,
+                              cudaStream_t stream, std::string& error);
 
 using CudaRefFn = void (*)(const CudaExec&, const ResolvedShape&, const void* const*, void* const*);
 using CudaRefTable = std::map<std::string_view, CudaRefFn>;

@@ -31,7 +31,11 @@ std::string last_error() {
 
 std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t seed, void* device_data, void* stream) {
   const TensorSpec& spec = shape.def->inputs[index];
-  if (spec.generate) {  // structured inputs are drawn on the host and copied
+  if (spec.generate) {  // structured inputs are drawn on the device when they can be, else on the host and copied
+    std::string error;
+    if (generate_input_on_device(shape, index, seed, device_data, static_cast<cudaStream_t>(stream), error)) {
+      return error;
+    }
     // Left uninitialised: every structured generator writes each byte of its tensor, and
     // zero-filling a multi-GB fp8 weight first would cost a pass of its own.
     const size_t bytes = shape.inputs[index].bytes();

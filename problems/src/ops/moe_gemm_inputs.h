@@ -16,26 +16,28 @@
 
 #include "atrex/problems/numeric.h"
 #include "atrex/problems/operator.h"
+#include "box_muller.h"
 
 namespace atrex::problems::ops {
 
 constexpr float kFp8Max = 448.0f;  // torch.finfo(torch.float8_e4m3fn).max
 
-inline uint64_t counter_hash(uint64_t seed, uint64_t stream, uint64_t i) {
+ATREX_HD uint64_t counter_hash(uint64_t seed, uint64_t stream, uint64_t i) {
   return num::mix64(seed ^ num::mix64(stream * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) ^
                     num::mix64(i + 0x1234567ull));
 }
 
 // Standard normals of elements 2p and 2p+1 (Box-Muller in fp32 on one 64-bit hash, as curand's
 // randn does: the tails stop near 6.7 sigma). Half the cost of num::standard_normal, which
-// matters for the multi-GB fp8 weight tensors generated on the host.
+// matters for the multi-GB fp8 weight tensors. The libm calls are out of line (box_muller.h) so
+// that the CUDA generator (moe_gemm_inputs_cuda.cu) can look their results up bit for bit.
 inline void normal_pair(uint64_t seed, uint64_t stream, uint64_t p, float& a, float& b) {
   const uint64_t h = counter_hash(seed, stream, p);
-  const float u1 = (static_cast<float>(static_cast<uint32_t>(h)) + 0.5f) * 2.3283064365386963e-10f;  // (0, 1)
-  const float u2 = static_cast<float>(h >> 40) * 5.9604644775390625e-08f;                           // [0, 1)
-  const float r = sqrtf(-2.0f * logf(u1));
-  a = r * cosf(6.2831853f * u2);
-  b = r * sinf(6.2831853f * u2);
+  const float r = box_muller_radius(box_muller_u1(static_cast<uint32_t>(h)));  // u1 in (0, 1]
+  float c, s;
+  box_muller_angle(box_muller_u2(h), c, s);  // u2 in [0, 1)
+  a = r * c;
+  b = r * s;
 }
 inline float normal_at(uint64_t seed, uint64_t stream, uint64_t i) {
   float a, b;
