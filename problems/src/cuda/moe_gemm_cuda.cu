@@ -1,6 +1,7 @@
 // CUDA references of operator group "moe_gemm" (see ../ops/moe_gemm_defs.cpp): the shared
 // functors run by CudaExec, with stream-ordered scratch for routing tables and intermediates;
-// block_scaled_mm has a tiled kernel of its own (block_scaled_mm_cuda.cuh), bit-identical to its functor.
+// block_scaled_mm has a tiled kernel of its own (block_scaled_mm_cuda.cuh), bit-identical to its functor;
+// the fused MoEs tiled grouped GEMMs with fp32 accumulation (moe_fused_cuda.cuh).
 #include "../ops/moe_gemm_block_mm.h"
 #include "../ops/moe_gemm_fused.h"
 #include "../ops/moe_gemm_routing.h"
@@ -23,6 +24,8 @@ struct Scratch<cuda::CudaExec> {
 
 }  // namespace atrex::problems::ops
 
+#include "moe_fused_cuda.cuh"
+
 namespace atrex::problems::cuda {
 
 void add_moe_gemm_cuda(CudaRefTable& t) {
@@ -30,8 +33,8 @@ void add_moe_gemm_cuda(CudaRefTable& t) {
   t["moe_count_and_sort"] = &ops::moe_count_and_sort_reference<CudaExec>;
   t["moe_topk_gating_softmax"] = &ops::moe_topk_gating_softmax_reference<CudaExec>;
   t["topk_filter"] = &ops::topk_filter_reference<CudaExec>;
-  t["fused_moe"] = &ops::fused_moe_reference<CudaExec>;
-  t["fp8_blockscale_fused_moe"] = &ops::fp8_blockscale_fused_moe_reference<CudaExec>;
+  t["fused_moe"] = &fused_moe_cuda;
+  t["fp8_blockscale_fused_moe"] = &fp8_blockscale_fused_moe_cuda;
   t["block_scaled_mm"] = &block_scaled_mm_cuda;
 }
 
