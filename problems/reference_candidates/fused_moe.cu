@@ -1,8 +1,9 @@
-// Reference re-expressed as a cuda candidate: fused_moe (three naive kernels, one thread per
-// output element, fp32 arithmetic; intermediates in stream-ordered scratch).
+// Reference re-expressed as a cuda candidate: fused_moe, fp32 arithmetic on bf16 operands:
 //   act[t, j, n] = silu(W1[e, n] . x[t]) * (W1[e, N + n] . x[t]),  e = topk_ids[t, j]
 //   y[t, j, h]   = W2[e, h] . act[t, j]
 //   out[t, h]    = sum_j topk_weights[t, j] * y[t, j, h]              (fp32 out)
+// The pairs (t, j) are grouped by expert, and both GEMMs run as grouped 64 x 64 shared-memory
+// tiles with fp32 accumulation; intermediates live in stream-ordered scratch.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -10,36 +11,144 @@
 
 namespace {
 
-__global__ void up_gate_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w1, const int32_t* ids, float* act,
-                               int64_t slots, int64_t k, int64_t hidden, int64_t inter) {
+// Expert-major routing: count per expert, offsets, then each pair's position (atomics: the order
+// within an expert varies, but every output is computed independently of its position).
+__global__ void count_kernel(const int32_t* ids, int64_t pairs, int64_t experts, int32_t* count) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < slots * inter; i += stride) {
-    const int64_t slot = i / inter, n = i % inter, t = slot / k, e = ids[slot];
-    const __nv_bfloat16* xr = x + t * hidden;
-    const __nv_bfloat16* g = w1 + (e * 2 * inter + n) * hidden;
-    const __nv_bfloat16* u = g + inter * hidden;
-    float gate = 0.0f, up = 0.0f;
-    for (int64_t h = 0; h < hidden; ++h) {
-      const float xv = __bfloat162float(xr[h]);
-      gate += xv * __bfloat162float(g[h]);
-      up += xv * __bfloat162float(u[h]);
-    }
-    act[i] = gate / (1.0f + expf(-gate)) * up;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs; i += stride) {
+    if (ids[i] >= 0 && ids[i] < experts) atomicAdd(&count[ids[i]], 1);
+  }
+}
+__global__ void scan_kernel(const int32_t* count, int64_t experts, int32_t* offset, int32_t* cursor) {
+  offset[0] = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    cursor[e] = offset[e];
+    offset[e + 1] = offset[e] + count[e];
+  }
+}
+__global__ void fill_kernel(const int32_t* ids, int64_t pairs, int64_t experts, int32_t* cursor, int32_t* pair_at) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs; i += stride) {
+    if (ids[i] >= 0 && ids[i] < experts) pair_at[atomicAdd(&cursor[ids[i]], 1)] = static_cast<int32_t>(i);
   }
 }
 
-__global__ void down_kernel(const float* act, const __nv_bfloat16* w2, const int32_t* ids, float* y, int64_t slots,
-                            int64_t hidden, int64_t inter) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < slots * hidden; i += stride) {
-    const int64_t slot = i / hidden, h = i % hidden;
-    const float* a = act + slot * inter;
-    const __nv_bfloat16* row = w2 + (static_cast<int64_t>(ids[slot]) * hidden + h) * inter;
-    float acc = 0.0f;
-    for (int64_t n = 0; n < inter; ++n) acc += a[n] * __bfloat162float(row[n]);
-    y[i] = acc;
+constexpr int kTile = 64;   // routed pairs and columns per tile
+constexpr int kTileK = 32;  // reduction step
+
+// c[pair, col] = sum_k a(pair, k) * b(e, col, k) for the pairs routed to expert e, in grouped
+// 64 x 64 shared-memory tiles (fp32 accumulation). blockIdx.x: slot tile (an upper bound of
+// ceil(pairs / 64) + E; tile i is found from the offsets), blockIdx.y: column tile.
+template <class A, class B>
+__global__ void __launch_bounds__(256) grouped_gemm_kernel(const int32_t* offset, int64_t experts,
+                                                           const int32_t* pair_at, A a, B b, int64_t kdim,
+                                                           int64_t ncols, float* c) {
+  __shared__ float as[kTileK][kTile + 1];
+  __shared__ float bs[kTileK][kTile + 1];
+  int64_t e = 0, s0 = 0, s1 = 0, first = 0;
+  for (; e < experts; ++e) {
+    const int64_t n = (offset[e + 1] - offset[e] + kTile - 1) / kTile;
+    if (blockIdx.x < first + n) {
+      s0 = offset[e] + (blockIdx.x - first) * kTile;
+      s1 = offset[e + 1];
+      break;
+    }
+    first += n;
+  }
+  if (e == experts) return;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < kdim; k0 += kTileK) {
+    for (int i = threadIdx.x; i < kTile * kTileK; i += 256) {
+      const int r = i / kTileK, kk = i % kTileK;
+      const int64_t k = k0 + kk;
+      as[kk][r] = (s0 + r < s1 && k < kdim) ? a.load(pair_at[s0 + r], k) : 0.0f;
+      bs[kk][r] = (col0 + r < ncols && k < kdim) ? b.load(e, col0 + r, k) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int kk = 0; kk < kTileK; ++kk) {
+      float av[4], bv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) av[i] = as[kk][ty * 4 + i], bv[i] = bs[kk][tx * 4 + i];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+      }
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i) {
+    if (s0 + ty * 4 + i >= s1) continue;
+    const int64_t pair = pair_at[s0 + ty * 4 + i];
+    for (int j = 0; j < 4; ++j) {
+      const int64_t col = col0 + tx * 4 + j;
+      if (col < ncols) c[pair * ncols + col] = acc[i][j];
+    }
   }
 }
+
+// act[pair, n] = silu(h1[pair, n]) * h1[pair, N + n] (torch's fp32 silu: x / (1 + exp(-x))).
+__global__ void silu_mul_kernel(const float* h1, int64_t pairs, int64_t inter, float* act) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs * inter; i += stride) {
+    const int64_t p = i / inter, n = i % inter;
+    const float g = h1[p * 2 * inter + n];
+    act[i] = g / (1.0f + expf(-g)) * h1[p * 2 * inter + inter + n];
+  }
+}
+
+struct ActRows {  // GEMM 2's rows
+  const float* act;
+  int64_t inter;
+  __device__ float load(int64_t pair, int64_t k) const { return act[pair * inter + k]; }
+};
+
+unsigned grid_for(int64_t n) { return static_cast<unsigned>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536); }
+
+// Routing, GEMM 1 (x . W1^T into h1 [pairs, 2N]), silu * up, GEMM 2 (act . W2^T into y
+// [pairs, H]) in one stream-ordered scratch allocation; the caller combines y. 0 or an error code.
+template <class XRows, class W1Rows, class W2Rows>
+int moe_gemms(cudaStream_t stream, const int32_t* ids, int64_t pairs, int64_t experts, int64_t hidden, int64_t inter,
+              XRows x, W1Rows w1, W2Rows w2, float** y_out, void** scratch) {
+  const size_t ints = static_cast<size_t>(3 * experts + 1 + pairs);
+  const size_t floats = static_cast<size_t>(pairs) * static_cast<size_t>(3 * inter + hidden);
+  char* buf = nullptr;
+  if (cudaMallocAsync(reinterpret_cast<void**>(&buf), ints * 4 + 16 + floats * 4, stream) != cudaSuccess) return 2;
+  *scratch = buf;
+  auto* count = reinterpret_cast<int32_t*>(buf);
+  int32_t* offset = count + experts;
+  int32_t* cursor = offset + experts + 1;
+  int32_t* pair_at = cursor + experts;
+  float* h1 = reinterpret_cast<float*>(buf + (ints * 4 + 15) / 16 * 16);
+  float* act = h1 + pairs * 2 * inter;
+  float* y = act + pairs * inter;
+  *y_out = y;
+  cudaMemsetAsync(count, 0, static_cast<size_t>(experts) * 4, stream);
+  count_kernel<<<grid_for(pairs), 256, 0, stream>>>(ids, pairs, experts, count);
+  scan_kernel<<<1, 1, 0, stream>>>(count, experts, offset, cursor);
+  fill_kernel<<<grid_for(pairs), 256, 0, stream>>>(ids, pairs, experts, cursor, pair_at);
+  const auto tiles = static_cast<unsigned>((pairs + kTile - 1) / kTile + experts);
+  grouped_gemm_kernel<<<dim3(tiles, static_cast<unsigned>((2 * inter + kTile - 1) / kTile)), 256, 0, stream>>>(
+      offset, experts, pair_at, x, w1, hidden, 2 * inter, h1);
+  silu_mul_kernel<<<grid_for(pairs * inter), 256, 0, stream>>>(h1, pairs, inter, act);
+  grouped_gemm_kernel<<<dim3(tiles, static_cast<unsigned>((hidden + kTile - 1) / kTile)), 256, 0, stream>>>(
+      offset, experts, pair_at, ActRows{act, inter}, w2, inter, hidden, y);
+  return 0;
+}
+
+struct XRows {  // GEMM 1's rows: the pair's token
+  const __nv_bfloat16* x;
+  int64_t hidden, top_k;
+  __device__ float load(int64_t pair, int64_t k) const { return __bfloat162float(x[(pair / top_k) * hidden + k]); }
+};
+struct WRows {  // expert e's row j of a stacked [E * rows, cols] weight
+  const __nv_bfloat16* w;
+  int64_t rows, cols;
+  __device__ float load(int64_t e, int64_t j, int64_t k) const { return __bfloat162float(w[(e * rows + j) * cols + k]); }
+};
 
 __global__ void combine_kernel(const float* y, const float* weights, float* out, int64_t tokens, int64_t k,
                                int64_t hidden) {
@@ -52,8 +161,6 @@ __global__ void combine_kernel(const float* y, const float* weights, float* out,
   }
 }
 
-unsigned grid_for(int64_t n) { return static_cast<unsigned>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536); }
-
 }  // namespace
 
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
@@ -65,24 +172,18 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* out = atrex_output(launch, "out");
   if (!x || !w1 || !w2 || !w || !ids || !out || w2->ndim != 3 || ids->ndim != 2) return 1;
   const int64_t tokens = x->shape[0], hidden = x->shape[1], inter = w2->shape[2], k = ids->shape[1];
-  const int64_t slots = tokens * k;
-  if (slots == 0) return 0;
+  const int64_t experts = w1->shape[0], pairs = tokens * k;
+  if (pairs == 0) return 0;
   auto stream = static_cast<cudaStream_t>(launch->stream);
-  float *act = nullptr, *y = nullptr;
-  if (cudaMallocAsync(&act, static_cast<size_t>(slots * inter) * sizeof(float), stream) != cudaSuccess) return 2;
-  if (cudaMallocAsync(&y, static_cast<size_t>(slots * hidden) * sizeof(float), stream) != cudaSuccess) {
-    cudaFreeAsync(act, stream);
-    return 2;
-  }
-  const auto* id = static_cast<const int32_t*>(ids->data);
-  up_gate_kernel<<<grid_for(slots * inter), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x->data),
-                                                              static_cast<const __nv_bfloat16*>(w1->data), id, act,
-                                                              slots, k, hidden, inter);
-  down_kernel<<<grid_for(slots * hidden), 256, 0, stream>>>(act, static_cast<const __nv_bfloat16*>(w2->data), id, y,
-                                                            slots, hidden, inter);
+  const auto* xb = static_cast<const __nv_bfloat16*>(x->data);
+  float* y = nullptr;
+  void* scratch = nullptr;
+  const int rc = moe_gemms(stream, static_cast<const int32_t*>(ids->data), pairs, experts, hidden, inter,
+                           XRows{xb, hidden, k}, WRows{static_cast<const __nv_bfloat16*>(w1->data), 2 * inter, hidden},
+                           WRows{static_cast<const __nv_bfloat16*>(w2->data), hidden, inter}, &y, &scratch);
+  if (rc != 0) return rc;
   combine_kernel<<<grid_for(tokens * hidden), 256, 0, stream>>>(y, static_cast<const float*>(w->data),
                                                                 static_cast<float*>(out->data), tokens, k, hidden);
-  cudaFreeAsync(act, stream);
-  cudaFreeAsync(y, stream);
+  cudaFreeAsync(scratch, stream);
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }
