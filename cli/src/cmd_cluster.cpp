@@ -187,6 +187,11 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
            ->check(CLI::Range(1, 100))
            ->capture_default_str(),
        "max_deliveries");
+  flag(submit_cmd->add_option("--prefetch", a.cluster.prefetch,
+                              "Tasks a runner claims ahead and compiles while it measures the current one (0 = none)")
+           ->check(CLI::Range(0, 16))
+           ->capture_default_str(),
+       "prefetch");
   flag(submit_cmd->add_option("--agent-workers", a.cluster.agent_workers, "Agent worker processes / array tasks")
            ->check(CLI::PositiveNumber)
            ->capture_default_str(),

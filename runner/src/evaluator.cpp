@@ -105,6 +105,23 @@ void Evaluator::finish_record(EvalRecord& r, const EvalSettings& settings, const
   }
 }
 
+Result<bool> Evaluator::precompile(const EvalTask& task) {
+  std::string arch = "native";
+  if (task.candidate.backend == "cuda") {
+    const Environment& env = probe_environment();
+    if (!env.cuda_child_built || options_.device_index >= static_cast<int>(env.gpus.size())) return false;
+    arch = env.gpus[options_.device_index].cuda_arch();
+  } else if (task.candidate.backend == "hip") {
+    const HipEnvironment& hip = probe_hip_environment();
+    if (options_.device_index >= static_cast<int>(hip.gpus.size())) return false;
+    arch = hip.gpus[options_.device_index].arch;
+  } else if (task.candidate.backend != "cpu") {
+    return false;
+  }
+  ATREX_ASSIGN_OR_RETURN(CompileOutcome compiled, cache_.compile(task.candidate, arch, task.settings.compile_timeout_s));
+  return !compiled.cache_hit;
+}
+
 Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
                                                     const std::function<void(const EvalRecord&)>& on_record) {
   ATREX_ASSIGN_OR_RETURN(const problems::OperatorDef* def, problems::require_native_operator(task.operator_name));

@@ -8,40 +8,104 @@
 
 namespace atrex::runner {
 
+// A task this runner holds: its lease (renewed by the heartbeat from the claim on), the parsed
+// task (or why it could not be parsed), and whether its candidate is already compiled.
+struct RunnerLoop::Claimed {
+  Lease lease;
+  Result<EvalTask> task = internal_error("not parsed");
+  std::unique_ptr<LeaseHeartbeat> heartbeat;
+};
+
 RunnerLoop::RunnerLoop(TaskQueue& queue, ResultStore& results, Evaluator& evaluator, RunnerLoopOptions options)
     : queue_(queue), results_(results), evaluator_(evaluator), options_(std::move(options)) {}
 
+RunnerLoop::~RunnerLoop() { release_ahead("runner stopped"); }
+
+void RunnerLoop::release_ahead(const std::string& why) {
+  for (auto& c : ahead_) {
+    c->heartbeat.reset();
+    (void)queue_.release(c->lease, why);
+  }
+  ahead_.clear();
+}
+
+std::unique_ptr<RunnerLoop::Claimed> RunnerLoop::claim_one(std::chrono::milliseconds block, Result<bool>& status) {
+  auto leases = queue_.claim(options_.stream, options_.consumer, 1, block);
+  if (!leases) {
+    status = tl::make_unexpected(leases.error());
+    return nullptr;
+  }
+  if (leases->empty()) return nullptr;
+  auto c = std::make_unique<Claimed>();
+  c->lease = std::move(leases->front());
+  c->heartbeat = std::make_unique<LeaseHeartbeat>(queue_, c->lease, options_.heartbeat);
+  c->task = eval_task_from_json(c->lease.body, "eval task " + c->lease.message_id);
+  return c;
+}
+
+// Claims up to `prefetch` more tasks without blocking and compiles their candidates (runs on a
+// thread of its own while the current task is evaluated). A compile failure is not an error
+// here: evaluate() compiles again (a cache hit for successes) and records the compiler's log.
+void RunnerLoop::compile_ahead(std::vector<std::unique_ptr<Claimed>>& out) {
+  for (size_t n = ahead_.size(); n < static_cast<size_t>(std::max(0, options_.prefetch)); ++n) {
+    Result<bool> status = true;
+    auto c = claim_one(std::chrono::milliseconds(0), status);
+    if (!c) {
+      if (!status) spdlog::warn("runner {}: claiming ahead: {}", options_.consumer, status.error().message);
+      return;
+    }
+    if (c->task) {
+      auto compiled = evaluator_.precompile(*c->task);
+      if (compiled && *compiled) ++stats_.compiled_ahead;
+      if (!compiled) spdlog::warn("task {}: compiling ahead: {}", c->task->task_id, compiled.error().message);
+    }
+    out.push_back(std::move(c));
+  }
+}
+
 Result<bool> RunnerLoop::run_once() {
-  ATREX_ASSIGN_OR_RETURN(auto leases, queue_.claim(options_.stream, options_.consumer, 1, options_.poll_block));
-  if (leases.empty()) return false;
-  const Lease& lease = leases.front();
-  auto task = eval_task_from_json(lease.body, "eval task " + lease.message_id);
-  if (!task) {
-    spdlog::error("{}", task.error().message);
-    (void)queue_.release(lease, task.error().message);
+  std::unique_ptr<Claimed> current;
+  if (!ahead_.empty()) {
+    current = std::move(ahead_.front());
+    ahead_.pop_front();
+  } else {
+    Result<bool> status = true;
+    current = claim_one(options_.poll_block, status);
+    if (!status) return tl::make_unexpected(status.error());
+    if (!current) return false;
+  }
+  if (!current->task) {
+    spdlog::error("{}", current->task.error().message);
+    current->heartbeat.reset();
+    (void)queue_.release(current->lease, current->task.error().message);
     ++stats_.tasks_failed;
     return true;
   }
-  Result<std::vector<EvalRecord>> records;
-  {
-    LeaseHeartbeat heartbeat(queue_, lease, options_.heartbeat);  // a long task keeps its lease
-    records = evaluator_.evaluate(*task, [&](const EvalRecord& r) {
-      auto put = results_.put(record_key(r.task_id, r.shape_id), to_json(r));
-      if (put && *put) ++stats_.records_written;
-      if (put && !*put) ++stats_.duplicate_records;
-    });
-  }
+  const EvalTask& task = *current->task;
+  // The next task's compile overlaps this one's measurement (joined before the ack, so a task
+  // claimed ahead is never lost track of).
+  std::vector<std::unique_ptr<Claimed>> fetched;
+  std::thread ahead;
+  if (options_.prefetch > 0) ahead = std::thread([&] { compile_ahead(fetched); });
+  auto records = evaluator_.evaluate(task, [&](const EvalRecord& r) {
+    auto put = results_.put(record_key(r.task_id, r.shape_id), to_json(r));
+    if (put && *put) ++stats_.records_written;
+    if (put && !*put) ++stats_.duplicate_records;
+  });
+  if (ahead.joinable()) ahead.join();
+  for (auto& c : fetched) ahead_.push_back(std::move(c));
+  current->heartbeat.reset();
   if (!records) {
     if (records.error().code == ErrorCode::kUnavailable) {
-      spdlog::info("task {}: {}; giving it back", task->task_id, records.error().message);  // stopping
+      spdlog::info("task {}: {}; giving it back", task.task_id, records.error().message);  // stopping
     } else {
-      spdlog::error("task {}: {}", task->task_id, records.error().message);
+      spdlog::error("task {}: {}", task.task_id, records.error().message);
     }
-    (void)queue_.release(lease, records.error().message);
+    (void)queue_.release(current->lease, records.error().message);
     ++stats_.tasks_failed;
     return true;
   }
-  (void)queue_.ack(lease);
+  (void)queue_.ack(current->lease);
   ++stats_.tasks_done;
   return true;
 }
@@ -54,6 +118,7 @@ void RunnerLoop::run(const std::atomic<bool>& stop) {
       std::this_thread::sleep_for(options_.poll_block);
     }
   }
+  release_ahead("runner stopping");
 }
 
 }  // namespace atrex::runner

@@ -29,7 +29,7 @@ Json to_json(const ClusterOptions& o) {
               {"time_limit", o.time_limit},       {"array_throttle", o.array_throttle},
               {"sbatch_args", o.sbatch_args},     {"job_template", o.job_template.string()},
               {"atrex", o.atrex.string()},        {"lease_timeout_s", o.lease_timeout_s},
-              {"max_deliveries", o.max_deliveries}};
+              {"max_deliveries", o.max_deliveries}, {"prefetch", o.prefetch}};
 }
 
 ClusterOptions cluster_options_from_json(const Json& j, ClusterOptions o) {
@@ -46,6 +46,7 @@ ClusterOptions cluster_options_from_json(const Json& j, ClusterOptions o) {
   o.atrex = j.value("atrex", o.atrex.string());
   o.lease_timeout_s = j.value("lease_timeout_s", o.lease_timeout_s);
   o.max_deliveries = j.value("max_deliveries", o.max_deliveries);
+  o.prefetch = j.value("prefetch", o.prefetch);
   return o;
 }
 
@@ -306,6 +307,7 @@ int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id,
   runner::Evaluator evaluator(eo);
   runner::RunnerLoopOptions ro{runner::kEvalStream, name};
   ro.heartbeat = std::chrono::milliseconds(std::max(500, lease_s * 1000 / 6));
+  ro.prefetch = co.prefetch;
   runner::RunnerLoop loop(*c->queue, *c->store, evaluator, ro);
   spdlog::info("runner {} on device {} serving sweep {}", name, device, sweep_id);
   loop.run(stop);

@@ -81,7 +81,7 @@ Result<ShapeRule> parse_shape_rule(const JsonField& f) {
 Result<Json> parse_cluster_section(const JsonField& f) {
   ATREX_TRY(check_keys(f, {"launcher", "runners", "agent_workers", "gpus_per_runner", "gpu_partition", "cpu_partition",
                            "time_limit", "array_throttle", "sbatch_args", "job_template", "lease_timeout_s",
-                           "max_deliveries"}));
+                           "max_deliveries", "prefetch"}));
   Json out = Json::object();
   for (const char* key : {"launcher", "gpu_partition", "cpu_partition", "job_template"}) {
     if (!f.has(key)) continue;
@@ -107,6 +107,7 @@ Result<Json> parse_cluster_section(const JsonField& f) {
   ATREX_TRY(int_in("array_throttle", 0, 100000));
   ATREX_TRY(int_in("lease_timeout_s", 3, 86400));
   ATREX_TRY(int_in("max_deliveries", 1, 100));
+  ATREX_TRY(int_in("prefetch", 0, 16));
   if (f.has("time_limit")) {
     // Slurm's --time: "minutes", "HH:MM:SS", "D-HH:MM" ...; a bare number is minutes.
     ATREX_ASSIGN_OR_RETURN(auto c, f.at("time_limit"));

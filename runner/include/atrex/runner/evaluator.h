@@ -91,6 +91,12 @@ class Evaluator {
   Result<std::vector<EvalRecord>> evaluate(const EvalTask& task,
                                            const std::function<void(const EvalRecord&)>& on_record = nullptr);
 
+  // Compiles `task`'s candidate into the cache for the target evaluate() will use on this
+  // runner's device, so that evaluate() finds it there (the runner loop's compile ahead).
+  // True when it compiled now; false when it was cached already or cannot run here (evaluate()
+  // records why). Thread-safe with a concurrent evaluate().
+  Result<bool> precompile(const EvalTask& task);
+
   const EvaluatorOptions& options() const { return options_; }
   CompileCache& compile_cache() { return cache_; }
 

@@ -43,6 +43,10 @@ struct ClusterOptions {
   // Deliveries of one task (its workers died or failed it each time) before it is moved to the
   // dead-letter stream with its last error and never enqueued again.
   int max_deliveries = 3;
+  // Tasks a runner claims ahead and compiles while it measures the current one (runner_loop.h).
+  // A task claimed ahead waits for its runner even when another is idle: 0 when runners
+  // outnumber the evaluations in flight.
+  int prefetch = 1;
 };
 
 // The manifest's "cluster" object (and the sweep file's `cluster` section, same keys).

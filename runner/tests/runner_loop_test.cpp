@@ -1,0 +1,131 @@
+// The runner loop's compile ahead (runner_loop.h): while one task is evaluated, the next is
+// claimed and its candidate compiled into the cache; a loop that stops gives back what it
+// claimed ahead. cpu backend, real evaluation children, the in-process queue.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "atrex/common/hash.h"
+#include "atrex/common/inprocess_queue.h"
+#include "atrex/common/json_io.h"
+#include "atrex/common/result_store.h"
+#include "atrex/runner/runner_loop.h"
+
+namespace atrex::runner {
+namespace {
+namespace fs = std::filesystem;
+
+class RunnerLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
+    ASSERT_TRUE(suite) << suite.error().message;
+    suite_ = std::make_unique<problems::Suite>(std::move(*suite));
+    auto profiles = problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
+    ASSERT_TRUE(profiles);
+    cache_ = fs::temp_directory_path() / ("atrex_loop_cache_" + std::to_string(::getpid()) + "_" +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(cache_);
+    EvaluatorOptions o;
+    o.suite = suite_.get();
+    o.hardware = *problems::find_hardware_profile(*profiles, "H20");
+    o.cache_dir = cache_;
+    o.include_dir = ATREX_TEST_INCLUDE_DIR;
+    o.child_dir = ATREX_TEST_BIN_DIR;
+    o.seed = 99;
+    evaluator_ = std::make_unique<Evaluator>(o);
+  }
+  void TearDown() override { fs::remove_all(cache_); }
+
+  // A correct rms_norm candidate made distinct by `tag` (its own cache entry).
+  static EvalTask task(const std::string& tag) {
+    EvalTask t;
+    t.task_id = "loop-" + tag;
+    t.operator_name = "rms_norm";
+    t.shape_ids = {"15"};
+    t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / "rms_norm_correct.cpp") + "// " + tag + "\n";
+    t.candidate.sha256 = sha256_hex(t.candidate.source);
+    t.candidate.backend = "cpu";
+    t.candidate.agent = "test";
+    t.candidate.file_name = tag + ".cpp";
+    t.settings.seeds = 1;
+    t.settings.min_iterations = 2;
+    t.settings.max_iterations = 3;
+    t.settings.min_time_s = 0;
+    return t;
+  }
+  bool cached(const EvalTask& t) {
+    auto c = evaluator_->compile_cache().compile(t.candidate, "native", 120);
+    return c && c->ok && c->cache_hit;
+  }
+
+  std::unique_ptr<problems::Suite> suite_;
+  std::unique_ptr<Evaluator> evaluator_;
+  fs::path cache_;
+  InProcessQueue queue_;
+  MemoryResultStore store_;
+};
+
+TEST_F(RunnerLoopTest, NextCandidateIsCompiledWhileTheCurrentTaskIsEvaluated) {
+  const EvalTask a = task("a"), b = task("b");
+  ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(a)));
+  ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(b)));
+  RunnerLoopOptions o{kEvalStream, "runner-t"};
+  o.poll_block = std::chrono::milliseconds(50);
+  o.prefetch = 1;
+  RunnerLoop loop(queue_, store_, *evaluator_, o);
+  auto first = loop.run_once();
+  ASSERT_TRUE(first && *first);
+  EXPECT_EQ(loop.stats().tasks_done.load(), 1);
+  EXPECT_EQ(loop.stats().compiled_ahead.load(), 1);
+  EXPECT_TRUE(cached(b)) << "b was not compiled while a was evaluated";
+  auto s = queue_.stats(kEvalStream);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->leased, 1) << "b is held by this runner meanwhile";
+  auto second = loop.run_once();
+  ASSERT_TRUE(second && *second);
+  EXPECT_EQ(loop.stats().tasks_done.load(), 2);
+  for (const auto& t : {a, b}) {
+    auto rec = store_.get(record_key(t.task_id, "15"));
+    ASSERT_TRUE(rec && *rec) << t.task_id;
+    EXPECT_EQ((**rec)["status"], "ok") << (**rec).dump();
+  }
+}
+
+TEST_F(RunnerLoopTest, WithoutPrefetchTheNextCandidateIsNotCompiledAhead) {
+  const EvalTask a = task("a"), b = task("b");
+  ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(a)));
+  ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(b)));
+  RunnerLoopOptions o{kEvalStream, "runner-t"};
+  o.poll_block = std::chrono::milliseconds(50);
+  o.prefetch = 0;
+  RunnerLoop loop(queue_, store_, *evaluator_, o);
+  auto first = loop.run_once();
+  ASSERT_TRUE(first && *first);
+  EXPECT_EQ(loop.stats().compiled_ahead.load(), 0);
+  EXPECT_FALSE(cached(b));
+}
+
+TEST_F(RunnerLoopTest, StoppedLoopGivesBackTheTaskItClaimedAhead) {
+  const EvalTask a = task("a"), b = task("b");
+  ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(a)));
+  ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(b)));
+  {
+    RunnerLoopOptions o{kEvalStream, "runner-t"};
+    o.poll_block = std::chrono::milliseconds(50);
+    RunnerLoop loop(queue_, store_, *evaluator_, o);
+    auto first = loop.run_once();
+    ASSERT_TRUE(first && *first);
+  }  // destroyed with b claimed ahead
+  auto other = queue_.claim(kEvalStream, "runner-u", 1, std::chrono::milliseconds(0));
+  ASSERT_TRUE(other);
+  ASSERT_EQ(other->size(), 1u) << "b was not given back";
+  auto body = eval_task_from_json(other->front().body, "b");
+  ASSERT_TRUE(body);
+  EXPECT_EQ(body->task_id, b.task_id);
+}
+
+}  // namespace
+}  // namespace atrex::runner
