@@ -1,0 +1,62 @@
+// What the CUPTI traces of the timed calls say (kernel_checks.h).
+#include "kernel_checks.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "elf_symbols.h"
+
+namespace atrex::runner::child {
+
+std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& traces, const std::map<uint64_t, int>& set_of) {
+  std::map<int, std::pair<uint64_t, std::vector<std::string>>> first;  // input set -> (call, kernels)
+  for (const auto& [id, set] : set_of) {
+    std::vector<std::string> names;
+    if (auto it = traces.find(id); it != traces.end()) {
+      for (const auto& k : it->second.kernels) names.push_back(k.name);
+    }
+    std::sort(names.begin(), names.end());
+    auto [pos, inserted] = first.try_emplace(set, id, names);
+    if (inserted || pos->second.second == names) continue;
+    auto list = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (size_t i = 0; i < v.size() && i < 6; ++i) out += (i ? ", " : "") + v[i];
+      return fmt::format("{} kernel(s){}{}{}", v.size(), v.empty() ? "" : ": ", out, v.size() > 6 ? ", ..." : "");
+    };
+    return Failure{"wrong_result",
+                   fmt::format("the kernels launched differ between timed calls on the same inputs (call {}: {}; call {}: {}): "
+                               "work skipped or replayed from a cache",
+                               pos->second.first + 1, list(pos->second.second), id + 1, list(names))};
+  }
+  return std::nullopt;
+}
+
+void attribute_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces) {
+  auto symbols = defined_function_symbols(library);
+  std::set<std::string> own_keys;
+  if (symbols) {
+    for (const auto& s : *symbols) own_keys.insert(kernel_key(s));
+  }
+  std::map<std::string, std::pair<double, bool>> per_kernel;  // name -> (us, own)
+  double own = 0, total = 0;
+  for (const auto& [id, t] : traces) {
+    for (const auto& k : t.kernels) per_kernel[k.name].first += k.us;
+  }
+  for (auto& [name, v] : per_kernel) {
+    v.second = own_keys.count(kernel_key(name)) > 0;
+    total += v.first;
+    if (v.second) own += v.first;
+  }
+  if (!symbols) resp["dsl_attribution_error"] = symbols.error().message;
+  if (total <= 0 || !symbols) return;
+  resp["dsl_share"] = own / total;
+  Json kernels = Json::array();
+  for (const auto& [name, v] : per_kernel) {
+    kernels.push_back(Json{{"name", name}, {"share", v.first / total}, {"own", v.second}});
+  }
+  resp["timing"]["kernels"] = kernels;
+}
+
+}  // namespace atrex::runner::child

@@ -1,0 +1,29 @@
+// What the CUPTI traces of a shape's timed calls (cupti_trace.h) say about the candidate: the
+// kernel-set check of the timed calls and the target-DSL attribution of their kernel time.
+// Compiled into every evaluation child; only backends that trace call them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "atrex/common/json_io.h"
+#include "cupti_trace.h"
+#include "shape_run_support.h"
+
+namespace atrex::runner::child {
+
+// The kernels a timed call launches must be the same (as a multiset of names) in every timed
+// call on the same input set (SOL-ExecBench's check): a candidate that skips work or replays a
+// cached answer when its inputs repeat launches fewer kernels. `set_of`: call id -> input set.
+// A wrong_result failure naming two differing calls, else nullopt.
+std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& traces, const std::map<uint64_t, int>& set_of);
+
+// Target-DSL attribution: the share of the timed calls' kernel time spent in kernels the
+// candidate's own library (`library`, its ELF symbols: elf_symbols.h) defines; vendor-library
+// kernels make up the rest. Sets resp["dsl_share"] and resp["timing"]["kernels"], or
+// resp["dsl_attribution_error"] when the library's symbols cannot be read.
+void attribute_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces);
+
+}  // namespace atrex::runner::child

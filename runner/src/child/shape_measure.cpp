@@ -1,0 +1,223 @@
+// ShapeRun (shape_run.h): the performance gate. Timed calls alternate two input sets, start
+// from poisoned outputs and are timed by CUPTI spans, graph replay or events (docs/evaluation.md
+// "Gate 3"); the outputs are re-checked after timing.
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "kernel_checks.h"
+#include "shape_run.h"
+
+namespace atrex::runner::child {
+
+void ShapeRun::swap_input_sets() {
+  std::swap(pristine_in_, alt_pristine_in_);
+  std::swap(ref_out_, alt_ref_out_);
+  std::swap(host_pristine_, alt_host_pristine_);
+  std::swap(host_ref_, alt_host_ref_);
+  std::swap(host_mirrors_valid_, alt_host_mirrors_valid_);
+}
+
+// Keeps the last correctness seed's inputs and reference as the second set and draws a timing
+// seed's into the current one (prepare_seed). False when there is no room for it (recorded in
+// the response); a device error is left in rotation_failure_.
+bool ShapeRun::prepare_second_input_set(Json& resp) {
+  if (!second_set_error_.empty()) {
+    resp["input_rotation"] = "off: no room for a second input set (" + second_set_error_ + ")";
+    return false;
+  }
+  alt_host_pristine_.clear();
+  alt_host_ref_.clear();
+  alt_host_mirrors_valid_ = false;
+  swap_input_sets();  // the seed's set becomes the second one; prepare_seed fills the fresh one
+  const uint64_t timing_seed = req_.value("seeds", std::vector<uint64_t>{1}).back() ^ 0x9E3779B97F4A7C15ull;
+  rotation_failure_ = prepare_seed(timing_seed);
+  resp["input_rotation"] = "on";
+  return !rotation_failure_;
+}
+
+// Performance gate on the last seed's inputs: warm-up, then cache-flushed timed calls (graph
+// replay where the call can be captured, else eager; CUPTI kernel spans where the backend can trace;
+// request "timing_mode": auto|cupti|graph|eager)
+// until min_iterations, min_time_s and the relative standard error target are all met, or
+// max_iterations / max_timing_s is reached; then re-checks of the outputs and inputs, of a
+// graph replay and of one more eager call.
+std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
+  const int warmup = req_.value("warmup_iterations", 3);
+  const int min_it = req_.value("min_iterations", 10), max_it = req_.value("max_iterations", 200);
+  const double min_time_us = req_.value("min_time_s", 0.2) * 1e6;
+  const double target_rse = req_.value("target_rse", 0.005);
+  const std::string mode = req_.value("timing_mode", "auto");
+  if (mode != "auto" && mode != "cupti" && mode != "graph" && mode != "eager") {
+    return Failure{"rejected", "timing_mode must be auto, cupti, graph or eager, not " + mode};
+  }
+  auto call = [&] { return entry_(launch_->launch()); };
+  // Every timed call starts from poisoned outputs (in-place outputs from their input), set
+  // outside the timed window: a candidate cannot skip work because its output already holds
+  // the answer of the previous call; the last timed call's outputs are checked below.
+  //
+  // Timed calls alternate between two input sets of different content (the last correctness
+  // seed's and a timing seed's), copied into the same input buffers outside the timed window:
+  // a candidate that memoises its output by input address returns a stale answer, caught on
+  // the last timed call's outputs. Skipped (and said so) when the device has no room for a
+  // second set.
+  const bool rotate = prepare_second_input_set(resp);
+  if (auto f = rotation_failure_) return f;
+  int prepared = 0;  // timed calls set up so far; the last one used set (prepared - 1) % 2
+  auto reset_outputs = [&]() -> std::string {
+    const std::vector<void*>& set = rotate && prepared % 2 == 1 ? alt_pristine_in_ : pristine_in_;
+    ++prepared;
+    if (rotate) {
+      for (size_t i = 0; i < work_in_.size(); ++i) {
+        if (auto e = dev_.copy(work_in_[i], set[i], shape_.inputs[i].bytes()); !e.empty()) return e;
+      }
+    }
+    for (size_t i = 0; i < out_.size(); ++i) {
+      if (auto e = initialise_output(i, out_[i], set); !e.empty()) return e;
+    }
+    return {};
+  };
+  std::optional<PhaseClock::Scope> timing_phase(phases_.scope("timing"));  // ends before the re-checks
+  for (int i = 0; i < warmup; ++i) {
+    const int rc = call();
+    if (rc != 0) return Failure{"wrong_result", "during warm-up: " + returned_error(rc)};
+  }
+  if (auto f = device_error(dev_.synchronize(), "during warm-up")) return f;
+  const Json clocks_before = dev_.clocks();
+
+  // CUPTI spans time the calls where the backend can trace (auto, cupti); the graph is then
+  // captured once for the replay re-check below, not for timing.
+  const std::string trace_unavailable = dev_.tracing_unavailable();
+  if (mode == "cupti" && !trace_unavailable.empty()) return Failure{"rejected", "timing_mode cupti: " + trace_unavailable};
+  const bool cupti = trace_unavailable.empty() && (mode == "auto" || mode == "cupti");
+  bool graph = false;
+  std::string graph_unsupported;
+  if (mode == "graph" && dev_.graph_timing_method().empty()) {
+    return Failure{"rejected", "timing_mode graph: this backend has no graph replay"};
+  }
+  if (mode != "eager" && !dev_.graph_timing_method().empty()) {
+    int rc = 0;
+    const int batch = cupti ? 1 : std::clamp(min_it, 1, 50);
+    if (auto f = device_error(dev_.capture_timed(call, reset_outputs, batch, rc, graph_unsupported), "capturing a CUDA graph")) {
+      return f;
+    }
+    graph = graph_unsupported.empty();
+    if (!graph && mode == "graph") {
+      return Failure{"rejected", "timing_mode graph: the call cannot be captured: " + graph_unsupported};
+    }
+  }
+  std::vector<double> samples;
+  std::vector<double> event_samples;           // cupti: the same calls timed with events
+  std::map<uint64_t, CallTrace> traces;         // cupti: by call number
+  std::map<uint64_t, int> trace_set;            // cupti: call number -> input set it ran on
+  const auto wall_limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(req_.value("max_timing_s", 3.0));
+  auto done = [&] {
+    const int n = static_cast<int>(samples.size());
+    if (n >= max_it) return true;
+    if (n < min_it) return false;
+    if (std::chrono::steady_clock::now() > wall_limit) return true;
+    double total = 0;
+    for (double v : samples) total += v;
+    return total >= min_time_us && stats::relative_standard_error(samples) <= target_rse;
+  };
+  uint64_t next_call = 0;
+  while (!done()) {
+    if (cupti) {
+      // A batch of traced calls, then their spans (a call without device records: its event time).
+      const uint64_t first = next_call;
+      for (int k = 0; k < std::clamp(min_it, 1, 50); ++k) {
+        int rc = 0;
+        double ev = 0;
+        if (auto f = device_error(reset_outputs(), "poisoning outputs before a timed call")) return f;
+        trace_set[next_call] = rotate ? (prepared - 1) % 2 : 0;
+        if (auto f = device_error(dev_.trace_call(call, next_call++, rc, ev), "traced call")) return f;
+        if (rc != 0) return Failure{"wrong_result", "during timing: " + returned_error(rc)};
+        event_samples.push_back(ev);
+      }
+      if (auto f = device_error(dev_.synchronize(), "traced calls")) return f;
+      if (auto f = device_error(dev_.trace_collect(traces), "collecting CUPTI records")) return f;
+      for (uint64_t id = first; id < next_call; ++id) {
+        auto it = traces.find(id);
+        samples.push_back(it != traces.end() && it->second.span_us() > 0 ? it->second.span_us() : event_samples[id]);
+      }
+      continue;
+    }
+    if (graph) {
+      if (auto f = device_error(dev_.replay_timed(samples), "graph replay")) return f;
+      continue;
+    }
+    int rc = 0;
+    double us = 0;
+    if (auto f = device_error(reset_outputs(), "poisoning outputs before a timed call")) return f;
+    if (auto f = device_error(dev_.time_call(call, rc, us), "timed call")) return f;
+    if (rc != 0) return Failure{"wrong_result", "during timing: " + returned_error(rc)};
+    samples.push_back(us);
+  }
+  timing_phase.reset();
+  std::string method = cupti ? "cupti_kernel_span_l2_flush" : graph ? dev_.graph_timing_method() : dev_.timing_method();
+  std::string cupti_note;
+  if (cupti) {
+    if (auto f = check_kernel_sets(traces, trace_set)) return f;
+    // Work the call does on the host before or between its launches is not device time; a call
+    // whose event window is much longer than its device span is timed with the events.
+    const double span = stats::median(samples), ev = stats::median(event_samples);
+    if (ev - span > std::max(20.0, 0.25 * span)) {
+      cupti_note = fmt::format("event window {:.1f} us vs device span {:.1f} us: host work inside the call; timed with events", ev, span);
+      samples = event_samples;
+      method = dev_.timing_method();
+    }
+  }
+  resp["timing"] = timing_summary(samples, method);
+  if (cupti) attribute_kernels(resp, req_.value("library", ""), traces);
+  resp["timing"]["relative_standard_error"] = stats::relative_standard_error(samples);
+  resp["timing"]["target_rse"] = target_rse;
+  if (cupti) {
+    resp["timing"]["event_time_us_median"] = stats::median(event_samples);
+    resp["timing"]["cupti_records"] = dev_.trace_stats();
+  }
+  if (!cupti_note.empty()) resp["timing"]["cupti_fallback"] = cupti_note;
+  if (!cupti && mode == "auto" && !dev_.graph_timing_method().empty()) resp["timing"]["cupti_unavailable"] = trace_unavailable;
+  if (!graph_unsupported.empty() && mode != "eager") resp["timing"]["graph_fallback"] = graph_unsupported;
+  resp["clocks"] = Json{{"before", clocks_before}, {"after", dev_.clocks()}};
+  if (auto f = device_error(dev_.synchronize(), "after timing")) return f;
+  // Make the set the last timed call used the current one: the checks below compare with it,
+  // and the re-checks after it run on the inputs now in the buffers.
+  if (rotate && (prepared - 1) % 2 == 1) swap_input_sets();
+  return recheck_after_timing(resp, atol, rtol, rotate, graph);
+}
+
+// After timing, on poisoned outputs each time: the last timed call's outputs, one checked call on
+// each input set in the same buffers (rotation), a replay of the captured graph, and one more
+// eager call.
+std::optional<Failure> ShapeRun::recheck_after_timing(Json& resp, double atol, double rtol, bool rotate, bool graph) {
+  if (auto f = check_outputs(resp, atol, rtol, "outputs of the last timed call: ")) return f;
+  if (rotate) {
+    // One checked call on each input set in turn, in the same buffers: whichever answer a
+    // memoising candidate kept, one of the two is stale.
+    for (int k = 0; k < 2; ++k) {
+      swap_input_sets();
+      for (size_t i = 0; i < work_in_.size(); ++i) {
+        if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()), "copying inputs")) return f;
+      }
+      if (auto f = call_and_check(resp, atol, rtol, "new inputs in the same buffers after timing: ")) return f;
+    }
+  }
+  // What the timed replays computed must be what the eager call computes: a candidate whose
+  // work escapes the capture (a side stream never joined back, host-side shortcuts) fails here.
+  if (graph) {
+    if (auto f = call_and_check(resp, atol, rtol, "CUDA-graph replay of the timed call: ", [&] {
+          const std::string e = dev_.replay_call();
+          return e.empty() ? 0 : -1;
+        })) {
+      return f;
+    }
+  }
+  // One more poisoned call after the timed ones: a candidate must not behave differently
+  // once it has been called many times (e.g. stop computing after the correctness seeds).
+  if (auto f = call_and_check(resp, atol, rtol, "after timing: ")) return f;
+  return std::nullopt;
+}
+
+}  // namespace atrex::runner::child

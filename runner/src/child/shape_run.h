@@ -1,0 +1,74 @@
+// One shape's evaluation inside the child (child_runner.h): load the candidate, the correctness
+// gate on fresh seeds, then the performance gate. The class is split by responsibility:
+//   shape_run.cpp      loading, allocation, seeds (inputs and reference), the gate sequence
+//   shape_checks.cpp   checked calls: poisoned outputs, unchanged inputs, output comparison
+//   shape_measure.cpp  the performance gate and the re-checks around timing
+//   kernel_checks.cpp  what the CUPTI traces of the timed calls say (kernel sets, attribution)
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "atrex/candidate.h"
+#include "child_device.h"
+#include "launch.h"
+#include "shape_run_support.h"
+
+namespace atrex::runner::child {
+
+class ShapeRun {
+ public:
+  ShapeRun(const Json& req, ChildDevice& dev) : req_(req), dev_(dev), buffers_(dev) {}
+
+  // The response (atrex.child-response/1) for the request's shape.
+  Json run();
+
+ private:
+  // --- shape_run.cpp
+  std::optional<Failure> execute(Json& resp);
+  std::optional<Failure> allocate();
+  // Puts output i in its pre-call state: a copy of its `initial_from` input (in-place
+  // semantics), else poison (0xFF bytes: NaN for floats) so unwritten elements fail.
+  std::string initialise_output(size_t i, void* buffer) { return initialise_output(i, buffer, pristine_in_); }
+  std::string initialise_output(size_t i, void* buffer, const std::vector<void*>& inputs);
+  std::optional<Failure> device_error(const std::string& err, const char* where);
+  // Fresh inputs for `seed`, pristine copies for the reference and the unchanged-input check.
+  std::optional<Failure> prepare_seed(uint64_t seed);
+  std::string returned_error(int rc);
+
+  // --- shape_checks.cpp
+  std::optional<Failure> host_mirrors();
+  // Poisons outputs, calls the candidate once, and checks outputs and inputs.
+  std::optional<Failure> call_and_check(Json& resp, double atol, double rtol, const std::string& context,
+                                        const std::function<int()>& invoke = {});
+  std::optional<Failure> check_outputs(Json& resp, double atol, double rtol, const std::string& context);
+
+  // --- shape_measure.cpp
+  void swap_input_sets();
+  bool prepare_second_input_set(Json& resp);
+  std::optional<Failure> measure(Json& resp, double atol, double rtol);
+  std::optional<Failure> recheck_after_timing(Json& resp, double atol, double rtol, bool rotate, bool graph);
+
+  const Json& req_;
+  ChildDevice& dev_;
+  Buffers buffers_;
+  problems::ResolvedShape shape_;
+  AtrexCandidateRunFn entry_ = nullptr;
+  AtrexCandidateErrorFn error_fn_ = nullptr;
+  std::unique_ptr<LaunchBuilder> launch_;
+  PhaseClock phases_;
+  // The second input set of the timed calls (see measure).
+  std::vector<void*> alt_pristine_in_, alt_ref_out_;
+  std::vector<std::vector<uint8_t>> alt_host_pristine_, alt_host_ref_;
+  std::optional<Failure> rotation_failure_;
+  std::string second_set_error_;
+  std::vector<void*> work_in_, pristine_in_, out_, ref_out_;
+  // Host mirrors, sized on first use (host_mirrors).
+  std::vector<std::vector<uint8_t>> host_pristine_, host_scratch_, host_ref_, host_out_;
+  bool host_mirrors_valid_ = false, alt_host_mirrors_valid_ = false;
+};
+
+}  // namespace atrex::runner::child
