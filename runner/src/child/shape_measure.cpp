@@ -100,7 +100,7 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
   if (mode != "eager" && !dev_.graph_timing_method().empty()) {
     int rc = 0;
     const int batch = cupti ? 1 : std::clamp(min_it, 1, 50);
-    if (auto f = device_error(dev_.capture_timed(call, reset_outputs, batch, rc, graph_unsupported), "capturing a CUDA graph")) {
+    if (auto f = device_error(dev_.capture_timed(call, reset_outputs, batch, rc, graph_unsupported), "capturing the timed graph")) {
       return f;
     }
     graph = graph_unsupported.empty();
@@ -207,7 +207,7 @@ std::optional<Failure> ShapeRun::recheck_after_timing(Json& resp, double atol, d
   // What the timed replays computed must be what the eager call computes: a candidate whose
   // work escapes the capture (a side stream never joined back, host-side shortcuts) fails here.
   if (graph) {
-    if (auto f = call_and_check(resp, atol, rtol, "CUDA-graph replay of the timed call: ", [&] {
+    if (auto f = call_and_check(resp, atol, rtol, "graph replay of the timed call: ", [&] {
           const std::string e = dev_.replay_call();
           return e.empty() ? 0 : -1;
         })) {
