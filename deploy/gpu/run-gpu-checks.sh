@@ -133,7 +133,7 @@ if want dumpcmp; then
   echo "=== dumpcmp: atrex problems dump, --backend cpu vs cuda, cmp of every tensor"
   dc=/tmp/atrex-dumpcmp
   rm -rf "$dc" && mkdir -p "$dc"
-  for spec in ${DUMPCMP_SPECS:-block_scaled_mm=smallest:3 fused_moe=smallest:2 fp8_blockscale_fused_moe=4 attention_forward=smallest:3}; do
+  for spec in ${DUMPCMP_SPECS:-block_scaled_mm=smallest:2 fused_moe=smallest:2 fp8_blockscale_fused_moe=4 attention_forward=smallest:3}; do
     op=${spec%%=*} sel=${spec#*=}
     for b in cpu cuda; do
       t0=$(date +%s.%N)
