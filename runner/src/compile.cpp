@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -34,7 +35,8 @@ fs::path default_include_dir() {
   return problems::executable_dir().parent_path() / "share" / "atrex" / "include";
 }
 
-CompileCache::CompileCache(fs::path dir, fs::path include_dir) : dir_(std::move(dir)), include_dir_(std::move(include_dir)) {}
+CompileCache::CompileCache(fs::path dir, fs::path include_dir, std::optional<std::string> native_target)
+    : dir_(std::move(dir)), include_dir_(std::move(include_dir)), native_target_(std::move(native_target)) {}
 
 std::string CompileCache::compiler_for(const std::string& backend) const {
   if (backend == "cuda") {
@@ -86,6 +88,79 @@ Result<std::string> CompileCache::compiler_identity(const std::string& compiler,
   return id;
 }
 
+std::string CompileCache::native_target_for(const std::string& compiler) {
+  if (native_target_) return *native_target_;
+  const std::string key = "native\n" + compiler;
+  {
+    std::lock_guard lock(mu_);
+    auto it = identities_.find(key);
+    if (it != identities_.end()) return it->second;
+  }
+  std::string target = native_cpu_target(compiler);
+  std::lock_guard lock(mu_);
+  identities_[key] = target;
+  return target;
+}
+
+namespace {
+
+std::string short_hash(const std::string& s) { return sha256_hex(s).substr(0, 16); }
+
+// `compiler ARGS...`'s output (stdout and stderr), "" when it did not run cleanly.
+std::string compiler_output(const std::string& compiler, std::vector<std::string> args) {
+  SubprocessOptions opt;
+  opt.argv = {compiler};
+  opt.argv.insert(opt.argv.end(), args.begin(), args.end());
+  opt.timeout = std::chrono::seconds(30);
+  opt.output_tail_bytes = size_t{1} << 20;
+  auto r = run_subprocess(opt);
+  return r && r->ok() ? r->output_tail : "";
+}
+
+// gcc: the `-march=` line of `-Q --help=target` and a hash of every option it lists (the
+// enabled ISA extensions). clang: `-###`'s -target-cpu and a hash of its -target-feature list.
+std::string resolved_march(const std::string& compiler) {
+  const std::string gcc = compiler_output(compiler, {"-march=native", "-Q", "--help=target"});
+  if (!gcc.empty()) {
+    std::istringstream lines(gcc);
+    std::string march;
+    for (std::string line; std::getline(lines, line);) {
+      const auto at = line.find("-march=");
+      if (at == std::string::npos || line.find_first_not_of(" \t") != at) continue;
+      std::istringstream words(line.substr(at + 7));
+      words >> march;
+      break;
+    }
+    return fmt::format("march={} target-options={}", march, short_hash(gcc));
+  }
+  const std::string clang = compiler_output(compiler, {"-march=native", "-###", "-E", "-x", "c++", "/dev/null"});
+  std::string cpu, features;
+  std::istringstream words(clang);
+  for (std::string w, prev; words >> w; prev = w) {
+    if (prev == "\"-target-cpu\"") cpu = w.substr(1, w.size() - 2);  // quoted
+    if (prev == "\"-target-feature\"") features += w;
+  }
+  if (cpu.empty()) return "march=unknown";
+  return fmt::format("march={} target-features={}", cpu, short_hash(features));
+}
+
+}  // namespace
+
+std::string native_cpu_target(const std::string& compiler) {
+  std::string model, flags;
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line) && (model.empty() || flags.empty());) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos || colon == 0) continue;
+    const std::string field = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (model.empty() && (field == "model name" || field == "cpu model" || field == "Processor")) model = value;
+    if (flags.empty() && (field == "flags" || field == "Features" || field == "isa")) flags = value;
+  }
+  return fmt::format("{}; cpu={}; cpu-flags={}", resolved_march(compiler), model.empty() ? "unknown" : model,
+                     flags.empty() ? "unknown" : short_hash(flags));
+}
+
 std::string default_hip_arch() {
   if (const char* e = std::getenv("ATREX_HIP_ARCH"); e && *e) return e;
   return "gfx942";
@@ -112,6 +187,9 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
   ATREX_ASSIGN_OR_RETURN(std::string identity, compiler_identity(compiler, cand.backend, arch));
   const auto flags = flags_for(cand.backend, arch);
   std::string material = cand.backend + "\n" + arch + "\n" + identity + "\n";
+  // -march=native builds for this host's CPU: an object built on another model may use
+  // instructions this one lacks.
+  if (cand.backend == "cpu") material += native_target_for(compiler) + "\n";
   // The include folder's path is left out (the header's content is hashed below) so that a cache
   // filled on one machine serves another with the same compiler and flags.
   for (const auto& f : flags) {

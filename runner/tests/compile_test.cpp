@@ -66,6 +66,46 @@ TEST_F(CompileCacheTest, SyntaxErrorIsAnOutcomeWithTheFileNameAndIsCached) {
   EXPECT_FALSE(again->ok);
 }
 
+// -march=native builds for the CPU at hand: runners on two CPU models sharing one cache folder
+// must not reuse each other's objects (one may hold instructions the other lacks).
+TEST_F(CompileCacheTest, CpuObjectOfAnotherCpuModelIsNotReused) {
+  CompileCache here(dir_, ATREX_TEST_INCLUDE_DIR, "march=cooperlake; cpu=Xeon A; cpu-flags=1111");
+  CompileCache there(dir_, ATREX_TEST_INCLUDE_DIR, "march=znver4; cpu=EPYC B; cpu-flags=2222");
+  auto a = here.compile(candidate("rms_norm_correct.cpp", "cpu"), "native", 120);
+  ASSERT_TRUE(a && a->ok) << (a ? a->log : a.error().message);
+  auto b = there.compile(candidate("rms_norm_correct.cpp", "cpu"), "native", 120);
+  ASSERT_TRUE(b && b->ok);
+  EXPECT_NE(a->key, b->key);
+  EXPECT_FALSE(b->cache_hit) << "an object built for another CPU was reused";
+  auto again = CompileCache(dir_, ATREX_TEST_INCLUDE_DIR, "march=cooperlake; cpu=Xeon A; cpu-flags=1111")
+                   .compile(candidate("rms_norm_correct.cpp", "cpu"), "native", 120);
+  ASSERT_TRUE(again && again->ok);
+  EXPECT_TRUE(again->cache_hit) << "the same CPU target shares the cache";
+  EXPECT_EQ(again->key, a->key);
+}
+
+// The default key material names this host's CPU: the model and feature flags of /proc/cpuinfo
+// and the -march the compiler resolves `native` to.
+TEST(NativeCpuTarget, NamesTheCpuModelAndTheResolvedMarch) {
+  std::string model;
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  const std::string target = native_cpu_target("c++");
+  if (!model.empty()) {
+    EXPECT_NE(target.find("cpu=" + model + ";"), std::string::npos) << target;
+    EXPECT_EQ(target.find("cpu-flags=unknown"), std::string::npos) << target;
+  }
+  EXPECT_EQ(target.rfind("march=", 0), 0u) << target;
+  EXPECT_EQ(target.find("march=unknown"), std::string::npos) << "c++ did not resolve -march=native: " << target;
+  EXPECT_EQ(target.find("march= "), std::string::npos) << target;
+  EXPECT_EQ(native_cpu_target("c++"), target) << "the key must be stable from call to call";
+}
+
 #ifdef ATREX_TEST_HAVE_NVCC
 // CI machines have nvcc but no GPU: CUDA candidates must still compile there.
 TEST_F(CompileCacheTest, CudaCandidateCompilesWithNvcc) {

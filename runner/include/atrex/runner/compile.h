@@ -3,8 +3,9 @@
 // A candidate source becomes a shared object: nvcc (cuda), hipcc (hip) or the system C++
 // compiler (cpu), with -shared -fPIC and the staged include folder that holds
 // atrex/candidate.h and dlpack/dlpack.h. The cache key is SHA-256 over (source, flags, target
-// arch, compiler identity = `--version` output), so a different compiler or arch never reuses
-// a stale object. Compilers: $CUDACXX (else /usr/local/cuda/bin/nvcc, nvcc), $HIPCC (else
+// arch, compiler identity = `--version` output; cpu: the CPU target `-march=native` resolves to
+// on this host, see native_cpu_target), so a different compiler, arch or CPU model never reuses
+// a stale object, even when runners on different machines share one cache folder. Compilers: $CUDACXX (else /usr/local/cuda/bin/nvcc, nvcc), $HIPCC (else
 // hipcc), $CXX (else c++). Objects are written to a temporary name and renamed into place, so many
 // runners may share one cache folder. Compile failures are cached too (the log is the result).
 #pragma once
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <mutex>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +34,10 @@ struct CompileOutcome {
 class CompileCache {
  public:
   // `dir`: cache folder (created). `include_dir`: folder with atrex/candidate.h and dlpack/.
-  CompileCache(std::filesystem::path dir, std::filesystem::path include_dir);
+  // `native_target`: what the cpu backend's `-march=native` means here, for the cache key;
+  // unset = native_cpu_target() of this host, probed once (tests pass another CPU's).
+  CompileCache(std::filesystem::path dir, std::filesystem::path include_dir,
+               std::optional<std::string> native_target = std::nullopt);
 
   // Compiles `candidate.source` for `candidate.backend`. `target_arch` is e.g. "sm_90a" (cuda),
   // "gfx90a" (hip) or "native" (cpu). Errors only for atrex failures (cannot write the cache);
@@ -47,11 +52,23 @@ class CompileCache {
   Result<std::string> compiler_identity(const std::string& compiler, const std::string& backend, const std::string& arch);
   std::string compiler_for(const std::string& backend) const;
 
+  // native_target_, else native_cpu_target(compiler), probed once per compiler.
+  std::string native_target_for(const std::string& compiler);
+
   std::filesystem::path dir_;
   std::filesystem::path include_dir_;
+  std::optional<std::string> native_target_;
   std::mutex mu_;
   std::map<std::string, std::string> identities_;
 };
+
+// The CPU target `compiler -march=native` builds for on this host, as one line for the compile
+// cache key: the resolved -march (gcc: `-march=native -Q --help=target`, with a hash of every
+// target option it enables; clang: `-###`'s -target-cpu and -target-features), and the CPU
+// model and a hash of the feature flags from /proc/cpuinfo. Two hosts whose objects may not be
+// interchangeable get different lines. Runs the compiler (a few ms); never fails: what cannot
+// be found is left out.
+std::string native_cpu_target(const std::string& compiler);
 
 // The hip backend's offload arch when no AMD GPU is there to ask: $ATREX_HIP_ARCH, else gfx942
 // (MI300X, the hip hardware profile). Debian 12's hipcc 5.2 does not know gfx942 (the compile
