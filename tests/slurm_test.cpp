@@ -6,13 +6,13 @@
 // ATREX_SKIP_SLURM_TESTS=1.
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "atrex/common/json_io.h"
 #include "atrex/runner/subprocess.h"
 #include "redis_server.h"
+#include "sweep_cli.h"
 
 namespace atrex {
 namespace {
@@ -62,17 +62,9 @@ class SlurmSweep : public ::testing::Test {
     (void)atrex({"sweep", "cancel", (dir_ / "out").string()});
     fs::remove_all(dir_);
   }
+  testing::AtrexCli cli() const { return testing::AtrexCli(dir_, {}, {{"SLURM_CONF", slurm_conf()}}); }
   std::pair<int, std::string> atrex(std::vector<std::string> args, int timeout_s = 300) {
-    runner::SubprocessOptions o;
-    o.argv = {std::string(ATREX_TEST_BIN_DIR) + "/atrex"};
-    o.argv.insert(o.argv.end(), args.begin(), args.end());
-    o.timeout = std::chrono::seconds(timeout_s);
-    o.working_dir = dir_;
-    o.output_tail_bytes = 1 << 20;
-    // sbatch passes this environment on to the jobs.
-    o.extra_env = {{"ATREX_CACHE_DIR", (dir_ / "cache").string()}, {"SLURM_CONF", slurm_conf()}};
-    auto r = runner::run_subprocess(o);
-    return {r->timed_out ? -1 : r->exit_code, r->output_tail};
+    return cli()(std::move(args), timeout_s);
   }
   std::pair<int, std::string> submit(const fs::path& sweep, std::vector<std::string> flags) {
     std::vector<std::string> args = {"sweep", "submit", sweep.string(), "--redis", url_, "--out", (dir_ / "out").string()};
@@ -88,49 +80,19 @@ class SlurmSweep : public ::testing::Test {
     ADD_FAILURE() << "no " << name << " role in " << m["workers"].dump();
     return Json{{"job_ids", {"none"}}, {"ended_job_ids", Json::array()}, {"sbatch", Json::array()}};
   }
-  Json status() {
-    auto [rc, out] = atrex({"sweep", "status", (dir_ / "out").string(), "--json"});
-    EXPECT_EQ(rc, 0) << out;
-    return Json::parse(out.substr(out.find('{')));
-  }
-  bool poll(const std::function<bool()>& pred, int seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (pred()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-    return false;
-  }
+  Json status() { return cli().status(dir_ / "out"); }
+  bool poll(const std::function<bool()>& pred, int seconds) { return testing::poll_until(pred, seconds); }
   // The states of a job's array tasks as slurmctld reports them, one per line ("" when unknown).
   std::string task_state(const std::string& job) {
     auto [rc, out] = slurm({"squeue", "--noheader", "--array", "--states=all", "--jobs=" + job, "--format=%T"});
     while (!out.empty() && out.back() == '\n') out.pop_back();
     return rc == 0 ? out : "";
   }
+  // Slurm's SIGTERM/USR1 to the job must never be recorded as a candidate's crash.
   void expect_complete_and_counted_once() {
-    auto [rc, out] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "400"}, 450);
-    ASSERT_EQ(rc, 0) << out;
-    auto report = read_json_file(dir_ / "out" / "report.json");
-    ASSERT_TRUE(report);
-    bool seen = false;
-    for (const auto& o : (*report)["agents"][0]["operators"]) {
-      if (o["operator"] != "rms_norm") continue;
-      seen = true;
-      EXPECT_EQ(o["status"], "correct") << o.dump();
-      EXPECT_EQ(o["shapes_evaluated"], 2) << "each final record counted once";
-    }
-    EXPECT_TRUE(seen) << report->dump();
-    std::ifstream in(dir_ / "out" / "results.jsonl");
-    std::set<std::string> keys;
-    int records = 0;
-    for (std::string line; std::getline(in, line); ++records) {
-      const Json j = Json::parse(line);
-      EXPECT_TRUE(keys.insert(j["key"].get<std::string>()).second) << "duplicate " << line;
-      // Slurm's SIGTERM/USR1 to the job must never be recorded as a candidate's crash.
-      EXPECT_EQ(line.find("SIGTERM"), std::string::npos) << line;
-      EXPECT_EQ(line.find("SIGUSR1"), std::string::npos) << line;
-    }
-    EXPECT_GT(records, 2);
+    testing::expect_complete_and_counted_once(
+        cli(), dir_ / "out", testing::CompletionCheck{.wait_timeout_s = 400, .never_in_records = {"SIGTERM", "SIGUSR1"},
+                                                      .min_records = 2});
   }
   // After `wait`, the sweep's jobs are cancelled: nothing of them stays alive.
   void expect_workers_gone() {
