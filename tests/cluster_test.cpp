@@ -4,6 +4,8 @@
 // reported, and never enqueued again; sweeps submitted with a list of Redis URLs land whole on
 // the instance their id picks and stay there.
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -199,6 +201,43 @@ TEST_F(ClusterSweep, StatusOfALocalSweepFolderIsAClearError) {
   auto [rc, out] = atrex({"sweep", "status", (dir_ / "out").string()});
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("not submitted to a cluster"), std::string::npos) << out;
+}
+
+// A local worker that died may leave its pid to an unrelated process: `status` must not count
+// that process alive nor `cancel` signal it; a live process with the recorded command line is
+// both. Stand-ins: two `sleep`s, one recorded under its own command line, the other's pid
+// recorded with an atrex runner's (a pid reused after that runner died).
+TEST_F(ClusterSweep, ReusedWorkerPidIsNeitherCountedAliveNorSignalled) {
+  auto start_sleep = [] {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return pid;
+  };
+  const pid_t stranger = start_sleep(), worker = start_sleep();
+  ASSERT_GT(stranger, 0);
+  ASSERT_GT(worker, 0);
+  const std::vector<std::string> runner_args = {std::string(ATREX_TEST_BIN_DIR) + "/atrex", "runner", "--redis", url_,
+                                                "--sweep", "reused-pid", "--device", "0", "--name", "runner-0"};
+  fs::create_directories(dir_ / "out");
+  const Json processes = Json::array({Json{{"name", "runner-0"}, {"pid", stranger}, {"args", runner_args}},
+                                      Json{{"name", "stand-in"}, {"pid", worker}, {"args", {"sleep", "300"}}}});
+  std::ofstream(dir_ / "out" / "manifest.json")
+      << Json{{"sweep_id", "reused-pid"}, {"redis_url", url_}, {"agents", Json::array()}, {"operators", Json::array()},
+              {"workers", {{"launcher", "local"}, {"host", "this"}, {"processes", processes}}}}.dump();
+  // The stand-in must have exec'd sleep before its command line is compared.
+  ASSERT_TRUE(testing::poll_until([&] { return status()["workers_alive"] == 1; }, 10)) << status().dump();
+  ASSERT_EQ(atrex({"sweep", "cancel", (dir_ / "out").string()}).first, 0);
+  int wstatus = 0;
+  ASSERT_TRUE(testing::poll_until([&] { return ::waitpid(worker, &wstatus, WNOHANG) == worker; }, 10))
+      << "the recorded worker was not signalled";
+  EXPECT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGTERM);
+  // Signalled first if at all: the worker's signal has arrived, so the stranger's would have.
+  EXPECT_EQ(::waitpid(stranger, &wstatus, WNOHANG), 0) << "cancel signalled a process that is not the sweep's worker";
+  ::kill(stranger, SIGKILL);
+  ::waitpid(stranger, &wstatus, 0);
 }
 
 // The sweep ids of copies of the crash fixture named shard-<i>, as `atrex sweep submit` resolves them.

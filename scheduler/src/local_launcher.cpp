@@ -5,6 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <fmt/format.h>
 
 #include "atrex/problems/suite.h"
@@ -51,6 +54,22 @@ Result<pid_t> spawn_detached(const std::vector<std::string>& args, const fs::pat
   ::waitpid(child, &status, 0);
   if (!got || worker <= 0) return io_error(fmt::format("could not start {}", args.front()));
   return worker;
+}
+
+// A recorded worker's pid may belong to an unrelated process by now (the worker died and the
+// pid was reused): it is this sweep's worker only while its command line, from
+// /proc/<pid>/cmdline, is the one recorded at launch (the atrex binary, the role, `--sweep ID`
+// and the worker's name). Anything else is neither signalled nor counted alive.
+bool is_recorded_worker(const Json& p) {
+  const pid_t pid = p.value("pid", 0);
+  const auto args = p.value("args", std::vector<std::string>{});
+  if (pid <= 0 || args.empty()) return false;
+  std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+  if (!in) return false;
+  const std::string cmdline{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::string expected;
+  for (const auto& a : args) expected += a + '\0';
+  return cmdline == expected;
 }
 
 Result<Json> launch_local(const Json& manifest, const ClusterOptions& o, const ProgressFn& say) {
@@ -105,7 +124,7 @@ std::pair<int, std::string> workers_alive(const Json& workers) {
   int alive = 0, total = 0;
   for (const auto& p : workers.value("processes", Json::array())) {
     ++total;
-    if (::kill(p.value("pid", 0), 0) == 0) ++alive;
+    if (is_recorded_worker(p)) ++alive;
   }
   return {alive, fmt::format("{}/{} local worker processes alive on {}", alive, total, workers.value("host", "?"))};
 }
@@ -118,7 +137,7 @@ Result<Json> revive_workers(const Json& manifest, const ClusterOptions& options,
   if (workers.value("launcher", "") != "local") return launch_workers(manifest, options, say);
   int revived = 0;
   for (auto& p : workers["processes"]) {
-    if (::kill(p.value("pid", 0), 0) == 0) continue;
+    if (is_recorded_worker(p)) continue;
     const auto args = p.value("args", std::vector<std::string>{});
     if (args.empty()) return internal_error(fmt::format("worker {} has no recorded command line", p.value("name", "")));
     ATREX_ASSIGN_OR_RETURN(pid_t pid, spawn_detached(args, p.value("log", "/dev/null")));
@@ -133,8 +152,7 @@ Result<void> stop_workers(const Json& workers) {
   const std::string launcher = workers.value("launcher", "");
   if (launcher == "slurm") return slurm_stop(workers);
   for (const auto& p : workers.value("processes", Json::array())) {
-    const pid_t pid = p.value("pid", 0);
-    if (pid > 0) ::kill(pid, SIGTERM);
+    if (is_recorded_worker(p)) ::kill(p.value("pid", 0), SIGTERM);
   }
   return ok();
 }
