@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "atrex/common/json_io.h"
+#include "atrex/problems/hardware.h"
+#include "atrex/runner/host_measure.h"
 #include "atrex/runner/subprocess.h"
 
 namespace atrex {
@@ -103,6 +105,54 @@ TEST_F(Cli, EvalPrintsAPerShapeTableAndSi) {
                       "--shapes", "15", "--hardware", "H20"});
   EXPECT_EQ(wrong.rc, 1) << wrong.output;
   EXPECT_NE(wrong.output.find("wrong_result"), std::string::npos);
+}
+
+// A host-cpu profile in this test's cache, as `atrex hardware measure` writes it, for `cpu`
+// (default: this CPU), with figures no measurement gives: cached figures are told from measured.
+void cache_host_profile(const fs::path& dir, std::string cpu = runner::host_cpu_model()) {
+  runner::HostCeilings c;
+  c.copy_bytes_per_s = 123e9;
+  c.fp32_flops_per_s = 4.56e12;
+  c.threads = 2;
+  c.isa = "test";
+  c.cpu_name = std::move(cpu);
+  fs::create_directories(dir / "cache" / "hardware");
+  std::ofstream(dir / "cache" / "hardware" / "host-cpu.yaml") << problems::hardware_profile_yaml(runner::host_profile(c));
+}
+
+// `hardware list` shows host-cpu's cached figures and where they come from (the file, the
+// measurement); "measured on demand" only when nothing is cached for this CPU model.
+TEST_F(Cli, HardwareListShowsTheCachedHostCpuProfile) {
+  const std::string file = (dir_ / "cache" / "hardware" / "host-cpu.yaml").string();
+  auto before = atrex({"hardware", "list"});
+  ASSERT_EQ(before.rc, 0) << before.output;
+  EXPECT_NE(before.output.find("host-cpu         (measured on demand: not measured yet"), std::string::npos)
+      << before.output;
+  cache_host_profile(dir_);
+  auto after = atrex({"hardware", "list"});
+  ASSERT_EQ(after.rc, 0) << after.output;
+  EXPECT_EQ(after.output.find("measured on demand"), std::string::npos) << after.output;
+  const size_t row = after.output.find("\nhost-cpu ");
+  ASSERT_NE(row, std::string::npos) << after.output;
+  const std::string line = after.output.substr(row + 1, after.output.find('\n', row + 1) - row - 1);
+  for (const std::string& figure : {std::string(" 0.12 "), std::string(" 4.6 "), file}) {
+    EXPECT_NE(line.find(figure), std::string::npos) << figure << " not in: " << line;
+  }
+  EXPECT_NE(after.output.find("host-cpu: measured by atrex on"), std::string::npos) << after.output;
+  auto json = atrex({"hardware", "list", "--json"});
+  ASSERT_EQ(json.rc, 0) << json.output;
+  const Json listed = Json::parse(json.output);
+  Json host;
+  for (const auto& p : listed["profiles"]) {
+    if (p["name"] == "host-cpu") host = p;
+  }
+  EXPECT_EQ(host["cached"], true) << json.output;
+  EXPECT_EQ(host["hbm_bytes_per_s"], 123e9) << host.dump();
+  EXPECT_EQ(host["file"], file);
+  // Another CPU model's profile is not this host's: measured on demand, and said why.
+  cache_host_profile(dir_, "Some Other CPU");
+  auto other = atrex({"hardware", "list"});
+  EXPECT_NE(other.output.find("is of another CPU (Some Other CPU)"), std::string::npos) << other.output;
 }
 
 TEST_F(Cli, ProblemsListHas30OperatorsAndShowHidesEvaluatorData) {

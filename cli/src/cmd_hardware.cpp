@@ -109,28 +109,57 @@ int roofline_audit(const GlobalOptions& g, const std::string& op_name, bool show
   return 0;
 }
 
+Json profile_json(const problems::HardwareProfile& p) {
+  return Json{{"name", p.name},
+              {"arch", p.arch},
+              {"p_peak", p.p_peak_flops_per_s},
+              {"hbm_bytes_per_s", p.hbm_bytes_per_s},
+              {"l2_bytes", p.l2_bytes},
+              {"file", p.file.string()},
+              {"source", p.source_doc},
+              {"retrieved_at", p.retrieved_at}};
+}
+
+// host-cpu is no bundled file: this machine's measured profile, from the cache when it was
+// measured on this CPU model (the one the evaluator uses), else measured on first use.
 int hardware_list(const GlobalOptions& g) {
   auto suite = load_suite(g);
   if (!suite) return fail(suite.error());
   auto profiles = problems::load_default_hardware_profiles(suite->dir());
   if (!profiles) return fail(profiles.error());
+  const auto cached = runner::load_cached_host_profile();
+  const std::string cpu = runner::host_cpu_model();
+  const bool host_cached = cached && !cached->match.empty() && cached->match.front() == cpu;
+  const std::string cache_file = runner::host_profile_cache_file().string();
   if (g.json) {
     Json a = Json::array();
-    for (const auto& p : *profiles) {
-      a.push_back(Json{{"name", p.name}, {"arch", p.arch}, {"p_peak", p.p_peak_flops_per_s},
-                       {"hbm_bytes_per_s", p.hbm_bytes_per_s}, {"l2_bytes", p.l2_bytes}, {"file", p.file.string()},
-                       {"source", p.source_doc}});
-    }
+    for (const auto& p : *profiles) a.push_back(profile_json(p));
+    Json host = host_cached ? profile_json(*cached) : Json{{"name", "host-cpu"}, {"file", cache_file}};
+    host["cached"] = host_cached;  // false: measured on first use (or `atrex hardware measure`)
+    a.push_back(host);
     fmt::print("{}\n", Json{{"schema", "atrex.hardware/1"}, {"profiles", a}}.dump(2));
     return 0;
   }
   fmt::print("{:<16} {:<8} {:>9} {:>9} {:>9} {:>9}  {}\n", "profile", "arch", "HBM TB/s", "bf16 TF", "fp8 TF", "fp32 TF", "file");
-  for (const auto& p : *profiles) {
+  auto row = [](const problems::HardwareProfile& p) {
     fmt::print("{:<16} {:<8} {:>9.2f} {:>9.1f} {:>9.1f} {:>9.1f}  {}\n", p.name, p.arch.empty() ? "-" : p.arch,
-               p.hbm_bytes_per_s / 1e12,
-               peak(p, "bf16_tc") / 1e12, peak(p, "fp8_e4m3_tc") / 1e12, peak(p, "fp32_strict") / 1e12, p.file.string());
+               p.hbm_bytes_per_s / 1e12, peak(p, "bf16_tc") / 1e12, peak(p, "fp8_e4m3_tc") / 1e12,
+               peak(p, "fp32_strict") / 1e12, p.file.string());
+  };
+  for (const auto& p : *profiles) row(p);
+  if (host_cached) {
+    row(*cached);
+    fmt::print("  host-cpu: {}, {} (cached; `atrex hardware measure` refreshes it)\n", cached->source_doc,
+               cached->retrieved_at);
+  } else {
+    const std::string why =
+        cached ? fmt::format("the cached profile in {} is of another CPU ({})", cache_file,
+                             cached->match.empty() ? "unknown" : cached->match.front())
+               : fmt::format("not measured yet; kept in {} once measured", cache_file);
+    fmt::print("host-cpu         (measured on demand: {}; `atrex hardware measure`, or `hardware: auto` on a CPU-only "
+               "machine)\n",
+               why);
   }
-  fmt::print("host-cpu         (measured on demand: `atrex hardware measure`, or `hardware: auto` on a CPU-only machine)\n");
   return 0;
 }
 

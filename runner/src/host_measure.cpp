@@ -97,13 +97,7 @@ double measure_copy(int threads) {
 HostCeilings measure_host_ceilings() {
   HostCeilings c;
   c.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      c.cpu_name = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
+  c.cpu_name = host_cpu_model();
   c.copy_bytes_per_s = measure_copy(c.threads);
   c.fp32_flops_per_s = measure_fma(c.threads, c.isa);
   return c;
@@ -126,22 +120,35 @@ problems::HardwareProfile host_profile(const HostCeilings& c, const std::string&
   return p;
 }
 
-Result<problems::HardwareProfile> cached_host_profile(bool refresh) {
-  const std::filesystem::path file = default_cache_dir() / "hardware" / "host-cpu.yaml";
-  std::string cpu;
-  {
-    std::ifstream in("/proc/cpuinfo");
-    for (std::string line; std::getline(in, line);) {
-      if (line.rfind("model name", 0) == 0) {
-        cpu = line.substr(line.find(':') + 2);
-        break;
-      }
+std::string host_cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      return line.substr(std::min(line.size(), line.find(':') + 2));
     }
   }
+  return "";
+}
+
+std::filesystem::path host_profile_cache_file() { return default_cache_dir() / "hardware" / "host-cpu.yaml"; }
+
+std::optional<problems::HardwareProfile> load_cached_host_profile() {
   std::error_code ec;
-  if (!refresh && std::filesystem::exists(file, ec)) {
-    auto cached = problems::load_hardware_profile(file);
-    if (cached && !cached->match.empty() && cached->match.front() == cpu) return *cached;
+  const auto file = host_profile_cache_file();
+  if (!std::filesystem::exists(file, ec)) return std::nullopt;
+  auto cached = problems::load_hardware_profile(file);
+  if (!cached) {
+    spdlog::warn("{} (measured again when needed)", cached.error().message);
+    return std::nullopt;
+  }
+  return *cached;
+}
+
+Result<problems::HardwareProfile> cached_host_profile(bool refresh) {
+  const std::filesystem::path file = host_profile_cache_file();
+  if (!refresh) {
+    auto cached = load_cached_host_profile();
+    if (cached && !cached->match.empty() && cached->match.front() == host_cpu_model()) return *cached;
   }
   spdlog::info("measuring this host's CPU ceilings for the roofline (kept in {})", file.string());
   problems::HardwareProfile p = host_profile(measure_host_ceilings());

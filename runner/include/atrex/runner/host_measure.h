@@ -4,6 +4,10 @@
 // vector ISA the CPU reports). CPUs have no tensor cores: every p_peak path gets the fp32 rate.
 #pragma once
 
+#include <filesystem>
+#include <optional>
+#include <string>
+
 #include "atrex/problems/hardware.h"
 
 namespace atrex::runner {
@@ -25,5 +29,14 @@ problems::HardwareProfile host_profile(const HostCeilings& c, const std::string&
 // <cache dir>/hardware/host-cpu.yaml so scores are comparable from run to run. A cached
 // profile of another CPU model, or `refresh`, measures again and rewrites the file.
 Result<problems::HardwareProfile> cached_host_profile(bool refresh = false);
+
+// Where cached_host_profile() keeps the profile: <cache dir>/hardware/host-cpu.yaml.
+std::filesystem::path host_profile_cache_file();
+// This host's CPU model as /proc/cpuinfo's `model name` gives it ("" where it has none).
+std::string host_cpu_model();
+// The profile the cache file holds, without measuring: nothing when there is no readable file.
+// It may be another CPU model's (its `match` names the CPU it was measured on), which
+// cached_host_profile() would measure again.
+std::optional<problems::HardwareProfile> load_cached_host_profile();
 
 }  // namespace atrex::runner
