@@ -155,6 +155,25 @@ TEST_F(Cli, HardwareListShowsTheCachedHostCpuProfile) {
   EXPECT_NE(other.output.find("is of another CPU (Some Other CPU)"), std::string::npos) << other.output;
 }
 
+// host-cpu is the profile cpu scores use: `atrex roofline` takes it too, from the cache as the
+// evaluator does (measured there when none is cached).
+TEST_F(Cli, RooflineTakesTheHostCpuProfileFromTheCache) {
+  cache_host_profile(dir_);
+  auto r = atrex({"roofline", "--hardware", "host-cpu", "--operator", "rms_norm", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const Json j = Json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["hardware"], "host-cpu");
+  EXPECT_EQ(j["hardware_file"], (dir_ / "cache" / "hardware" / "host-cpu.yaml").string());
+  ASSERT_FALSE(j["shapes"].empty()) << r.output;
+  for (const auto& s : j["shapes"]) {
+    const double q = s["q_read_bytes"].get<double>() + s["q_write_bytes"].get<double>();
+    EXPECT_NEAR(s["t_memory_us"].get<double>(), q / 123e9 * 1e6, 1e-9 * q) << s.dump();
+  }
+  auto text = atrex({"roofline", "--hardware", "host-cpu", "--operator", "rms_norm"});
+  ASSERT_EQ(text.rc, 0) << text.output;
+  EXPECT_NE(text.output.find("hardware host-cpu: HBM 0.12 TB/s"), std::string::npos) << text.output;
+}
+
 TEST_F(Cli, ProblemsListHas30OperatorsAndShowHidesEvaluatorData) {
   auto r = atrex({"problems", "list", "--json"});
   ASSERT_EQ(r.rc, 0);

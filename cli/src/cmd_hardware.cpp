@@ -23,18 +23,22 @@ double peak(const problems::HardwareProfile& p, const char* path) {
 int roofline(const GlobalOptions& g, const std::string& hw_name, const std::string& op_name) {
   auto suite = load_suite(g);
   if (!suite) return fail(suite.error());
-  auto profiles = problems::load_default_hardware_profiles(suite->dir());
-  if (!profiles) return fail(profiles.error());
-  auto hw = problems::find_hardware_profile(*profiles, hw_name);
-  if (!hw) return fail(hw.error());
   if (!op_name.empty()) {
     if (auto op = suite->require(op_name); !op) return fail(op.error());
   }
+  // host-cpu is this machine's measured profile, as the evaluator scores the cpu backend with:
+  // read from the cache, measured now when there is none for this CPU.
+  auto hw = hw_name == "host-cpu" ? runner::cached_host_profile() : [&]() -> Result<problems::HardwareProfile> {
+    ATREX_ASSIGN_OR_RETURN(auto profiles, problems::load_default_hardware_profiles(suite->dir()));
+    return problems::find_hardware_profile(profiles, hw_name);
+  }();
+  if (!hw) return fail(hw.error());
   Json rows = Json::array();
   if (!g.json) {
     fmt::print("hardware {}: HBM {:.2f} TB/s, bf16 {:.0f} TFLOP/s, fp8 {:.0f} TFLOP/s, fp32 {:.1f} TFLOP/s\n", hw->name,
                hw->hbm_bytes_per_s / 1e12, peak(*hw, "bf16_tc") / 1e12, peak(*hw, "fp8_e4m3_tc") / 1e12,
                peak(*hw, "fp32_strict") / 1e12);
+    if (hw_name == "host-cpu") fmt::print("  {} (kept in {})\n", hw->source_doc, hw->file.string());
     fmt::print("{:<28} {:>5} {:>12} {:>11} {:>11} {:>11} {:>12}  {}\n", "operator", "shape", "W (GFLOP)", "Q (MB)",
                "T_comp us", "T_mem us", "T_roofline", "bound");
   }
@@ -59,7 +63,10 @@ int roofline(const GlobalOptions& g, const std::string& hw_name, const std::stri
       }
     }
   }
-  if (g.json) fmt::print("{}\n", Json{{"schema", "atrex.roofline/1"}, {"hardware", hw->name}, {"shapes", rows}}.dump(2));
+  if (g.json) {
+    fmt::print("{}\n", Json{{"schema", "atrex.roofline/1"}, {"hardware", hw->name}, {"hardware_source", hw->source_doc},
+                            {"hardware_file", hw->file.string()}, {"shapes", rows}}.dump(2));
+  }
   return 0;
 }
 
