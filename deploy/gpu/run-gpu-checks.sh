@@ -12,12 +12,14 @@
 #   benchEval: `atrex bench eval` (full evaluation of fused_add_rms_norm, cold and warm cache);
 #   refs:    every reference candidate (.cu) on its 2 smallest and its largest shape
 #            (REFS_OPS="op1 op2" limits the operators, REFS_SELECT="smallest:2" the shapes).
+# Everything printed is also saved under $OUT (when set) for the issue notes.
 #   dumpcmp: `atrex problems dump` of small shapes on --backend cpu and cuda, cmp of every tensor:
 #            GPU-drawn inputs must be bit-identical (DUMPCMP_SPECS="op=shapes ..." overrides the set).
-# Everything printed is also saved under $OUT (when set) for the issue notes.
 #   daemon:  a cluster sweep (local launcher, Redis from .gpu-bundle/redis) whose candidates hit an
 #            illegal address, a hang and an out-of-memory: one `atrex runner --device 0` survives them.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|daemon|all]...
+#   twogpu:  the embedded default sweep with one runner per GPU (the 2-GPU machine kind), GPU
+#            utilisation sampled per index.
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|all]...
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
 #          deploy/gpu/smoke-sweep.yaml, for a quick check within a few minutes.
 set -uo pipefail
@@ -33,6 +35,15 @@ atrex="$root/build/release/bin/atrex"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(all)
 want() { for s in "${steps[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
+# A redis-server for the cluster steps (daemon, twogpu): the Debian build's, from bundle.sh.
+rdir=/tmp/atrex-gpu-redis port=${GPU_REDIS_PORT:-6399}
+start_redis() {
+  rm -rf "$rdir" && mkdir -p "$rdir"
+  LD_LIBRARY_PATH="$root/.gpu-bundle/redis" "$root/.gpu-bundle/redis/redis-server" --port "$port" --bind 127.0.0.1 \
+    --dir "$rdir" --appendonly yes --maxmemory-policy noeviction --daemonize yes --pidfile "$rdir/redis.pid" \
+    --logfile "$rdir/redis.log" && sleep 1
+}
+stop_redis() { kill "$(cat "$rdir/redis.pid" 2>/dev/null)" 2>/dev/null; sleep 1; }
 rc=0
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
@@ -169,12 +180,8 @@ fi
 if want daemon; then
   echo "=== runner daemon through Redis: illegal address, hang, out-of-memory (deploy/gpu/daemon-faults.yaml)"
   # redis-server and its libraries come from this repo's Debian build machine (bundle.sh).
-  rdir=/tmp/atrex-daemon-redis port=${DAEMON_REDIS_PORT:-6399}
-  rm -rf "$rdir" results/gpu-daemon-faults && mkdir -p "$rdir" results
-  LD_LIBRARY_PATH="$root/.gpu-bundle/redis" "$root/.gpu-bundle/redis/redis-server" --port "$port" --bind 127.0.0.1 \
-    --dir "$rdir" --appendonly yes --maxmemory-policy noeviction --daemonize yes --pidfile "$rdir/redis.pid" \
-    --logfile "$rdir/redis.log" || rc=1
-  sleep 1
+  rm -rf results/gpu-daemon-faults && mkdir -p results
+  start_redis || rc=1
   {
     t0=$(date +%s.%N)
     "$atrex" sweep submit deploy/gpu/daemon-faults.yaml --redis "redis://127.0.0.1:$port" --launcher local \
@@ -200,8 +207,45 @@ PY
     for p in $runner_pids; do kill -0 "$p" 2>/dev/null && echo "runner $p still alive after the faults" || echo "runner $p has exited"; done
     "$atrex" sweep cancel results/gpu-daemon-faults 2>&1 | tail -2
   } 2>&1 | tee "$out/daemon.txt"
-  kill "$(cat "$rdir/redis.pid")" 2>/dev/null
+  stop_redis
   [ -n "${OUT:-}" ] && cp "$out/daemon.txt" "$OUT/"
+fi
+if want twogpu; then
+  echo "=== one runner per GPU (local launcher, Redis from .gpu-bundle/redis): the embedded default sweep"
+  ngpu=$(nvidia-smi -L | wc -l)
+  rm -rf results/gpu-two && mkdir -p results
+  start_redis || rc=1
+  nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader,nounits -lms 500 > "$out/twogpu-smi.csv" &
+  smi=$!
+  {
+    t0=$(date +%s.%N)
+    "$atrex" sweep submit --redis "redis://127.0.0.1:$port" --launcher local --runners "$ngpu" --agent-workers 4 \
+      --backend cuda --out results/gpu-two || rc=1
+    timeout 480 "$atrex" sweep wait results/gpu-two || rc=1
+    echo "sweep with $ngpu runner(s) finished in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}') s"
+    kill "$smi" 2>/dev/null
+    "$atrex" sweep status results/gpu-two
+    head -c 2500 results/gpu-two/report.md
+    "$atrex" sweep cancel results/gpu-two 2>&1 | tail -1
+    sleep 2
+    echo "--- runner logs"
+    for l in results/gpu-two/logs/runner-*.log; do echo "# $l"; grep -E "serving|stopped after" "$l"; done
+    python3 - "$out/twogpu-smi.csv" <<'PY'
+import sys, collections
+busy = collections.defaultdict(list); mem = collections.defaultdict(int)
+for line in open(sys.argv[1]):
+    try:
+        i, u, m = (int(x) for x in line.split(","))
+    except ValueError:
+        continue
+    busy[i].append(u); mem[i] = max(mem[i], m)
+for i in sorted(busy):
+    u = busy[i]
+    print(f"GPU {i}: {len(u)} samples, utilization mean {sum(u)/len(u):.1f}%, busy (>0%) in {sum(1 for x in u if x > 0)} samples, max memory used {mem[i]} MiB")
+PY
+  } 2>&1 | tee "$out/twogpu.txt"
+  stop_redis
+  [ -n "${OUT:-}" ] && cp "$out/twogpu.txt" "$OUT/"
 fi
 if want xcheck; then
   echo "=== xcheck: CUDA references vs independent PyTorch implementations"
