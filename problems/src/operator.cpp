@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <thread>
 
 #include <fmt/format.h>
@@ -160,7 +161,7 @@ void parallel_for_cpu(int64_t n, const std::function<void(int64_t, int64_t)>& ra
   for (auto& th : pool) th.join();
 }
 
-void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data) {
+void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data, int scale_exponent) {
   const TensorSpec& spec = shape.def->inputs[index];
   if (spec.generate) {
     spec.generate(shape, index, seed, data);
@@ -168,11 +169,43 @@ void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed,
   }
   const Distribution& d = spec.distribution;
   GenerateFn f{d.kind, static_cast<float>(d.scale), static_cast<float>(d.offset), d.lo, d.hi,
-               gen_dtype(spec.dtype), data, seed, input_stream_id(index)};
+               gen_dtype(spec.dtype), data, seed, input_stream_id(index), std::ldexp(1.0f, scale_exponent)};
   const int64_t n = shape.inputs[index].numel();
   parallel_for_cpu(n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) f(i);
   });
+}
+
+int range_probe_exponent(const OperatorDef& def, size_t index) {
+  if (!def.range_probe.enabled() || index >= def.inputs.size()) return 0;
+  const auto& names = def.range_probe.inputs;
+  return std::find(names.begin(), names.end(), def.inputs[index].name) != names.end() ? def.range_probe.exponent : 0;
+}
+
+Result<void> scale_by_power_of_two(DType dtype, void* data, int64_t n, int exponent) {
+  const float m = std::ldexp(1.0f, exponent);
+  switch (dtype) {
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        auto* p = static_cast<uint16_t*>(data) + i;
+        *p = num::float_to_bf16(num::bf16_to_float(*p) * m);
+      }
+      return ok();
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        auto* p = static_cast<uint16_t*>(data) + i;
+        *p = num::float_to_fp16(num::fp16_to_float(*p) * m);
+      }
+      return ok();
+    case DType::kF32:
+      for (int64_t i = 0; i < n; ++i) static_cast<float*>(data)[i] *= m;
+      return ok();
+    case DType::kF64:
+      for (int64_t i = 0; i < n; ++i) static_cast<double*>(data)[i] = std::ldexp(static_cast<double*>(data)[i], exponent);
+      return ok();
+    default:
+      return invalid_input(fmt::format("cannot scale a {} tensor by a power of two", dtype_name(dtype)));
+  }
 }
 
 const OperatorDef* find_native_operator(std::string_view name) {

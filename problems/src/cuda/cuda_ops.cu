@@ -1,5 +1,6 @@
 #include "atrex/problems/cuda_ops.h"
 
+#include <cmath>
 #include <memory>
 
 #include "../ops/generate.h"
@@ -29,7 +30,8 @@ std::string last_error() {
 
 }  // namespace
 
-std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t seed, void* device_data, void* stream) {
+std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t seed, void* device_data, void* stream,
+                           int scale_exponent) {
   const TensorSpec& spec = shape.def->inputs[index];
   if (spec.generate) {  // structured inputs are drawn on the device when they can be, else on the host and copied
     std::string error;
@@ -48,7 +50,7 @@ std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t se
   }
   const Distribution& d = spec.distribution;
   GenerateFn f{d.kind, static_cast<float>(d.scale), static_cast<float>(d.offset), d.lo, d.hi,
-               gen_dtype(spec.dtype), device_data, seed, input_stream_id(index)};
+               gen_dtype(spec.dtype), device_data, seed, input_stream_id(index), std::ldexp(1.0f, scale_exponent)};
   CudaExec{static_cast<cudaStream_t>(stream)}.for_each(shape.inputs[index].numel(), f);
   return last_error();
 }

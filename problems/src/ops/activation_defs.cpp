@@ -27,7 +27,11 @@ void add_activation_operators(std::vector<OperatorDef>& ops) {
       .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"shape[0]", "shape[1]/2"},
                    .doc = "gated activation"}},
       .reference_cpu = &cpu_ref<silu_and_mul_reference<CpuExec>>,
-      .analytic = &silu_and_mul_roofline});
+      .analytic = &silu_and_mul_roofline,
+      .range_probe = {.exponent = 8, .inputs = {"x"},
+                      .why = "x ~ randn: with x * 2^8 the product silu(a) * b is scaled by ~2^16 and passes 65504 wherever "
+                             "|a b| > 1 (a quarter of the elements); silu of a scaled negative a is -0, exactly as in fp32"},
+      .free_dims = {{.param = "shape[0]"}}});
   ops.push_back(OperatorDef{
       .name = "moe_sum_reduce",
       .semantics = "expert_outputs: [T, K, H] -> out: [T, H] = sum over K in fp32, times routed_scaling_factor, "
@@ -40,7 +44,11 @@ void add_activation_operators(std::vector<OperatorDef>& ops) {
       .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"token_count", "hidden_size"},
                    .doc = "reduced rows"}},
       .reference_cpu = &cpu_ref<moe_sum_reduce_reference<CpuExec>>,
-      .analytic = &moe_sum_reduce_roofline});
+      .analytic = &moe_sum_reduce_roofline,
+      .range_probe = {.exponent = 20, .inputs = {"expert_outputs"},
+                      .why = "expert_outputs ~ 0.02 randn: scaled by 2^20 the sum of top_k (8) terms has sigma ~6e4, so about "
+                             "a quarter of the sums pass 65504; bf16 holds them"},
+      .free_dims = {{.param = "token_count"}}});
 }
 
 }  // namespace atrex::problems::ops

@@ -37,6 +37,9 @@ struct GenerateFn {
   void* data;
   uint64_t seed;
   uint64_t stream;
+  // The range probe's power of two (operator.h RangeProbe), applied to the drawn value after
+  // its roundings: exact while it stays in range, so the probe set is the usual draw, scaled.
+  float multiplier = 1.0f;
 
   // Rounds to the tensor's element type, as a tensor op producing that dtype would.
   ATREX_HD float round_to(float v) const {
@@ -56,6 +59,8 @@ struct GenerateFn {
     } else {
       value = lo + (hi - lo) * (1.0 - num::uniform_open0(seed, stream, static_cast<uint64_t>(i)));
     }
+    // Integer and fp8 tensors are never scaled (the operator definitions are checked for it).
+    if (multiplier != 1.0f && dtype <= kGenF64) value *= multiplier;
     switch (dtype) {
       case kGenBF16: static_cast<uint16_t*>(data)[i] = num::float_to_bf16(static_cast<float>(value)); break;
       case kGenF16: static_cast<uint16_t*>(data)[i] = num::float_to_fp16(static_cast<float>(value)); break;

@@ -41,7 +41,8 @@ void add_routing(std::vector<OperatorDef>& ops) {
       .resolve = &resolve_align,
       .analytic = &moe_align_block_size_roofline,
       .roofline_notes = "Q_write counts the expected valid prefix (binomial expert counts), the released value one "
-                        "sampled prefix."});
+                        "sampled prefix.",
+      .free_dims = {{.param = "token_count"}}});
   ops.push_back(OperatorDef{
       .name = "moe_count_and_sort",
       .semantics =
@@ -58,7 +59,8 @@ void add_routing(std::vector<OperatorDef>& ops) {
                   {.name = "cumsum", .dtype = DType::kI32, .dims = {"=num_experts+1"}, .doc = "exclusive prefix of counts"}},
       .reference_cpu = &cpu_ref<moe_count_and_sort_reference<CpuExec>>,
       .resolve = &resolve_count,
-      .analytic = &moe_count_and_sort_roofline});
+      .analytic = &moe_count_and_sort_roofline,
+      .free_dims = {{.param = "token_count"}}});
   ops.push_back(OperatorDef{
       .name = "moe_topk_gating_softmax",
       .semantics =
@@ -77,7 +79,8 @@ void add_routing(std::vector<OperatorDef>& ops) {
                    .compare = &compare_gating_ids}},
       .reference_cpu = &cpu_ref<moe_topk_gating_softmax_reference<CpuExec>>,
       .resolve = &resolve_gating,
-      .analytic = &moe_topk_gating_softmax_roofline});
+      .analytic = &moe_topk_gating_softmax_roofline,
+      .free_dims = {{.param = "token_count"}}});
   ops.push_back(OperatorDef{
       .name = "topk_filter",
       .semantics = "k = min(top_k, hidden_size); out = logits where logits >= the row's k-th largest value, else -inf "
@@ -89,7 +92,8 @@ void add_routing(std::vector<OperatorDef>& ops) {
       .outputs = {{.name = "out", .dtype = DType::kF32, .dims = {"seq_len", "hidden_size"}, .doc = "filtered logits"}},
       .reference_cpu = &cpu_ref<topk_filter_reference<CpuExec>>,
       .resolve = &resolve_topk_filter,
-      .analytic = &topk_filter_roofline});
+      .analytic = &topk_filter_roofline,
+      .free_dims = {{.param = "seq_len"}}});
 }
 
 std::vector<ParamSpec> moe_params() {
@@ -123,7 +127,8 @@ void add_gemm(std::vector<OperatorDef>& ops) {
       .analytic = &fused_moe_roofline,
       .roofline_notes = "Released W was traced with randint routing, where repeated experts of a token merge into "
                         "one GEMM row: ours (distinct experts, as input.py now draws) is 2.6-9.8% higher. Q_read "
-                        "counts only the experts hit, as released (expected E_hit)."});
+                        "counts only the experts hit, as released (expected E_hit).",
+      .free_dims = {{.param = "token_count"}}});
   std::vector<ParamSpec> fp8_params = moe_params();
   fp8_params.push_back(optional_int_param("scale_block_n", 128, "scale block along N / 2N"));
   fp8_params.push_back(optional_int_param("scale_block_k", 128, "scale block along H"));
@@ -181,7 +186,8 @@ void add_gemm(std::vector<OperatorDef>& ops) {
       .outputs = {{.name = "out", .dtype = DType::kF32, .dims = {"m", "n"}, .doc = "fp32 product"}},
       .reference_cpu = &cpu_ref<block_scaled_mm_reference<CpuExec>>,
       .resolve = &resolve_block_scaled_mm,
-      .analytic = &block_scaled_mm_roofline});
+      .analytic = &block_scaled_mm_roofline,
+      .free_dims = {{.param = "m"}}});
 }
 
 }  // namespace

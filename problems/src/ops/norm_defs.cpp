@@ -36,7 +36,11 @@ void add_norm_operators(std::vector<OperatorDef>& ops) {
       .analytic = &rms_norm_roofline,
       .roofline_notes = "W: the traced count (FlopCounterMode) has 3 FLOPs per element + 1 per row, leaving out the "
                         "reduction's additions that atrex counts (4 per element); Q matches. Memory-bound by ~1000x: "
-                        "W does not change T_roofline."});
+                        "W does not change T_roofline.",
+      .range_probe = {.exponent = 11, .inputs = {"x"},
+                      .why = "x ~ 0.02 randn: x * 2^11 has rows whose sum of squares passes 2e5 at the smallest hidden size "
+                             "(128) while every square stays below 65504; out does not depend on the scale of x"},
+      .free_dims = {{.param = "token_count"}}});
   ops.push_back(OperatorDef{
       .name = "fused_add_rms_norm",
       .semantics = "residual_out = bf16(x + residual); out = residual_out * rsqrt(mean(residual_out^2) + eps) * "
@@ -58,7 +62,11 @@ void add_norm_operators(std::vector<OperatorDef>& ops) {
       .analytic = &fused_add_rms_norm_roofline,
       .roofline_notes = "W: the traced count has 4 FLOPs per element, leaving out the reduction's additions that "
                         "atrex counts (5 per element: add, square, sum, scale, weight); Q matches. Memory-bound: "
-                        "W does not change T_roofline."});
+                        "W does not change T_roofline.",
+      .range_probe = {.exponent = 4, .inputs = {"x", "residual"},
+                      .why = "x + residual ~ randn: scaled by 2^4 both, rows of 1280 or more sum squares past 3e5 while each "
+                             "square stays below 65504; out does not depend on the scale, residual_out scales exactly"},
+      .free_dims = {{.param = "token_count"}}});
   ops.push_back(OperatorDef{
       .name = "l2_norm",
       .semantics = "out = x * rsqrt(sum(x^2, dim=-1) + eps) in fp32 from bf16, rounded to bf16.",
@@ -68,7 +76,11 @@ void add_norm_operators(std::vector<OperatorDef>& ops) {
                   .distribution = normal(), .doc = "randn"}},
       .outputs = {{.name = "out", .dtype = DType::kBF16, .dims = {"num_tokens", "hidden_size"}, .doc = "unit rows"}},
       .reference_cpu = &cpu_ref<l2_norm_reference<CpuExec>>,
-      .analytic = &l2_norm_roofline});
+      .analytic = &l2_norm_roofline,
+      .range_probe = {.exponent = 4, .inputs = {"x"},
+                      .why = "x ~ randn: x * 2^4 rows of 2048 sum squares to ~5e5, each square below 65504; out does not "
+                             "depend on the scale of x"},
+      .free_dims = {{.param = "num_tokens"}}});
 }
 
 }  // namespace atrex::problems::ops

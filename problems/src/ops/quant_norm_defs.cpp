@@ -134,7 +134,8 @@ void add_quant_norm_operators(std::vector<OperatorDef>& ops) {
                    .doc = "per-row dequantisation scale", .compare = &compare_scale_relative}},
       .reference_cpu = &cpu_ref<fp8_dynamic_per_token_quant_reference<CpuExec>>,
       .analytic = &fp8_dynamic_per_token_quant_roofline,
-      .roofline_notes = "matches the released counts (T*H + T FLOPs; 2TH read, TH + 4T written)"});
+      .roofline_notes = "matches the released counts (T*H + T FLOPs; 2TH read, TH + 4T written)",
+      .free_dims = {{.param = "token_count"}}});
   ops.push_back(OperatorDef{
       .name = "per_token_group_quant_fp8",
       .semantics = std::string("Per-group fp8 e4m3fn quantisation (the reference's CUDA branch): x [T, H] viewed as "
@@ -151,7 +152,8 @@ void add_quant_norm_operators(std::vector<OperatorDef>& ops) {
       .reference_cpu = &cpu_ref<per_token_group_quant_fp8_reference<CpuExec>>,
       .resolve = &resolve_per_token_group_quant_fp8,
       .analytic = &per_token_group_quant_fp8_roofline,
-      .roofline_notes = "matches the released counts (T*H + T*H/G FLOPs; 2TH read, TH + 4TH/G written)"});
+      .roofline_notes = "matches the released counts (T*H + T*H/G FLOPs; 2TH read, TH + 4TH/G written)",
+      .free_dims = {{.param = "token_count"}}});
   ops.push_back(OperatorDef{
       .name = "fused_rmsnorm_quant",
       .semantics = std::string("residual_out = bf16(x + residual); normed = bf16(bf16(r * rsqrt(mean(r^2) + eps)) * "
@@ -176,7 +178,11 @@ void add_quant_norm_operators(std::vector<OperatorDef>& ops) {
       .resolve = &resolve_fused_rmsnorm_quant,
       .analytic = &fused_rmsnorm_quant_roofline,
       .roofline_notes = "W +20%: 6 FLOPs per element (fused_add_rms_norm's 5 plus the quantising divide) where the "
-                        "release counts 5; Q matches"});
+                        "release counts 5; Q matches",
+      .range_probe = {.exponent = 4, .inputs = {"x", "residual"},
+                      .why = "x + residual ~ sqrt(2) randn: scaled by 2^4 both, rows of 2048 sum squares past 1e6 while each "
+                             "square stays below 65504; quantized and scale do not depend on the scale, residual_out scales"},
+      .free_dims = {{.param = "token_count"}}});
   ops.push_back(OperatorDef{
       .name = "gated_rms_norm",
       .semantics = "norm_before_gate: out = bf16((x * rsqrt(mean(x^2) + eps)) * weight * act(z)); otherwise g = x * "
@@ -196,7 +202,11 @@ void add_quant_norm_operators(std::vector<OperatorDef>& ops) {
       .reference_cpu = &cpu_ref<gated_rms_norm_reference<CpuExec>>,
       .resolve = &resolve_gated_rms_norm,
       .analytic = &gated_rms_norm_roofline,
-      .roofline_notes = "matches the released counts (8RH + R FLOPs)"});
+      .roofline_notes = "matches the released counts (8RH + R FLOPs)",
+      .range_probe = {.exponent = 11, .inputs = {"x"},
+                      .why = "x ~ 0.02 randn, rows of 128: as rms_norm, x * 2^11 rows sum squares past 2e5, each square below "
+                             "65504; out does not depend on the scale of x (either norm_before_gate)"},
+      .free_dims = {{.param = "rows"}}});
   ops.push_back(OperatorDef{
       .name = "layer_norm",
       .semantics = "out = bf16(((x - mean) * rsqrt(var + 1e-5)) * weight + bias) over the last dim of x (biased "
@@ -211,7 +221,11 @@ void add_quant_norm_operators(std::vector<OperatorDef>& ops) {
       .reference_cpu = &cpu_ref<layer_norm_reference<CpuExec>>,
       .resolve = &resolve_layer_norm,
       .analytic = &layer_norm_roofline,
-      .roofline_notes = "matches the released counts (7 FLOPs per element)"});
+      .roofline_notes = "matches the released counts (7 FLOPs per element)",
+      .range_probe = {.exponent = 4, .inputs = {"x"},
+                      .why = "x ~ randn: x * 2^4 rows of 1152 or more sum squared deviations past 2e5, each below 65504; out "
+                             "does not depend on the scale of x"},
+      .free_dims = {{.param = "shape[0]"}}});
   ops.push_back(OperatorDef{
       .name = "fused_qk_rmsnorm",
       .semantics = "hidden_states [T, (Hq + 2 Hkv) d] = [q | k | v]: every q head and k head is RMS-normalised over d "
@@ -235,7 +249,11 @@ void add_quant_norm_operators(std::vector<OperatorDef>& ops) {
       .reference_cpu = &cpu_ref<fused_qk_rmsnorm_reference<CpuExec>>,
       .resolve = &resolve_fused_qk_rmsnorm,
       .analytic = &fused_qk_rmsnorm_roofline,
-      .roofline_notes = "W +33%: rms_norm's 4 FLOPs per normalised element where the release counts 3; Q matches"});
+      .roofline_notes = "W +33%: rms_norm's 4 FLOPs per normalised element where the release counts 3; Q matches",
+      .range_probe = {.exponent = 6, .inputs = {"hidden_states"},
+                      .why = "fp16 hidden_states ~ randn: times 2^6 (|x| < 400, still fp16) each head of 128 sums squares "
+                             "to ~5e5; normed q and k do not depend on the scale, v is copied; the weights are not scaled"},
+      .free_dims = {{.param = "num_tokens"}}});
   ops.push_back(OperatorDef{
       .name = "linear_sigmoid_mul",
       .semantics = "gate = bf16(hidden_states @ weight^T + bias) (fp32 accumulation, one rounding); out = "
@@ -259,7 +277,8 @@ void add_quant_norm_operators(std::vector<OperatorDef>& ops) {
       .atol = 1e-5,
       .rtol = 1e-2,
       .roofline_notes = "W within 0.1% (bias, sigmoid and multiply counted as 5 per output where the release counts "
-                        "1); Q matches"});
+                        "1); Q matches",
+      .free_dims = {{.param = "token_count"}}});
 }
 
 }  // namespace atrex::problems::ops

@@ -45,7 +45,8 @@ void add_rope(std::vector<OperatorDef>& ops) {
       .resolve = &rcd::resolve_fused_qkv_rope,
       .analytic = &rcd::fused_qkv_rope_roofline,
       .roofline_notes = "W is keyed by the shape's dtype; the released roofline.json keys every shape \"fp16\", "
-                        "bf16 shapes 0 and 6 included. Counts agree."});
+                        "bf16 shapes 0 and 6 included. Counts agree.",
+      .free_dims = {{.param = "total_tokens"}}});
   ops.push_back(OperatorDef{
       .name = "mrope",
       .semantics = "M-RoPE of Qwen-VL on q: [T, Hq * head_size], k: [T, Hkv * head_size] (bf16) with cos, sin: "
@@ -71,7 +72,8 @@ void add_rope(std::vector<OperatorDef>& ops) {
       .reference_cpu = &cpu_ref<mrope_reference<CpuExec>>,
       .resolve = &rcd::resolve_mrope,
       .analytic = &rcd::mrope_roofline,
-      .atol = kSmallActivationAtol});
+      .atol = kSmallActivationAtol,
+      .free_dims = {{.param = "token_count"}}});
 }
 
 void add_conv(std::vector<OperatorDef>& ops) {
@@ -94,7 +96,8 @@ void add_conv(std::vector<OperatorDef>& ops) {
       .reference_cpu = &cpu_ref<causal_conv1d_reference<CpuExec>>,
       .resolve = &rcd::resolve_causal_conv1d,
       .analytic = &rcd::causal_conv1d_roofline,
-      .atol = kSmallActivationAtol});
+      .atol = kSmallActivationAtol,
+      .free_dims = {{.param = "token_count"}}});
 }
 
 void add_delta(std::vector<OperatorDef>& ops) {

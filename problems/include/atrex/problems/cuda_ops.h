@@ -13,8 +13,10 @@
 namespace atrex::problems::cuda {
 
 // Draws input `index` for `seed` into device buffer `device_data` on `stream`
-// (a cudaStream_t). Returns "" on success, else the CUDA error text.
-std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t seed, void* device_data, void* stream);
+// (a cudaStream_t); `scale_exponent` as generate_input_cpu's (the range probe). Returns "" on
+// success, else the CUDA error text.
+std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t seed, void* device_data, void* stream,
+                           int scale_exponent = 0);
 
 // Runs the operator's reference on device buffers (naive but parallel: one thread per row,
 // fp32/fp64 accumulation). Returns "" on success, else the error text.

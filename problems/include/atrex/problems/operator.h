@@ -107,6 +107,33 @@ using ResolveFn = Result<void> (*)(ResolvedShape& shape);
 // and the minimum compulsory traffic (each input read once, each output written once).
 using AnalyticRooflineFn = RooflineCounts (*)(const ResolvedShape& shape);
 
+// The range probe of the correctness gate (docs/evaluation.md "Range probe"): one more input
+// set per shape in which the named inputs are drawn as usual and multiplied by 2^exponent. A
+// power of two is exact in bf16, fp16 and fp32 while the values stay in range, and the
+// operator is chosen so that its outputs stay well defined (a norm is invariant to the scale of
+// its input, a product scales with it): sums of squares, products and accumulations then leave
+// the fp16 range (65504) while fp32 arithmetic is as exact as on the usual inputs, so a
+// candidate that computes in fp16 where the operator's policy says fp32 fails. Opt-in per
+// operator (`exponent` 0: no probe); only floating inputs drawn from a distribution (never
+// integer/index inputs, structured generators or fp8 tensors with scales).
+struct RangeProbe {
+  int exponent = 0;
+  std::vector<std::string> inputs;  // input names to scale
+  std::string why;                  // why this exponent exposes fp16 arithmetic here
+  bool enabled() const { return exponent != 0 && !inputs.empty(); }
+};
+
+// Dimensions the unseen-shape check may change (docs/evaluation.md "Unseen shapes"): besides
+// its hot shapes, a candidate is checked for correctness on shapes derived from them with a
+// free dimension set to a value no hot shape of the operator has. A free dimension is one the
+// operator's semantics puts no constraint on beyond its range (a token or row count), so an
+// honest candidate is correct at any value; `param` is an integer parameter or an element of
+// an integer-list parameter ("shape[0]").
+struct FreeDim {
+  std::string param;
+  int64_t min_value = 1;  // the smallest value the operator accepts
+};
+
 struct OperatorDef {
   std::string name;
   std::string semantics;     // one paragraph: what the reference computes, dtypes of arithmetic
@@ -122,14 +149,24 @@ struct OperatorDef {
   std::optional<double> rtol;
   // Why `analytic` differs from the released roofline.json where it does (shown by the audit).
   std::string roofline_notes;
+  RangeProbe range_probe;              // off unless set (see RangeProbe)
+  std::vector<FreeDim> free_dims;      // empty: no unseen-shape check (see FreeDim)
 };
 
 // Evaluates dims and checks parameters. Errors (kInvalidInput) name operator, shape, parameter.
 Result<ResolvedShape> resolve_shape(const OperatorDef& def, const Shape& shape);
 
 // Draws input `index` of `shape` for `seed` into host memory `data` (bytes() long), with the
-// input's structured generator when it has one, else its distribution.
-void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data);
+// input's structured generator when it has one, else its distribution. `scale_exponent`: the
+// drawn values are multiplied by 2^scale_exponent (the range probe; distribution inputs only).
+void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data, int scale_exponent = 0);
+
+// The exponent the range probe scales input `index` of `def` by (0: not scaled).
+int range_probe_exponent(const OperatorDef& def, size_t index);
+
+// Multiplies `n` elements of `dtype` at `data` by 2^exponent in place (bf16, fp16, fp32, fp64;
+// exact unless a value leaves the type's range). kInvalidInput for other dtypes.
+Result<void> scale_by_power_of_two(DType dtype, void* data, int64_t n, int exponent);
 
 // The operators atrex evaluates natively, and lookup by name.
 std::span<const OperatorDef> native_operators();
