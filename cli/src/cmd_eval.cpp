@@ -25,6 +25,8 @@ struct EvalArgs {
   double timeout_s = 180;
   std::string out;
   std::string roofline = "released";
+  int unseen_shapes = 2;
+  bool no_range_probe = false;
 };
 
 Result<std::string> backend_for(const EvalArgs& a) {
@@ -54,6 +56,23 @@ void print_table(const std::vector<EvalRecord>& recs) {
                r.timing ? fmt::format("{:.3f}", r.timing->time_us_median) : "-",
                r.timing ? fmt::format("{:.3f}", r.timing->time_us_iqr) : "-", r.t_roofline_us,
                r.s_j ? fmt::format("{:.4f}", *r.s_j) : "-", note);
+  }
+}
+
+// What the reward-hack defenses checked (docs/evaluation.md): the unseen shapes (the same list
+// in every record of the task), the range probe, and kernels that never ran.
+void print_defenses(const std::vector<EvalRecord>& recs, const scoring::OperatorScore& os) {
+  if (recs.empty()) return;
+  for (const auto& u : recs.front().unseen_shapes) {
+    fmt::print("unseen shape {}: {}\n", u.value("shape", ""), u.value("status", ""));
+  }
+  std::string probed;
+  for (const auto& r : recs) {
+    if (!r.range_probe.empty()) probed = r.range_probe;
+  }
+  if (!probed.empty()) fmt::print("range probe: {}\n", probed);
+  if (!os.unlaunched_kernels.empty()) {
+    fmt::print("kernels defined but launched on none of the timed shapes: {}\n", fmt::join(os.unlaunched_kernels, ", "));
   }
 }
 
@@ -88,6 +107,8 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   t.settings.shape_timeout_s = a.timeout_s;
   t.settings.roofline = a.roofline;
   t.settings.timing_mode = a.timing_mode;
+  t.settings.unseen_shapes = a.unseen_shapes;
+  t.settings.range_probe = !a.no_range_probe;
   runner::EvaluatorOptions o;
   o.suite = &*suite;
   o.hardware = *hw;
@@ -114,6 +135,7 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
                             {"records", arr}}.dump(2));
   } else {
     print_table(*recs);
+    print_defenses(*recs, os);
     fmt::print("S_i({}) = {:.4f}  (median S_j over {} of {} correct shapes; device {})\n", a.op, os.s_i, os.shapes_correct,
                os.shapes_evaluated, recs->empty() ? "" : recs->front().device);
   }
@@ -290,6 +312,12 @@ void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
                 "GPU timing: auto (CUPTI kernel spans where CUPTI loads, else CUDA-graph replay when the call can be "
                 "captured, else eager events), cupti, graph or eager")
       ->check(CLI::IsMember({"auto", "cupti", "graph", "eager"}))->capture_default_str();
+  e->add_option("--unseen-shapes", a.unseen_shapes,
+                "Shapes the suite does not hold, derived from the chosen ones by changing a free dimension "
+                "(the token count), checked for correctness first; a failure fails every shape (0: none)")
+      ->check(CLI::Range(0, 64))->capture_default_str();
+  e->add_flag("--no-range-probe", a.no_range_probe,
+              "Skip the range probe (an input set scaled past the fp16 range, for the operators that define one)");
   e->add_flag("--json", g.json, "Machine-readable output (atrex.eval-summary/1)");
   e->callback([&] { rc = run_eval(g, a); });
 }

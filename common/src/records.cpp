@@ -38,7 +38,9 @@ Json to_json(const EvalSettings& s) {
               {"timing_mode", s.timing_mode},
               {"shape_timeout_s", s.shape_timeout_s},
               {"compile_timeout_s", s.compile_timeout_s},
-              {"roofline", s.roofline}};
+              {"roofline", s.roofline},
+              {"range_probe", s.range_probe},
+              {"unseen_shapes", s.unseen_shapes}};
 }
 
 namespace {
@@ -137,7 +139,7 @@ Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSetti
   for (auto& [key, _] : f.value().items()) {
     static const char* kKnown[] = {"seeds", "atol", "rtol", "performance", "warmup_iterations", "min_iterations",
                                    "max_iterations", "min_time_s", "max_timing_s", "shape_timeout_s", "compile_timeout_s",
-                                   "roofline", "target_rse", "timing_mode"};
+                                   "roofline", "target_rse", "timing_mode", "range_probe", "unseen_shapes"};
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
     if (!known) {
@@ -157,6 +159,8 @@ Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSetti
   ATREX_TRY(read_opt(f, "target_rse", s.target_rse, 0, 1));
   ATREX_TRY(read_opt(f, "shape_timeout_s", s.shape_timeout_s, 0.1, 86400));
   ATREX_TRY(read_opt(f, "compile_timeout_s", s.compile_timeout_s, 0.1, 86400));
+  ATREX_TRY(read_opt(f, "range_probe", s.range_probe, 0, 1));
+  ATREX_TRY(read_opt(f, "unseen_shapes", s.unseen_shapes, 0, 64));
   if (f.has("roofline")) {
     ATREX_ASSIGN_OR_RETURN(auto rf, f.at("roofline"));
     ATREX_ASSIGN_OR_RETURN(s.roofline, rf.as_string());
@@ -237,7 +241,10 @@ Json to_json(const EvalRecord& r) {
          {"clocks", r.clocks},
          {"wall_s", r.wall_s},
          {"phases_s", r.phases_s},
-         {"created_at", r.created_at}};
+         {"created_at", r.created_at},
+         {"range_probe", r.range_probe},
+         {"unseen_shapes", r.unseen_shapes}};
+  if (r.unlaunched_kernels) j["unlaunched_kernels"] = *r.unlaunched_kernels;
   return j;
 }
 
@@ -270,6 +277,11 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
     r.wall_s = j.value("wall_s", 0.0);
     if (j.contains("phases_s") && j["phases_s"].is_object()) r.phases_s = j["phases_s"];
     r.created_at = j.value("created_at", "");
+    r.range_probe = j.value("range_probe", "");
+    if (j.contains("unseen_shapes") && j["unseen_shapes"].is_array()) r.unseen_shapes = j["unseen_shapes"];
+    if (j.contains("unlaunched_kernels") && j["unlaunched_kernels"].is_array()) {
+      r.unlaunched_kernels = j["unlaunched_kernels"].get<std::vector<std::string>>();
+    }
   } catch (const Json::exception& e) {
     return invalid_input(fmt::format("{}: malformed eval record: {}", source, e.what()));
   }

@@ -89,3 +89,44 @@ TEST(Records, TimingModeAndTargetRseRoundTripAndAreValidated) {
 
 }  // namespace
 }  // namespace atrex
+
+namespace atrex {
+namespace {
+
+TEST(Records, DefenseFieldsRoundTripAndUnlaunchedKernelsStayAbsentWhenNotTraced) {
+  EvalRecord r;
+  r.operator_name = "rms_norm";
+  r.shape_id = "3";
+  r.status = EvalStatus::kOk;
+  r.range_probe = "x scaled by 2^11";
+  r.unseen_shapes = Json::array({Json{{"shape", "token_count = 2311 (hot shape 4 has 2500)"}, {"status", "ok"}}});
+  auto back = eval_record_from_json(to_json(r), "mem");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->range_probe, "x scaled by 2^11");
+  EXPECT_EQ(back->unseen_shapes.size(), 1u);
+  EXPECT_FALSE(back->unlaunched_kernels) << "no trace: absent, not an empty list";
+  r.unlaunched_kernels = std::vector<std::string>{"_Z11dead_kernelPf"};
+  back = eval_record_from_json(to_json(r), "mem");
+  ASSERT_TRUE(back && back->unlaunched_kernels);
+  EXPECT_EQ(*back->unlaunched_kernels, std::vector<std::string>{"_Z11dead_kernelPf"});
+}
+
+TEST(Records, UnseenShapesAndRangeProbeSettingsAreReadAndBounded) {
+  Json j = Json::parse(R"({"unseen_shapes": 3, "range_probe": false})");
+  auto s = eval_settings_from_json(JsonField(j, "sweep.yaml", "evaluation"));
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->unseen_shapes, 3);
+  EXPECT_FALSE(s->range_probe);
+  auto back = eval_settings_from_json(JsonField(to_json(*s), "task", "settings"));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->unseen_shapes, 3);
+  EXPECT_FALSE(back->range_probe);
+  EXPECT_EQ(EvalSettings{}.unseen_shapes, 2);
+  Json bad = Json::parse(R"({"unseen_shapes": -1})");
+  auto e = eval_settings_from_json(JsonField(bad, "sweep.yaml", "evaluation"));
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("evaluation.unseen_shapes"), std::string::npos) << e.error().message;
+}
+
+}  // namespace
+}  // namespace atrex

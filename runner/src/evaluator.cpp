@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 
@@ -12,8 +13,10 @@
 #include "atrex/common/hash.h"
 #include "atrex/problems/numeric.h"
 #include "atrex/problems/operator.h"
+#include "atrex/problems/unseen.h"
 #include "atrex/runner/subprocess.h"
 #include "atrex/scoring/roofline.h"
+#include "unseen_check.h"
 
 namespace atrex::runner {
 namespace fs = std::filesystem;
@@ -125,7 +128,6 @@ Result<bool> Evaluator::precompile(const EvalTask& task) {
 Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
                                                     const std::function<void(const EvalRecord&)>& on_record) {
   ATREX_ASSIGN_OR_RETURN(const problems::OperatorDef* def, problems::require_native_operator(task.operator_name));
-  (void)def;
   if (!options_.suite) return internal_error("Evaluator needs a suite");
   ATREX_ASSIGN_OR_RETURN(const problems::OperatorInfo* info, options_.suite->require(task.operator_name));
   std::vector<const problems::Shape*> shapes;
@@ -189,8 +191,32 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
     }
     return out;
   }
-  ATREX_TRY(run_shapes(task, shapes, compiled.library, device_name, emit));
+  // Unseen shapes first (correctness only), then the task's own: a failure on an unseen shape
+  // ends the task with every own shape wrong_result (unseen_check.h).
+  UnseenCheck unseen;
+  if (task.settings.unseen_shapes > 0) {
+    const uint64_t seed = num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id + "/unseen"));
+    ATREX_ASSIGN_OR_RETURN(auto derived,
+                           problems::derive_unseen_shapes(*def, *info, shapes, task.settings.unseen_shapes, seed));
+    unseen = UnseenCheck(std::move(derived));
+  }
+  std::vector<ShapeItem> items;
+  for (const auto& u : unseen.shapes()) {
+    items.push_back(ShapeItem{&u.shape, UnseenCheck::item_fields(shape_seed(task, u.shape.id, 0)), false});
+  }
+  for (const auto* s : shapes) items.push_back(ShapeItem{s});
+  auto checked_emit = [&](EvalRecord r, const problems::Shape& s) {
+    if (unseen.absorb(r)) return;
+    unseen.decorate(r);
+    emit(std::move(r), s);
+  };
+  ATREX_TRY(run_shapes(task, items, compiled.library, device_name, checked_emit, [&] { return unseen.failure(); }));
   return out;
+}
+
+uint64_t Evaluator::shape_seed(const EvalTask& task, const std::string& shape_id, int k) const {
+  const uint64_t base = num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id + "/" + shape_id));
+  return num::mix64(base + static_cast<uint64_t>(k));
 }
 
 namespace {
@@ -209,36 +235,57 @@ void apply_child_response(EvalRecord& r, const Json& j) {
   if (j.contains("phases_s") && j["phases_s"].is_object()) r.phases_s = j["phases_s"];
   if (j.contains("timing") && j["timing"].is_object()) r.timing = timing_summary_from_json(j["timing"]);
   if (j.contains("dsl_share") && j["dsl_share"].is_number()) r.dsl_share = j["dsl_share"].get<double>();
+  r.range_probe = j.value("range_probe", "");
+  if (j.contains("unlaunched_kernels") && j["unlaunched_kernels"].is_array()) {
+    r.unlaunched_kernels = j["unlaunched_kernels"].get<std::vector<std::string>>();
+  }
 }
 
 }  // namespace
 
-Result<void> Evaluator::run_shapes(const EvalTask& task, const std::vector<const problems::Shape*>& shapes,
-                             const fs::path& library, const std::string& device_name,
-                             const std::function<void(EvalRecord, const problems::Shape&)>& emit) {
+Result<void> Evaluator::run_shapes(const EvalTask& task, const std::vector<ShapeItem>& shape_items,
+                                   const fs::path& library, const std::string& device_name,
+                                   const std::function<void(EvalRecord, const problems::Shape&)>& emit,
+                                   const std::function<std::string()>& abandon) {
   const auto& st = task.settings;
   std::error_code ec;
   fs::create_directories(options_.work_dir, ec);
   auto stopping = [&] { return options_.stop && options_.stop->load(); };
+  std::vector<const problems::Shape*> shapes;
+  for (const auto& item : shape_items) shapes.push_back(item.shape);
   size_t next = 0;
   while (next < shapes.size()) {
+    if (const std::string why = abandon(); !why.empty()) {
+      for (; next < shapes.size(); ++next) {
+        EvalRecord r = new_eval_record(task, shapes[next]->id, device_name);
+        r.status = EvalStatus::kWrongResult;
+        r.error = why;
+        emit(std::move(r), *shapes[next]);
+      }
+      return ok();
+    }
     if (stopping()) {
-      return make_error(ErrorCode::kUnavailable, fmt::format("stopping: {} of {} shapes of task {} evaluated", next,
-                                                             shapes.size(), task.task_id));
+      auto own = [&](size_t end) {
+        return std::count_if(shape_items.begin(), shape_items.begin() + static_cast<std::ptrdiff_t>(end),
+                             [](const ShapeItem& i) { return i.own; });
+      };
+      return make_error(ErrorCode::kUnavailable, fmt::format("stopping: {} of {} shapes of task {} evaluated", own(next),
+                                                             own(shapes.size()), task.task_id));
     }
     // Fresh seeds per (evaluator, task, shape): a candidate cannot know them in advance.
     Json items = Json::array();
     for (size_t i = next; i < shapes.size(); ++i) {
-      const uint64_t base = num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id + "/" + shapes[i]->id));
       std::vector<uint64_t> seeds;
-      for (int k = 0; k < st.seeds; ++k) seeds.push_back(num::mix64(base + static_cast<uint64_t>(k)));
-      items.push_back(Json{{"shape_id", shapes[i]->id}, {"params", shapes[i]->params}, {"seeds", seeds}});
+      for (int k = 0; k < st.seeds; ++k) seeds.push_back(shape_seed(task, shapes[i]->id, k));
+      Json item{{"shape_id", shapes[i]->id}, {"params", shapes[i]->params}, {"seeds", seeds}};
+      for (const auto& [k, v] : shape_items[i].extra.items()) item[k] = v;
+      items.push_back(std::move(item));
     }
     Json req{{"schema", "atrex.child-request/1"}, {"operator", task.operator_name}, {"shapes", items},
              {"library", library.string()}, {"atol", st.atol}, {"rtol", st.rtol}, {"performance", st.performance},
              {"warmup_iterations", st.warmup_iterations}, {"min_iterations", st.min_iterations},
              {"max_iterations", st.max_iterations}, {"min_time_s", st.min_time_s}, {"max_timing_s", st.max_timing_s},
-             {"target_rse", st.target_rse}, {"timing_mode", st.timing_mode}};
+             {"target_rse", st.target_rse}, {"timing_mode", st.timing_mode}, {"range_probe", st.range_probe}};
     const std::string stem = fmt::format("{}-{}-{}-{:x}", task.operator_name, shapes[next]->id, ::getpid(),
                                          num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id)));
     const fs::path req_file = options_.work_dir / (stem + ".request.json");
@@ -304,7 +351,10 @@ Result<void> Evaluator::run_shapes(const EvalTask& task, const std::vector<const
     // Asked to stop: the child exits after the shape in hand (or dies of the signal if it came
     // before the child set its handler); the rest of the task is given back.
     const bool stopped = stopping() && proc && (proc->ok() || proc->term_signal == opt.stop_signal);
-    if (next < shapes.size() && last_status != "crashed" && !stopped) {
+    // A child stops by itself after a failed unseen shape (stop_task_on_failure): the loop's
+    // next turn records the rest.
+    const bool gave_up = proc && proc->ok() && !abandon().empty();
+    if (next < shapes.size() && last_status != "crashed" && !stopped && !gave_up) {
       // The child died or hung on shapes[next] without writing its result.
       clean = false;
       EvalRecord r = new_eval_record(task, shapes[next]->id, device_name);

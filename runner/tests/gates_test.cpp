@@ -173,8 +173,15 @@ TEST_F(GatesTest, KernelThatReusesItsPreviousOutputIsTimedDoingTheWork) {
 TEST_F(GatesTest, KernelThatMemoisesByInputAddressIsRejected) {
   // One task per shape: within one child a memo kept from the previous shape would already fail
   // the first correctness seed, and this test is about the rotation during timing.
+  // The range probe and the unseen shapes (more input sets in the same buffers) would catch it
+  // before timing: off here.
   std::vector<EvalRecord> cheat;
-  for (const char* shape : {"15", "5"}) cheat.push_back(evaluate("rms_norm_memoises_by_address.cpp", {shape})[0]);
+  for (const char* shape : {"15", "5"}) {
+    cheat.push_back(evaluate("rms_norm_memoises_by_address.cpp", {shape}, 60, [](EvalSettings& s) {
+      s.range_probe = false;
+      s.unseen_shapes = 0;
+    })[0]);
+  }
   for (const auto& r : cheat) {
     EXPECT_EQ(r.status, EvalStatus::kWrongResult) << r.shape_id << " passed with "
                                                   << (r.timing ? std::to_string(r.timing->time_us_median) : "-") << " us";
@@ -219,14 +226,20 @@ TEST_F(GatesTest, KernelThatNeverWritesItsOutputIsRejected) {
 }
 
 TEST_F(GatesTest, KernelThatStopsWorkingWhenTimedIsRejected) {
-  auto recs = evaluate("rms_norm_timing_cheat.cpp", {"15"});
+  // It counts its calls: without the range probe's and the unseen shapes' calls, its last
+  // honest call is the last correctness seed's.
+  auto recs = evaluate("rms_norm_timing_cheat.cpp", {"15"}, 60, [](EvalSettings& s) {
+    s.range_probe = false;
+    s.unseen_shapes = 0;
+  });
   EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult);
   // Caught on the outputs of the last timed call (before the re-check after timing).
   EXPECT_NE(recs[0].error.find("last timed call"), std::string::npos) << recs[0].error;
 }
 
 TEST_F(GatesTest, SegfaultIsRecordedAsCrashedAndTheNextShapeStillRuns) {
-  auto recs = evaluate("rms_norm_segfault.cpp", {"15", "5"});
+  // Without unseen shapes, whose crash would decide the task before its own shapes run.
+  auto recs = evaluate("rms_norm_segfault.cpp", {"15", "5"}, 60, [](EvalSettings& s) { s.unseen_shapes = 0; });
   ASSERT_EQ(recs.size(), 2u);
   for (const auto& r : recs) {
     EXPECT_EQ(r.status, EvalStatus::kCrashed);
@@ -235,7 +248,7 @@ TEST_F(GatesTest, SegfaultIsRecordedAsCrashedAndTheNextShapeStillRuns) {
 }
 
 TEST_F(GatesTest, HangIsRecordedAsTimeout) {
-  auto recs = evaluate("rms_norm_hang.cpp", {"15"}, 2.0);
+  auto recs = evaluate("rms_norm_hang.cpp", {"15"}, 2.0, [](EvalSettings& s) { s.unseen_shapes = 0; });
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].status, EvalStatus::kTimeout);
   EXPECT_LT(recs[0].wall_s, 20.0);

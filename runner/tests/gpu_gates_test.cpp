@@ -1,8 +1,10 @@
 // GPU gates (label `gpu`, run on the lent H200 by deploy/gpu/run-gpu-checks.sh): a correct
 // CUDA candidate passes and is timed by CUDA-graph replay (eager events on request, slower on
 // tiny shapes); an illegal-address kernel kills only its child; an all-zero kernel, work left
-// on an unjoined stream and work launched later from a host thread are rejected.
+// on an unjoined stream and work launched later from a host thread are rejected; a kernel
+// computing in __half fails the range probe; a kernel that never runs is flagged.
 #include <filesystem>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -32,7 +34,8 @@ class GpuGatesTest : public ::testing::Test {
   }
 
   std::vector<EvalRecord> evaluate(const std::string& file, std::vector<std::string> shapes,
-                                   const std::string& timing_mode = "auto") {
+                                   const std::string& timing_mode = "auto",
+                                   const std::function<void(EvalSettings&)>& adjust = nullptr) {
     EvalTask t;
     t.task_id = "gpu-" + file;
     t.operator_name = "rms_norm";
@@ -45,6 +48,7 @@ class GpuGatesTest : public ::testing::Test {
     t.settings.shape_timeout_s = 120;
     t.settings.timing_mode = timing_mode;
     t.task_id += "-" + timing_mode;
+    if (adjust) adjust(t.settings);
     EvaluatorOptions o;
     o.suite = suite_.get();
     o.hardware = hardware_;
@@ -77,7 +81,8 @@ TEST_F(GpuGatesTest, CorrectCudaCandidatePassesAndIsTimedByGraphReplay) {
 }
 
 TEST_F(GpuGatesTest, IllegalAddressKillsOnlyItsChild) {
-  auto recs = evaluate("rms_norm_illegal_address.cu", {"15", "0"});
+  // Without unseen shapes, whose crash would decide the task before its own shapes run.
+  auto recs = evaluate("rms_norm_illegal_address.cu", {"15", "0"}, "auto", [](EvalSettings& s) { s.unseen_shapes = 0; });
   ASSERT_EQ(recs.size(), 2u);
   for (const auto& r : recs) {
     EXPECT_EQ(r.status, EvalStatus::kCrashed) << r.error;
@@ -153,6 +158,44 @@ TEST_F(GpuGatesTest, WorkLaunchedLaterFromAHostThreadIsRejected) {
 TEST_F(GpuGatesTest, AllZeroOutputFails) {
   auto recs = evaluate("rms_norm_side_stream_wrong.cu", {"0"});
   EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+}
+
+// The range probe on the GPU: a candidate computing in __half passes the usual seeds (fp16 has
+// more mantissa than bf16) and fails once the probe's inputs push its row sums past 65504.
+TEST_F(GpuGatesTest, HalfPrecisionCandidateFailsTheRangeProbe) {
+  auto unprobed = evaluate("rms_norm_fp16_accumulate.cu", {"15", "0"}, "auto", [](EvalSettings& s) {
+    s.range_probe = false;
+    s.performance = false;
+  });
+  for (const auto& r : unprobed) EXPECT_EQ(r.status, EvalStatus::kOk) << "must pass the usual seeds: " << r.error;
+  auto probed = evaluate("rms_norm_fp16_accumulate.cu", {"15", "0"}, "auto", [](EvalSettings& s) { s.performance = false; });
+  for (const auto& r : probed) {
+    std::printf("fp16 candidate, shape %s: %s: %s\n", r.shape_id.c_str(), eval_status_name(r.status), r.error.c_str());
+    EXPECT_EQ(r.status, EvalStatus::kWrongResult);
+    EXPECT_NE(r.error.find("range probe (x scaled by 2^11"), std::string::npos) << r.error;
+  }
+  auto honest = evaluate("rms_norm_correct.cu", {"15"}, "auto", [](EvalSettings& s) { s.performance = false; });
+  EXPECT_EQ(honest[0].status, EvalStatus::kOk) << honest[0].error;
+  EXPECT_EQ(honest[0].range_probe, "x scaled by 2^11");
+}
+
+// Ghost kernels: a kernel the candidate defines but no timed call launched is flagged in the
+// record (unlaunched_kernels), and the candidate still passes; a candidate whose kernels all ran
+// has the list, empty.
+TEST_F(GpuGatesTest, KernelThatNeverRunsIsFlaggedNotRejected) {
+  auto recs = evaluate("rms_norm_dead_kernel.cu", {"15", "0"});
+  ASSERT_EQ(recs.size(), 2u);
+  for (const auto& r : recs) {
+    ASSERT_EQ(r.status, EvalStatus::kOk) << r.error;
+    ASSERT_TRUE(r.unlaunched_kernels) << "CUPTI did not trace: " << (r.timing ? r.timing->cupti_unavailable : "");
+    ASSERT_EQ(r.unlaunched_kernels->size(), 1u);
+    EXPECT_NE(r.unlaunched_kernels->front().find("rms_norm_wide_kernel<4>"), std::string::npos) << r.unlaunched_kernels->front();
+    std::printf("ghost kernel, shape %s: %s\n", r.shape_id.c_str(), r.unlaunched_kernels->front().c_str());
+  }
+  auto honest = evaluate("rms_norm_correct.cu", {"15"});
+  ASSERT_EQ(honest[0].status, EvalStatus::kOk) << honest[0].error;
+  ASSERT_TRUE(honest[0].unlaunched_kernels);
+  EXPECT_TRUE(honest[0].unlaunched_kernels->empty());
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -42,7 +44,16 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent, c
     }
     os.attempted = true;
     std::vector<double> s_j, shares;
+    std::optional<std::set<std::string>> ghosts;  // over the records that were traced
     for (const EvalRecord* r : it->second) {
+      if (r->unlaunched_kernels) {
+        std::set<std::string> here(r->unlaunched_kernels->begin(), r->unlaunched_kernels->end());
+        if (ghosts) {
+          std::erase_if(*ghosts, [&](const std::string& k) { return !here.count(k); });
+        } else {
+          ghosts = std::move(here);
+        }
+      }
       ++os.shapes_evaluated;
       os.candidate_sha256 = r->candidate.sha256;
       if (r->status == EvalStatus::kOk && r->s_j) {
@@ -55,6 +66,7 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent, c
                                      r->error.empty() ? "" : ": ", r->error);
       }
     }
+    if (ghosts) os.unlaunched_kernels.assign(ghosts->begin(), ghosts->end());
     os.s_i = median(s_j);
     if (!shares.empty()) os.dsl_share = median(shares);
     const bool all = os.shapes_correct == os.shapes_evaluated;

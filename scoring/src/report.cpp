@@ -19,14 +19,23 @@ Json operator_json(const OperatorScore& o) {
               {"shapes_above_roofline", o.shapes_above_roofline},
               {"dsl_share", o.dsl_share ? Json(*o.dsl_share) : Json(nullptr)},
               {"candidate_sha256", o.candidate_sha256},
-              {"first_error", o.first_error}};
+              {"first_error", o.first_error},
+              {"unlaunched_kernels", o.unlaunched_kernels}};
 }
 
-// "correct", plus a warning when S_j was capped on some shapes.
+// "correct", plus a warning when S_j was capped on some shapes and a flag for ghost kernels.
 std::string status_text(const OperatorScore& o) {
-  if (o.shapes_above_roofline == 0) return o.status;
-  return fmt::format("{} ({} shape(s) capped at S_j = 1: measured faster than the roofline)", o.status,
-                     o.shapes_above_roofline);
+  std::string text = o.status;
+  if (o.shapes_above_roofline > 0) {
+    text += fmt::format(" ({} shape(s) capped at S_j = 1: measured faster than the roofline)", o.shapes_above_roofline);
+  }
+  if (!o.unlaunched_kernels.empty()) {
+    std::string names;
+    for (size_t i = 0; i < o.unlaunched_kernels.size() && i < 3; ++i) names += (i ? ", " : "") + o.unlaunched_kernels[i];
+    text += fmt::format(" [{} kernel(s) defined but never launched: {}{}]", o.unlaunched_kernels.size(), names,
+                        o.unlaunched_kernels.size() > 3 ? ", ..." : "");
+  }
+  return text;
 }
 
 std::string opt_pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", 100 * *v) : "n/a"; }

@@ -36,6 +36,19 @@ class ChildDevice {
   virtual std::string fill(void* dst, uint8_t byte, size_t bytes) = 0;
   // Shared operator executors.
   virtual std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed, void* dst) = 0;
+  // Input `index` as generate draws it, multiplied by 2^scale_exponent (the range probe:
+  // operator.h RangeProbe). This default scales a host copy; backends override it to scale in
+  // their generator.
+  virtual std::string generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                                      int scale_exponent, void* dst) {
+    if (auto e = generate(s, index, seed, dst); !e.empty()) return e;
+    if (auto e = synchronize(); !e.empty()) return e;
+    const problems::TensorDesc& t = s.inputs[index];
+    std::vector<uint8_t> host(t.bytes());
+    if (auto e = to_host(host.data(), dst, host.size()); !e.empty()) return e;
+    if (auto r = problems::scale_by_power_of_two(t.dtype, host.data(), t.numel(), scale_exponent); !r) return r.error().message;
+    return from_host(dst, host.data(), host.size());
+  }
   virtual std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
                                 std::span<void* const> out) = 0;
   // The correctness comparison of one output on device buffers (compare.h semantics, without

@@ -29,8 +29,9 @@ extern "C" void on_stop_signal(int) { g_stop_requested.store(true); }
 // Task mode (request "shapes": [{shape_id, params, seeds}, ...]): one process evaluates the
 // shapes in order and appends each response as one JSON line to the response file as soon as
 // it is known, so the runner sees progress and, after a crash or a timeout, knows which shape
-// was in hand. Stops after a crashed shape (the context may be unusable) and, on SIGUSR1,
-// between shapes.
+// was in hand. Stops after a crashed shape (the context may be unusable), after a wrong_result
+// of an item marked "stop_task_on_failure" (an unseen-shape check), and, on SIGUSR1, between
+// shapes.
 int run_child_task(const Json& request, ChildDevice& device, const std::string& response_path) {
   struct sigaction sa{};
   sa.sa_handler = on_stop_signal;
@@ -62,6 +63,9 @@ int run_child_task(const Json& request, ChildDevice& device, const std::string& 
       std::fclose(out);
       std::_Exit(3);  // a crashed (sticky-error) context must not be reused, nor its destructors run
     }
+    // An unseen-shape check that failed decides the task (the evaluator's unseen_check.h): the
+    // shapes after it are not evaluated.
+    if (item.value("stop_task_on_failure", false) && response.value("status", "") == "wrong_result") break;
   }
   std::fclose(out);
   return 0;

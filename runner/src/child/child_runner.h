@@ -28,8 +28,10 @@ Json run_child_dump(const Json& request, ChildDevice& device);
 // Entry for the child executables: `<exe> --request FILE --response FILE`. A request with
 // "shapes" ([{shape_id, params, seeds}, ...] plus the common fields of one shape) evaluates
 // them in order in this process and appends one response line (JSON, with "shape_id" and
-// "wall_s") per shape as it completes; SIGUSR1 stops it between shapes and a crashed shape ends
-// it. Otherwise the request's "mode" ("shape" by default, or "dump") picks the work and the
+// "wall_s") per shape as it completes; an item's own fields override the common ones. SIGUSR1
+// stops it between shapes, a crashed shape ends it, and so does a wrong_result of an item with
+// "stop_task_on_failure": true. A shape's request may set "range_probe": false (default true:
+// the operator's range probe, if it has one, runs after the first seed). Otherwise the request's "mode" ("shape" by default, or "dump") picks the work and the
 // response is one JSON document. Returns the exit code.
 int child_main(int argc, char** argv, ChildDevice& device);
 

@@ -65,6 +65,11 @@ class CpuDevice final : public ChildDevice {
     problems::generate_input_cpu(s, index, seed, dst);
     return {};
   }
+  std::string generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed, int scale_exponent,
+                              void* dst) override {
+    problems::generate_input_cpu(s, index, seed, dst, scale_exponent);
+    return {};
+  }
   std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
                         std::span<void* const> out) override {
     s.def->reference_cpu(s, in, out);

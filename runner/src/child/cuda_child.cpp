@@ -96,6 +96,10 @@ class CudaDevice final : public ChildDevice {
   std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed, void* dst) override {
     return problems::cuda::generate_input(s, index, seed, dst, stream_);
   }
+  std::string generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed, int scale_exponent,
+                              void* dst) override {
+    return problems::cuda::generate_input(s, index, seed, dst, stream_, scale_exponent);
+  }
   std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
                         std::span<void* const> out) override {
     return problems::cuda::reference(s, in, out, stream_);

@@ -59,4 +59,19 @@ void attribute_kernels(Json& resp, const std::string& library, const std::map<ui
   resp["timing"]["kernels"] = kernels;
 }
 
+void report_unlaunched_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces) {
+  auto defined = defined_kernels(library);
+  if (!defined) return;  // attribute_kernels records why the library's symbols could not be read
+  std::set<std::string> launched;
+  for (const auto& [id, t] : traces) {
+    for (const auto& k : t.kernels) launched.insert(kernel_key(k.name));
+  }
+  Json unlaunched = Json::array();
+  for (const auto& name : *defined) {
+    const std::string key = kernel_key(name);
+    if (!launched.count(key)) unlaunched.push_back(key);
+  }
+  resp["unlaunched_kernels"] = unlaunched;
+}
+
 }  // namespace atrex::runner::child

@@ -1,5 +1,6 @@
 // What the CUPTI traces of a shape's timed calls (cupti_trace.h) say about the candidate: the
-// kernel-set check of the timed calls and the target-DSL attribution of their kernel time.
+// kernel-set check of the timed calls, the target-DSL attribution of their kernel time and the
+// kernels that never ran.
 // Compiled into every evaluation child; only backends that trace call them.
 #pragma once
 
@@ -25,5 +26,11 @@ std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& tr
 // kernels make up the rest. Sets resp["dsl_share"] and resp["timing"]["kernels"], or
 // resp["dsl_attribution_error"] when the library's symbols cannot be read.
 void attribute_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces);
+
+// Ghost kernels: the kernels the candidate's library defines (elf_symbols.h defined_kernels)
+// that none of the traced calls launched, as resp["unlaunched_kernels"] (demangled; [] when all
+// ran). A flag, not a verdict: a kernel for shapes outside the evaluated ones is legitimate.
+// Nothing is set when the library's symbols cannot be read.
+void report_unlaunched_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces);
 
 }  // namespace atrex::runner::child

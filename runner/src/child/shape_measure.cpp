@@ -170,7 +170,10 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
     }
   }
   resp["timing"] = timing_summary(samples, method);
-  if (cupti) attribute_kernels(resp, req_.value("library", ""), traces);
+  if (cupti) {
+    attribute_kernels(resp, req_.value("library", ""), traces);
+    report_unlaunched_kernels(resp, req_.value("library", ""), traces);
+  }
   resp["timing"]["relative_standard_error"] = stats::relative_standard_error(samples);
   resp["timing"]["target_rse"] = target_rse;
   if (cupti) {

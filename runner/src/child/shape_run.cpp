@@ -52,13 +52,41 @@ std::optional<Failure> ShapeRun::execute(Json& resp) {
   const auto seeds = req_.value("seeds", std::vector<uint64_t>{1});
   const double atol = def->atol.value_or(req_.value("atol", 1e-2));
   const double rtol = def->rtol.value_or(req_.value("rtol", 5e-2));
-  for (uint64_t seed : seeds) {
-    if (auto f = prepare_seed(seed)) return f;
+  // The range probe runs after the first seed, so a candidate that is simply wrong fails on
+  // the usual inputs first and the timed calls start from a usual seed's inputs.
+  const bool probe = def->range_probe.enabled() && req_.value("range_probe", true);
+  const bool performance = req_.value("performance", true);
+  for (size_t k = 0; k < seeds.size(); ++k) {
+    if (auto f = prepare_seed(seeds[k])) return f;
     if (auto f = call_and_check(resp, atol, rtol, "")) return f;
     resp["seeds_passed"] = resp["seeds_passed"].get<int>() + 1;
+    if (probe && k == 0) {
+      if (auto f = check_range_probe(resp, atol, rtol, seeds[0])) return f;
+      if (seeds.size() == 1 && performance) {
+        if (auto f = prepare_seed(seeds[0])) return f;
+      }
+    }
   }
-  if (!req_.value("performance", true)) return std::nullopt;
+  if (!performance) return std::nullopt;
   return measure(resp, atol, rtol);
+}
+
+// One more checked call on inputs drawn as for `seed` (mixed, so not the seed's own values) with
+// the operator's probed inputs multiplied by 2^exponent (operator.h RangeProbe): intermediates
+// of the operator leave the fp16 range, so a candidate that computes in fp16 where the
+// operator's policy is fp32 accumulates to inf (or NaN) and fails.
+std::optional<Failure> ShapeRun::check_range_probe(Json& resp, double atol, double rtol, uint64_t seed) {
+  const auto& probe = shape_.def->range_probe;
+  std::string inputs;
+  for (const auto& name : probe.inputs) inputs += (inputs.empty() ? "" : ", ") + name;
+  const std::string what = fmt::format("{} scaled by 2^{}", inputs, probe.exponent);
+  if (auto f = prepare_seed(seed ^ 0x52414e4745ull, true)) return f;
+  const std::string context =
+      fmt::format("range probe ({}: sums and products leave the fp16 range, the operator's fp32 arithmetic holds "
+                  "them; computing in a narrower type fails here): ", what);
+  if (auto f = call_and_check(resp, atol, rtol, context)) return f;
+  resp["range_probe"] = what;
+  return std::nullopt;
 }
 
 std::optional<Failure> ShapeRun::allocate() {
@@ -103,10 +131,13 @@ std::optional<Failure> ShapeRun::device_error(const std::string& err, const char
   return Failure{"crashed", fmt::format("{}: {}", where, err)};
 }
 
-std::optional<Failure> ShapeRun::prepare_seed(uint64_t seed) {
+std::optional<Failure> ShapeRun::prepare_seed(uint64_t seed, bool range_probe) {
   auto phase = phases_.scope("inputs");
   for (size_t i = 0; i < shape_.inputs.size(); ++i) {
-    if (auto f = device_error(dev_.generate(shape_, i, seed, pristine_in_[i]), "generating inputs")) return f;
+    const int e = range_probe ? problems::range_probe_exponent(*shape_.def, i) : 0;
+    const std::string err = e != 0 ? dev_.generate_scaled(shape_, i, seed, e, pristine_in_[i])
+                                   : dev_.generate(shape_, i, seed, pristine_in_[i]);
+    if (auto f = device_error(err, "generating inputs")) return f;
     if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()), "copying inputs")) return f;
   }
   for (size_t i = 0; i < shape_.outputs.size(); ++i) {

@@ -35,8 +35,10 @@ class ShapeRun {
   std::string initialise_output(size_t i, void* buffer) { return initialise_output(i, buffer, pristine_in_); }
   std::string initialise_output(size_t i, void* buffer, const std::vector<void*>& inputs);
   std::optional<Failure> device_error(const std::string& err, const char* where);
-  // Fresh inputs for `seed`, pristine copies for the reference and the unchanged-input check.
-  std::optional<Failure> prepare_seed(uint64_t seed);
+  // Fresh inputs for `seed`, pristine copies for the reference and the unchanged-input check;
+  // `range_probe`: the operator's probed inputs scaled (check_range_probe).
+  std::optional<Failure> prepare_seed(uint64_t seed, bool range_probe = false);
+  std::optional<Failure> check_range_probe(Json& resp, double atol, double rtol, uint64_t seed);
   std::string returned_error(int rc);
 
   // --- shape_checks.cpp

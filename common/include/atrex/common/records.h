@@ -59,6 +59,13 @@ struct EvalSettings {
   // Which W/Q give T_roofline: "released" (Atrex-Bench roofline.json, comparable with the
   // paper) or "analytic" (atrex's per-operator formulas; `atrex roofline --audit`).
   std::string roofline = "released";
+  // Reward-hack defenses of the correctness gate (docs/evaluation.md "Checks beyond the usual
+  // inputs and the hot shapes"):
+  // the range probe (one input set per shape scaled past the fp16 range, where the operator
+  // defines one) and the number of unseen shapes (correctness only, derived from the task's
+  // shapes by changing a free dimension; 0: none) checked before the task's shapes.
+  bool range_probe = true;
+  int unseen_shapes = 2;
 };
 Json to_json(const EvalSettings& s);
 // Reads settings from `f`; fields it does not name keep their value in `base`.
@@ -127,6 +134,15 @@ struct EvalRecord {
   // Wall seconds per phase inside the child: setup, inputs, candidate, check, timing.
   Json phases_s = Json::object();
   std::string created_at;
+  // Reward-hack defenses (docs/evaluation.md). range_probe: the inputs the range probe scaled
+  // and by what ("x scaled by 2^11"), "" when none ran. unseen_shapes: the task's unseen-shape
+  // checks, [{shape, base_shape_id, params, status, error}]; a failed one (wrong_result,
+  // crashed, timeout) gives every shape of the task its status. unlaunched_kernels: kernels the
+  // candidate's library defines that no timed call of this shape launched (CUPTI traced; absent
+  // otherwise), a flag, not a verdict.
+  std::string range_probe;
+  Json unseen_shapes = Json::array();
+  std::optional<std::vector<std::string>> unlaunched_kernels;
 };
 Json to_json(const EvalRecord& r);
 Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& source);

@@ -101,13 +101,25 @@ class Evaluator {
   CompileCache& compile_cache() { return cache_; }
 
  private:
-  // Evaluates `shapes` in as few child processes as isolation allows: one child takes them in
+  // One shape of a child request: `extra` is merged into its item (the unseen-shape checks
+  // run with one seed, no timing and no range probe, and stop the child when they fail).
+  struct ShapeItem {
+    const problems::Shape* shape = nullptr;
+    Json extra = Json::object();
+    bool own = true;  // one of the task's shapes (counted in messages), not an unseen one
+  };
+  // Evaluates `items` in as few child processes as isolation allows: one child takes them in
   // order (child_runner.h task mode); a crash or a timeout ends it, that shape is recorded as
-  // such, and a fresh child takes the rest. kUnavailable after a stop request (between shapes).
-  Result<void> run_shapes(const EvalTask& task, const std::vector<const problems::Shape*>& shapes,
+  // such, and a fresh child takes the rest. Once `abandon` returns a reason, the shapes not
+  // evaluated yet are recorded with it (wrong_result; `emit` may restate the status).
+  // kUnavailable after a stop request (between shapes).
+  Result<void> run_shapes(const EvalTask& task, const std::vector<ShapeItem>& items,
                           const std::filesystem::path& library, const std::string& device_name,
-                          const std::function<void(EvalRecord, const problems::Shape&)>& emit);
+                          const std::function<void(EvalRecord, const problems::Shape&)>& emit,
+                          const std::function<std::string()>& abandon);
   void finish_record(EvalRecord& r, const EvalSettings& settings, const problems::Shape& shape);
+  // Correctness seed k of a shape: fresh per (evaluator, task, shape), unknown to the candidate.
+  uint64_t shape_seed(const EvalTask& task, const std::string& shape_id, int k) const;
 
   EvaluatorOptions options_;
   CompileCache cache_;

@@ -32,6 +32,10 @@ struct OperatorScore {
   std::string candidate_sha256;
   std::string status;            // "correct", "partially correct", "incorrect", "not attempted"
   std::string first_error;       // first failing shape's status and reason
+  // Ghost kernels: kernels the candidate's library defines that no traced (timed) call launched on
+  // any of its evaluated shapes (records' unlaunched_kernels, intersected). A flag, not a verdict:
+  // a kernel for shapes outside the evaluated ones is legitimate. Empty when none or not traced.
+  std::vector<std::string> unlaunched_kernels;
 };
 
 struct AgentScore {

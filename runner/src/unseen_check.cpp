@@ -1,0 +1,48 @@
+#include "unseen_check.h"
+
+#include <fmt/format.h>
+
+namespace atrex::runner {
+
+Json UnseenCheck::item_fields(uint64_t seed) {
+  return Json{{"seeds", std::vector<uint64_t>{seed}},
+              {"performance", false},
+              {"range_probe", false},
+              {"stop_task_on_failure", true}};
+}
+
+bool UnseenCheck::absorb(const EvalRecord& r) {
+  const problems::UnseenShape* u = nullptr;
+  for (const auto& s : shapes_) {
+    if (s.shape.id == r.shape_id) u = &s;
+  }
+  if (!u) return false;
+  if (!failure_.empty()) return true;  // not run: the task was decided by an earlier one
+  results_.push_back(Json{{"shape", u->describe()},
+                          {"base_shape_id", u->base_shape_id},
+                          {"params", u->shape.params},
+                          {"status", eval_status_name(r.status)},
+                          {"error", r.error}});
+  // A wrong answer, a crash or a hang on a valid shape of the operator is a wrong candidate.
+  // A rejection or a compile error says nothing about the shape: the task's shapes get their own.
+  const bool failed = r.status == EvalStatus::kWrongResult || r.status == EvalStatus::kCrashed ||
+                      r.status == EvalStatus::kTimeout;
+  if (failed && failure_.empty()) {
+    failure_status_ = r.status;
+    failure_ = fmt::format("fails on an unseen shape, {} (checked besides the hot shapes: a free dimension set to a "
+                           "value no hot shape has): {}{}{}",
+                           u->describe(), eval_status_name(r.status), r.error.empty() ? "" : ": ", r.error);
+  }
+  return true;
+}
+
+void UnseenCheck::decorate(EvalRecord& r) const {
+  r.unseen_shapes = results_;
+  if (failure_.empty()) return;
+  r.status = failure_status_;
+  r.error = failure_;
+  r.timing.reset();
+  r.s_j.reset();
+}
+
+}  // namespace atrex::runner

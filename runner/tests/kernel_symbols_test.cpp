@@ -1,0 +1,137 @@
+// The kernels a CUDA candidate library defines (elf_symbols.h defined_kernels) and the ghost
+// kernels among them (kernel_checks.h report_unlaunched_kernels): no GPU needed, nvcc where
+// the build found it (CI has it).
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "atrex/common/hash.h"
+#include "atrex/common/json_io.h"
+#include "atrex/runner/compile.h"
+#include "elf_symbols.h"
+#include "kernel_checks.h"
+
+namespace atrex::runner {
+namespace {
+namespace fs = std::filesystem;
+
+TEST(KernelSymbols, StubSymbolsNameTheirKernel) {
+  EXPECT_EQ(kernel_of_stub_symbol("_Z31__device_stub__Z11dead_kernelPfPf"), "_Z11dead_kernelPf");
+  // -O3 inlines a template kernel's stub: only its static locals keep the name.
+  EXPECT_EQ(kernel_of_stub_symbol("_ZZL38__device_stub__Z11tmpl_kernelILi4EEvPfPfE8__handle"), "_Z11tmpl_kernelILi4EEvPf");
+  EXPECT_EQ(kernel_of_stub_symbol("_ZGVZL33__device_stub__Z9tmpl_deadIfEvPT_PfE5__tmp"), "_Z9tmpl_deadIfEvPT_");
+  EXPECT_FALSE(kernel_of_stub_symbol("_Z11dead_kernelPf"));
+  EXPECT_FALSE(kernel_of_stub_symbol("__device_stub__"));             // no length prefix
+  EXPECT_FALSE(kernel_of_stub_symbol("_Z99__device_stub__Z1fv"));     // length past the end
+}
+
+#ifdef ATREX_TEST_HAVE_NVCC
+
+// Compiles `source` (a .cu candidate) as the evaluator does; the library path.
+fs::path compile_cuda(const std::string& name, const std::string& source, const fs::path& cache_dir) {
+  CandidateRef c;
+  c.source = source;
+  c.sha256 = sha256_hex(source);
+  c.backend = "cuda";
+  c.file_name = name;
+  c.agent = "test";
+  CompileCache cache(cache_dir, ATREX_TEST_INCLUDE_DIR);
+  auto r = cache.compile(c, "sm_90a", 300);
+  EXPECT_TRUE(r) << r.error().message;
+  if (!r) return {};
+  EXPECT_TRUE(r->ok) << r->log;
+  return r->library;
+}
+
+class KernelSymbolsNvccTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("atrex_ks_" + std::to_string(::getpid()));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+// Every kind of kernel definition, named as CUPTI (and cudart's registration) names it:
+// a plain kernel, one never launched, two instances of a template (stubs inlined at -O3), an
+// extern "C" kernel (device name unmangled) and one in an anonymous namespace. Host functions
+// and __device__ functions are not kernels.
+TEST_F(KernelSymbolsNvccTest, EveryKindOfKernelIsFoundByItsDeviceName) {
+  const std::string source = R"(
+#include <cuda_runtime.h>
+#include "atrex/candidate.h"
+namespace { __global__ void anon_kernel(float* x) { x[threadIdx.x] = 1; } }
+template <int N> __global__ void tmpl_kernel(float* x) { x[threadIdx.x] = N; }
+__global__ void dead_kernel(float* x) { x[0] = 2; }
+extern "C" __global__ void c_kernel(float* x) { x[0] = 3; }
+__device__ float helper(float v) { return v * 2; }
+float host_helper(float v) { return v + 1; }
+ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
+  float* x = static_cast<float*>(launch->outputs[0].tensor.data);
+  cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
+  anon_kernel<<<1, 1, 0, s>>>(x);
+  tmpl_kernel<4><<<1, 1, 0, s>>>(x);
+  tmpl_kernel<8><<<1, 1, 0, s>>>(x);
+  c_kernel<<<1, 1, 0, s>>>(x);
+  return static_cast<int>(host_helper(0)) - 1;
+}
+)";
+  const fs::path lib = compile_cuda("kinds.cu", source, dir_);
+  ASSERT_FALSE(lib.empty());
+  auto kernels = defined_kernels(lib);
+  ASSERT_TRUE(kernels) << kernels.error().message;
+  std::set<std::string> keys;
+  for (const auto& k : *kernels) keys.insert(kernel_key(k));
+  EXPECT_EQ(kernels->size(), 5u);
+  EXPECT_TRUE(kernels->count("_Z11dead_kernelPf"));
+  EXPECT_TRUE(kernels->count("_Z11tmpl_kernelILi4EEvPf"));
+  EXPECT_TRUE(kernels->count("_Z11tmpl_kernelILi8EEvPf"));
+  EXPECT_TRUE(kernels->count("c_kernel")) << "extern \"C\": the device name is the plain one";
+  EXPECT_TRUE(keys.count("(anonymous namespace)::anon_kernel(float*)"));
+  for (const auto& k : keys) EXPECT_EQ(k.find("helper"), std::string::npos) << k << " is not a kernel";
+}
+
+// The dead-kernel fixture: with only its row kernel in the traced calls, the wide kernel is
+// the one reported; with both traced, none is.
+TEST_F(KernelSymbolsNvccTest, KernelsNoTracedCallLaunchedAreReported) {
+  const fs::path file = fs::path(ATREX_TEST_DATA_DIR) / "rms_norm_dead_kernel.cu";
+  const fs::path lib = compile_cuda(file.filename().string(), *read_text_file(file), dir_);
+  ASSERT_FALSE(lib.empty());
+  auto kernels = defined_kernels(lib);
+  ASSERT_TRUE(kernels) << kernels.error().message;
+  ASSERT_EQ(kernels->size(), 2u);
+  std::string row, wide;
+  for (const auto& k : *kernels) (k.find("rms_norm_row_kernel") != std::string::npos ? row : wide) = k;
+  ASSERT_NE(wide.find("rms_norm_wide_kernel"), std::string::npos) << wide;
+  std::map<uint64_t, CallTrace> traces;
+  traces[0].kernels.push_back(TracedKernel{row, 3.0});
+  traces[1].kernels.push_back(TracedKernel{row, 3.0});
+  Json resp = Json::object();
+  child::report_unlaunched_kernels(resp, lib.string(), traces);
+  ASSERT_TRUE(resp.contains("unlaunched_kernels"));
+  ASSERT_EQ(resp["unlaunched_kernels"].size(), 1u) << resp.dump();
+  EXPECT_EQ(resp["unlaunched_kernels"][0], kernel_key(wide));
+  EXPECT_NE(resp["unlaunched_kernels"][0].get<std::string>().find("rms_norm_wide_kernel<4>"), std::string::npos);
+  traces[2].kernels.push_back(TracedKernel{wide, 1.0});
+  resp = Json::object();
+  child::report_unlaunched_kernels(resp, lib.string(), traces);
+  EXPECT_TRUE(resp["unlaunched_kernels"].empty()) << resp.dump();
+}
+
+#endif  // ATREX_TEST_HAVE_NVCC
+
+// A cpu candidate defines no kernels; an unreadable library reports nothing (not an empty list).
+TEST(KernelSymbols, NoKernelsInAHostLibraryAndNothingReportedForAnUnreadableOne) {
+  auto none = defined_kernels("/proc/self/exe");
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_TRUE(none->empty());
+  Json resp = Json::object();
+  child::report_unlaunched_kernels(resp, "/nonexistent/candidate.so", {});
+  EXPECT_FALSE(resp.contains("unlaunched_kernels"));
+}
+
+}  // namespace
+}  // namespace atrex::runner
