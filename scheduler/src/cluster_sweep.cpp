@@ -127,17 +127,14 @@ Result<void> add_dead_letters_to_reports(const SweepOutcome& out, const std::vec
   ATREX_ASSIGN_OR_RETURN(Json report, read_json_file(out.report_json));
   report["dead_letters"] = dead;
   ATREX_TRY(write_text_file_atomic(out.report_json, report.dump(2)));
-  ATREX_ASSIGN_OR_RETURN(std::string md, read_text_file(out.report_md));
-  md += "\n## Dead-lettered tasks\n\nThe sweep completed without these: their workers failed or died on every "
-        "delivery.\n\n| queue | operator | agent | candidate | deliveries | last error |\n|---|---|---|---|---|---|\n";
   for (const auto& d : dead) {
-    const std::string line =
-        fmt::format("dead-lettered {} task of {} after {} deliveries: {}", d.value("kind", ""), d.value("operator", ""),
-                    d.value("deliveries", 0), d.value("error", ""));
-    if (say) say(line);
-    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", d.value("queue", ""), d.value("operator", ""),
-                      d.value("agent", ""), d.value("candidate", ""), d.value("deliveries", 0), d.value("error", ""));
+    if (say) {
+      say(fmt::format("dead-lettered {} task of {} after {} deliveries: {}", d.value("kind", ""),
+                      d.value("operator", ""), d.value("deliveries", 0), d.value("error", "")));
+    }
   }
+  ATREX_ASSIGN_OR_RETURN(std::string md, read_text_file(out.report_md));
+  md += dead_letters_markdown(dead);
   return write_text_file_atomic(out.report_md, md);
 }
 

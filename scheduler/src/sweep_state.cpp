@@ -114,6 +114,20 @@ Json dead_letter_json(std::string_view stream, const DeadLetter& d) {
   return j;
 }
 
+std::string dead_letters_markdown(const std::vector<Json>& dead) {
+  using scoring::markdown_cell;
+  std::string md = "\n## Dead-lettered tasks\n\nThe sweep completed without these: their workers failed or died on every "
+                   "delivery.\n\n| queue | operator | agent | candidate | deliveries | last error |\n"
+                   "|---|---|---|---|---|---|\n";
+  for (const auto& d : dead) {
+    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", markdown_cell(d.value("queue", "")),
+                      markdown_cell(d.value("operator", "")), markdown_cell(d.value("agent", "")),
+                      markdown_cell(d.value("candidate", "")), d.value("deliveries", 0),
+                      markdown_cell(d.value("error", "")));
+  }
+  return md;
+}
+
 Result<int> count_finals(const std::vector<std::string>& agents, const std::vector<std::string>& ops, ResultStore& store,
                          std::set<std::string>& seen, const ProgressFn& say) {
   int done = 0;

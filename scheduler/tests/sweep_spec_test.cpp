@@ -2,6 +2,7 @@
 
 #include "atrex/scheduler/local_sweep.h"
 #include "atrex/scheduler/sweep_spec.h"
+#include "atrex/scheduler/sweep_state.h"
 
 namespace atrex::scheduler {
 namespace {
@@ -137,6 +138,22 @@ TEST(Resolve, SweepIdChangesWithSettings) {
   ASSERT_TRUE(ra && rb);
   EXPECT_NE(ra->sweep_id, rb->sweep_id);
   EXPECT_EQ(ra->sweep_id, resolve_sweep(*a, cpu_h20())->sweep_id);
+}
+
+// report.md's dead-letter table: a worker's last error is free text (a shell pipeline, a
+// multi-line stack); a `|` or a line break in it must not split or end the row.
+TEST(DeadLetters, ErrorWithPipeAndNewlineStaysInItsTableCell) {
+  DeadLetter d;
+  d.message_id = "1-0";
+  d.delivery_count = 3;
+  d.last_error = "worker died: sh -c 'a | b' failed\nterminate called <here>";
+  d.body = Json{{"kind", "eval"}, {"operator", "rms_norm"}, {"task_id", "t1"},
+                {"candidate", {{"agent", "search"}, {"file_name", "x|y.cpp"}, {"sha256", "ab"}}}};
+  const std::string md = dead_letters_markdown({dead_letter_json("eval", d)});
+  const std::string row = md.substr(md.rfind("\n| eval |") + 1);
+  EXPECT_EQ(row, "| eval | rms_norm | search | x\\|y.cpp | 3 | worker died: sh -c 'a \\| b' failed<br>terminate called "
+                 "&lt;here&gt; |\n")
+      << md;
 }
 
 }  // namespace

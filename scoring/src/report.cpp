@@ -50,6 +50,27 @@ std::string not_attempted(const AgentScore& a) {
 
 }  // namespace
 
+std::string markdown_cell(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    switch (const char c = text[i]) {
+      case '|': out += "\\|"; break;
+      case '\\': out += "\\\\"; break;
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '\r':
+        if (i + 1 < text.size() && text[i + 1] == '\n') ++i;  // CRLF is one break
+        out += "<br>";
+        break;
+      case '\n': out += "<br>"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 Json report_json(const ReportContext& ctx, const std::vector<AgentScore>& agents) {
   Json j{{"schema", kReportSchema}, {"sweep_id", ctx.sweep_id}, {"sweep_name", ctx.sweep_name},
          {"suite", ctx.suite_dir},  {"hardware", ctx.hardware},  {"backend", ctx.backend},
@@ -100,8 +121,8 @@ std::string report_markdown(const ReportContext& ctx, const std::vector<AgentSco
                     ctx.sweep_id, ctx.hardware, ctx.backend, ctx.device, ctx.created_at);
   md += "| agent | S_agg | correctness rate | target-DSL adoption | operators correct |\n|---|---:|---:|---:|---:|\n";
   for (const auto& a : agents) {
-    md += fmt::format("| {} | {:.5f} | {:.1f}% | {} | {}/{} |\n", a.agent, a.s_agg, 100 * a.correctness_rate,
-                      opt_pct(a.dsl_adoption_rate), a.operators_correct, a.operators_attempted);
+    md += fmt::format("| {} | {:.5f} | {:.1f}% | {} | {}/{} |\n", markdown_cell(a.agent), a.s_agg,
+                      100 * a.correctness_rate, opt_pct(a.dsl_adoption_rate), a.operators_correct, a.operators_attempted);
   }
   for (const auto& a : agents) {
     md += fmt::format("\n## {}\n\n| operator | weight | S_i | shapes correct | w·S_i | status |\n|---|---:|---:|---:|---:|---|\n",
@@ -116,8 +137,8 @@ std::string report_markdown(const ReportContext& ctx, const std::vector<AgentSco
       }
       std::string status = status_text(o);
       if (!o.first_error.empty()) status += " (" + o.first_error.substr(0, 120) + ")";
-      md += fmt::format("| {} | {:.4f} | {:.4f} | {}/{} | {:.5f} | {} |\n", o.name, o.weight, o.s_i, o.shapes_correct,
-                        o.shapes_evaluated, o.weight * o.s_i, status);
+      md += fmt::format("| {} | {:.4f} | {:.4f} | {}/{} | {:.5f} | {} |\n", markdown_cell(o.name), o.weight, o.s_i,
+                        o.shapes_correct, o.shapes_evaluated, o.weight * o.s_i, markdown_cell(status));
     }
     if (skipped > 0) {
       md += fmt::format("\n{} operators (total weight {:.4f}) were not attempted and count as S_i = 0: {}.\n", skipped,

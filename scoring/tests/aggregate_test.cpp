@@ -1,3 +1,5 @@
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "atrex/scoring/aggregate.h"
@@ -75,6 +77,44 @@ TEST(Report, JsonIsVersionedAndMarkdownListsUnattempted) {
   std::string md = report_markdown(ctx, {a});
   EXPECT_NE(md.find("| rms_norm |"), std::string::npos);
   EXPECT_NE(md.find("29 operators"), std::string::npos);
+}
+
+// Cells separated by unescaped `|` in one Markdown table row.
+int markdown_cells(const std::string& row) {
+  int pipes = 0;
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (row[i] == '\\') ++i;  // an escaped character
+    else if (row[i] == '|') ++pipes;
+  }
+  return pipes - 1;
+}
+
+// A `|` or a line break in an error (or an agent name) must stay inside its cell: unescaped it
+// splits the row into more columns or ends the table.
+TEST(Report, FreeTextInMarkdownTableCellsIsEscaped) {
+  auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
+  EvalRecord r = rec("a|b", "rms_norm", "0", EvalStatus::kCompileError, std::nullopt);
+  r.error = "x.cpp:3: error: no match for 'operator|' (a | b)\nsecond line <vector> & \\";
+  AgentScore a = score_agent(*suite, "a|b", {r});
+  const std::string md = report_markdown(ReportContext{}, {a});
+  std::istringstream lines(md);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| a\\|b |", 0) == 0) {
+      EXPECT_EQ(markdown_cells(line), 5) << line;
+      ++rows;
+    }
+    if (line.rfind("| rms_norm |", 0) == 0) {
+      EXPECT_EQ(markdown_cells(line), 6) << line;
+      EXPECT_NE(line.find("'operator\\|' (a \\| b)<br>second line &lt;vector&gt; &amp; \\\\"), std::string::npos) << line;
+      ++rows;
+    }
+    if (line.rfind("| rms_norm |", 0) != 0) {
+      EXPECT_EQ(line.find("second line"), std::string::npos) << "the error's second line left its row: " << line;
+    }
+  }
+  EXPECT_EQ(rows, 2) << md;
+  EXPECT_EQ(markdown_cell("a\r\nb\rc"), "a<br>b<br>c");
 }
 
 }  // namespace

@@ -40,6 +40,9 @@ Result<void> finalize_dead_agent_tasks(TaskQueue& queue, ResultStore& store);
 // queue, message_id, deliveries, error (the last failure), kind, operator, agent; eval tasks
 // add task_id, purpose, candidate (file name), candidate_sha256; agent tasks generation.
 Json dead_letter_json(std::string_view stream, const DeadLetter& d);
+// report.md's "Dead-lettered tasks" section: one table row per dead_letter_json() object, its
+// free text (the last error, file and agent names) escaped for Markdown table cells.
+std::string dead_letters_markdown(const std::vector<Json>& dead);
 
 // Final markers present, of `total`. New ones are reported through `say` once (keys in `seen`).
 Result<int> count_finals(const std::vector<std::string>& agents, const std::vector<std::string>& ops, ResultStore& store,

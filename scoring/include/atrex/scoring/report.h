@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "atrex/common/json_io.h"
@@ -28,6 +29,11 @@ Json report_json(const ReportContext& ctx, const std::vector<AgentScore>& agents
 // Markdown: a headline table (one row per agent) and one per-operator table per agent.
 // Operators not attempted are summarised in one line rather than listed as rows.
 std::string report_markdown(const ReportContext& ctx, const std::vector<AgentScore>& agents);
+
+// `text` as the content of one Markdown (GFM) table cell: `|` and `\` escaped, `&`, `<`, `>` as
+// entities (compiler logs hold `#include <...>`, which would render as an HTML tag), and each
+// line break as `<br>`, so that free text (errors, agent names) never splits or ends a row.
+std::string markdown_cell(std::string_view text);
 
 // The per-operator table of one agent as fixed-width text (terminal output).
 std::string agent_table_text(const AgentScore& agent);
