@@ -8,6 +8,7 @@
 
 #include "atrex/common/json_io.h"
 #include "atrex/problems/hardware.h"
+#include "atrex/runner/evaluator.h"
 #include "atrex/runner/host_measure.h"
 #include "atrex/runner/subprocess.h"
 
@@ -105,6 +106,27 @@ TEST_F(Cli, EvalPrintsAPerShapeTableAndSi) {
                       "--shapes", "15", "--hardware", "H20"});
   EXPECT_EQ(wrong.rc, 1) << wrong.output;
   EXPECT_NE(wrong.output.find("wrong_result"), std::string::npos);
+}
+
+// A GPU backend on a machine without a GPU is not the candidate's failure (exit code 1) nor bad
+// input (2): exit code 3, unavailable (README "Exit codes"). With a named profile the shapes are
+// still recorded `rejected`, and --out written.
+TEST_F(Cli, GpuCommandsWithoutAGpuExitWithCode3) {
+  if (runner::probe_environment().has_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  const std::string cu = std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_correct.cu";
+  auto r = atrex({"eval", cu, "--operator", "rms_norm", "--shapes", "15"});
+  EXPECT_EQ(r.rc, 3) << r.output;
+  EXPECT_NE(r.output.find("atrex: the cuda backend needs a GPU and this machine has none"), std::string::npos)
+      << r.output;
+  auto named = atrex({"eval", cu, "--operator", "rms_norm", "--shapes", "15,28", "--hardware", "H20", "--out", "r.jsonl"});
+  EXPECT_EQ(named.rc, 3) << named.output;
+  EXPECT_NE(named.output.find("the cuda backend needs a GPU"), std::string::npos) << named.output;
+  std::ifstream in(dir_ / "r.jsonl");
+  int rejected = 0;
+  for (std::string line; std::getline(in, line);) rejected += Json::parse(line)["status"] == "rejected";
+  EXPECT_EQ(rejected, 2);
+  auto dump = atrex({"problems", "dump", "rms_norm", "--shapes", "15", "--backend", "cuda", "--out", "d"});
+  EXPECT_EQ(dump.rc, 3) << dump.output;
 }
 
 // A host-cpu profile in this test's cache, as `atrex hardware measure` writes it, for `cpu`

@@ -1,7 +1,7 @@
 // `atrex compile` and `atrex eval` with HIP candidates on a machine without an AMD GPU (CI): the
 // compile gate builds them (backend from the .hip extension, arch from --arch or
-// ATREX_HIP_ARCH), and evaluation ends with a message that says why it cannot run, an exit
-// code, and no crash. Skips where hipcc or atrex-eval-hip is missing, unless ATREX_REQUIRE_HIP=1
+// ATREX_HIP_ARCH), and evaluation ends with a message that says why it cannot run, exit code 3
+// (unavailable), and no crash. Skips where hipcc or atrex-eval-hip is missing, unless ATREX_REQUIRE_HIP=1
 // (.ci/run), where that fails.
 #include <unistd.h>
 
@@ -116,14 +116,14 @@ TEST_F(HipCli, EvalWithoutAnAmdGpuSaysWhyWithoutCrashing) {
   // hardware auto: nothing to match a profile against, said before anything runs.
   auto r = atrex({"eval", candidate(), "--operator", "rms_norm", "--shapes", "15"});
   EXPECT_EQ(r.signal, 0);
-  EXPECT_EQ(r.rc, 1) << r.output;
+  EXPECT_EQ(r.rc, 3) << "exit code 3: unavailable here\n" << r.output;
   EXPECT_NE(r.output.find("the hip backend needs an AMD GPU"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("no AMD GPU / HIP runtime found: hipGetDeviceCount: hipError"), std::string::npos) << r.output;
   // A named profile: every shape gets the `rejected` verdict with the same reason.
   auto named = atrex({"eval", candidate(), "--operator", "rms_norm", "--shapes", "15,5", "--hardware", "MI300X",
                       "--json"});
   EXPECT_EQ(named.signal, 0);
-  EXPECT_EQ(named.rc, 1) << named.output;
+  EXPECT_EQ(named.rc, 3) << named.output;
   const Json j = Json::parse(named.output.substr(named.output.find('{')));
   ASSERT_EQ(j["records"].size(), 2u) << named.output;
   for (const auto& rec : j["records"]) {

@@ -1,5 +1,6 @@
 // Subcommand registration for the `atrex` binary. Each command returns the process exit
-// code: 0 success, 1 failure, 2 bad input (unknown names, malformed files, bad flags).
+// code (README "Exit codes"): 0 success, 1 failure, 2 bad input (unknown names, malformed
+// files, bad flags), 3 unavailable (no GPU for a GPU backend, an unreachable Redis or Slurm).
 #pragma once
 
 #include <functional>

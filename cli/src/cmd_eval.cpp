@@ -43,6 +43,24 @@ Result<std::string> backend_for(const EvalArgs& a) {
   return invalid_input(fmt::format("{}: cannot tell the backend from the extension \"{}\"; pass --backend", a.file, ext));
 }
 
+// kUnavailable (exit code 3) when `backend` cannot run here: cuda without a GPU (or atrex built
+// without the CUDA backend), hip without an AMD GPU.
+Result<void> backend_available(const std::string& backend) {
+  if (backend == "cuda") {
+    const auto& env = runner::probe_environment();
+    if (env.has_gpu()) return ok();
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("the cuda backend needs a GPU and this machine has none ({})", env.gpu_probe_error));
+  }
+  if (backend == "hip") {
+    const auto& hip = runner::probe_hip_environment();
+    if (!hip.gpus.empty()) return ok();
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("the hip backend needs an AMD GPU and this machine has none ({})", hip.probe_error));
+  }
+  return ok();
+}
+
 void print_table(const std::vector<EvalRecord>& recs) {
   fmt::print("{:>5}  {:<13} {:>12} {:>9} {:>13} {:>7}  {}\n", "shape", "status", "time us", "IQR us", "T_roofline us",
              "S_j", "note");
@@ -113,6 +131,9 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   o.suite = &*suite;
   o.hardware = *hw;
   runner::Evaluator ev(o);
+  // Said before the records (stdout may be JSON): every shape will be `rejected`.
+  const auto available = backend_available(*backend);
+  if (!available) (void)fail(available.error());
   if (!g.json) {
     fmt::print("evaluating {} ({}) on {} shape(s) of {}; hardware profile {}\n", a.file, *backend, ids->size(), a.op, hw->name);
   }
@@ -139,6 +160,9 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
     fmt::print("S_i({}) = {:.4f}  (median S_j over {} of {} correct shapes; device {})\n", a.op, os.s_i, os.shapes_correct,
                os.shapes_evaluated, recs->empty() ? "" : recs->front().device);
   }
+  // With a named profile the shapes were recorded `rejected` (and written to --out); the exit
+  // code still says that this machine cannot run the backend, not that the candidate failed.
+  if (!available) return exit_code_for(available.error());
   // Exit code from the gates themselves, so that --no-perf (no S_j) still reports correctness.
   const bool all_ok = std::all_of(recs->begin(), recs->end(), [](const EvalRecord& r) { return r.status == EvalStatus::kOk; });
   return all_ok && !recs->empty() ? 0 : 1;
@@ -258,21 +282,14 @@ Result<problems::HardwareProfile> hardware_for(const std::string& name, const st
   if (name == "host-cpu" || (name == "auto" && backend == "cpu")) return runner::cached_host_profile();
   ATREX_ASSIGN_OR_RETURN(auto profiles, problems::load_default_hardware_profiles(suite.dir()));
   if (name != "auto") return problems::find_hardware_profile(profiles, name);
+  ATREX_TRY(backend_available(backend == "hip" ? backend : "cuda"));
   if (backend == "hip") {
     const auto& hip = runner::probe_hip_environment();
-    if (hip.gpus.empty()) {
-      return make_error(ErrorCode::kUnavailable,
-                        fmt::format("the hip backend needs an AMD GPU and this machine has none ({})", hip.probe_error));
-    }
     if (auto m = problems::match_hardware_profile(profiles, hip.gpus.front().name)) return *m;
     return not_found(fmt::format("no hardware profile matches the AMD GPU \"{}\"; pass --hardware NAME (see `atrex hardware list`)",
                                  hip.gpus.front().name));
   }
   const auto& env = runner::probe_environment();
-  if (!env.has_gpu()) {
-    return make_error(ErrorCode::kUnavailable,
-                      fmt::format("the {} backend needs a GPU and this machine has none ({})", backend, env.gpu_probe_error));
-  }
   if (auto m = problems::match_hardware_profile(profiles, env.gpus.front().name)) return *m;
   return not_found(fmt::format("no hardware profile matches the GPU \"{}\"; pass --hardware NAME (see `atrex hardware list`)",
                                env.gpus.front().name));
@@ -296,7 +313,8 @@ void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc) {
 void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
   static EvalArgs a;
   auto* e = app.add_subcommand("eval", "Run the compile, correctness and performance gates for one candidate. "
-                                       "Exit code 0: every shape passed; 1: some failed; 2: bad input");
+                                       "Exit code 0: every shape passed; 1: some failed; 2: bad input; 3: the backend "
+                                       "cannot run here (cuda without a GPU, hip without an AMD GPU)");
   e->add_option("file", a.file, "Candidate source (.cu cuda, .cpp cpu, .hip hip)")->required();
   e->add_option("--operator", a.op, "Operator (see `atrex problems list`)")->required();
   e->add_option("--backend", a.backend, "auto (from the extension), cpu, cuda or hip")->capture_default_str();

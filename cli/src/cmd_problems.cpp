@@ -292,8 +292,8 @@ int dump(const GlobalOptions& g, const DumpArgs& a) {
   if (!items) return fail(items.error());
   if (a.list) return print_plan(*items, skipped, a.max_input_mib);
   if (a.backend == "cuda" && !runner::probe_environment().has_gpu()) {
-    return fail(Error{ErrorCode::kInvalidInput, fmt::format("--backend cuda needs a CUDA GPU and this machine has none ({})",
-                                                            runner::probe_environment().gpu_probe_error)});
+    return fail(Error{ErrorCode::kUnavailable, fmt::format("--backend cuda needs a CUDA GPU and this machine has none ({})",
+                                                           runner::probe_environment().gpu_probe_error)});
   }
   auto response = run_dump_child(a, *items);
   if (!response) return fail(response.error());
@@ -335,7 +335,7 @@ void add_problems_commands(CLI::App& app, GlobalOptions& g, int& rc) {
       "their resolved parameters and reference outputs (after the reference ran; in-place outputs included) as raw "
       "little-endian tensor files plus manifest.json (atrex.dump/1) into OUT/OPERATOR/SHAPE. The reference "
       "outputs are the answers: never give them to an agent. Used by deploy/gpu/xcheck.py. Exit code 0: all "
-      "written; 1: some failed; 2: bad input (or --backend cuda without a GPU)");
+      "written; 1: some failed; 2: bad input; 3: --backend cuda without a GPU");
   dp->add_option("operator", d.op, "Operator, or `all`")->required();
   dp->add_option("--shapes", d.shapes,
                  "`all`, `smallest[:N]` (fewest input elements), `xcheck` (smallest, middle and largest by input "

@@ -15,7 +15,12 @@ const char* error_code_name(ErrorCode code) {
 }
 
 int exit_code_for(const Error& error) {
-  return (error.code == ErrorCode::kInvalidInput || error.code == ErrorCode::kNotFound) ? 2 : 1;
+  switch (error.code) {
+    case ErrorCode::kInvalidInput:
+    case ErrorCode::kNotFound: return 2;
+    case ErrorCode::kUnavailable: return 3;
+    default: return 1;
+  }
 }
 
 Error with_context(Error error, const std::string& context) {

@@ -18,7 +18,7 @@ enum class ErrorCode {
   kInvalidInput,  // user-supplied file/flag is malformed (exit code 2)
   kNotFound,      // a named thing (operator, file, profile) does not exist (exit code 2)
   kIo,            // filesystem or pipe failure
-  kUnavailable,   // a service or device is not reachable right now (retryable)
+  kUnavailable,   // a service or device is not reachable right now (retryable; exit code 3)
   kTimeout,       // a deadline passed
   kInternal,      // a bug or a broken invariant in atrex itself
 };
@@ -53,7 +53,9 @@ inline tl::unexpected<Error> internal_error(std::string message) {
 // "invalid input", "not found", ... for messages and logs.
 const char* error_code_name(ErrorCode code);
 
-// Process exit code for an error reaching the CLI: 2 for bad input or unknown names, else 1.
+// Process exit code for an error reaching the CLI (README "Exit codes"): 2 for bad input or
+// unknown names, 3 when something the command needs is unavailable here or now (no GPU for a
+// GPU backend, a Redis or Slurm that cannot be reached), else 1.
 int exit_code_for(const Error& error);
 
 // Prefixes the message with context ("loading sweep.yaml: ...") keeping the code.
