@@ -227,6 +227,7 @@ Json to_json(const EvalRecord& r) {
          {"candidate", candidate_json(r.candidate, false)},
          {"hardware", r.hardware},
          {"device", r.device},
+         {"runner", r.runner},
          {"status", eval_status_name(r.status)},
          {"error", r.error},
          {"max_abs_error", r.max_abs_error},
@@ -260,6 +261,7 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
     r.shape_id = j.at("shape_id").get<std::string>();
     r.hardware = j.value("hardware", "");
     r.device = j.value("device", "");
+    r.runner = j.value("runner", "");
     auto st = parse_eval_status(j.at("status").get<std::string>());
     if (!st) return invalid_input(fmt::format("{}: {}", source, st.error().message));
     r.status = *st;

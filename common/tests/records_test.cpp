@@ -24,8 +24,10 @@ TEST(Records, EvalRecordRoundTripsThroughJson) {
   r.timing->graph_fallback = "";
   r.s_j = 0.25;
   r.phases_s = Json{{"inputs", 0.5}, {"timing", 0.25}};
+  r.runner = "runner-3";
   Json j = to_json(r);
   EXPECT_EQ(j["schema"], "atrex.eval/1");
+  EXPECT_EQ(j["runner"], "runner-3");
   EXPECT_EQ(j["status"], "wrong_result");
   EXPECT_FALSE(j["candidate"].contains("source")) << "records must not carry candidate source";
   auto back = eval_record_from_json(j, "mem");
@@ -36,6 +38,7 @@ TEST(Records, EvalRecordRoundTripsThroughJson) {
   EXPECT_EQ(back->timing->method, "cuda_graph_l2_flush");
   EXPECT_DOUBLE_EQ(back->timing->relative_standard_error, 0.004);
   EXPECT_DOUBLE_EQ(back->phases_s.value("inputs", 0.0), 0.5);
+  EXPECT_EQ(back->runner, "runner-3");
 }
 
 TEST(Records, EvalTaskCarriesSourceAndSettings) {

@@ -88,6 +88,7 @@ Result<problems::RooflineCounts> roofline_counts(const problems::Suite& suite, c
 
 void Evaluator::finish_record(EvalRecord& r, const EvalSettings& settings, const problems::Shape& shape) {
   r.hardware = options_.hardware.name;
+  r.runner = options_.runner;
   r.created_at = utc_timestamp_now();
   if (!options_.suite) return;
   auto counts = roofline_counts(*options_.suite, r.operator_name, shape, settings.roofline);

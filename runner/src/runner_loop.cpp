@@ -88,7 +88,9 @@ Result<bool> RunnerLoop::run_once() {
   std::thread ahead;
   if (options_.prefetch > 0) ahead = std::thread([&] { compile_ahead(fetched); });
   auto records = evaluator_.evaluate(task, [&](const EvalRecord& r) {
-    auto put = results_.put(record_key(r.task_id, r.shape_id), to_json(r));
+    Json record = to_json(r);
+    record["runner"] = options_.consumer;  // whichever evaluator it shares, the record names this runner
+    auto put = results_.put(record_key(r.task_id, r.shape_id), record);
     if (put && *put) ++stats_.records_written;
     if (put && !*put) ++stats_.duplicate_records;
   });

@@ -91,6 +91,8 @@ TEST_F(RunnerLoopTest, NextCandidateIsCompiledWhileTheCurrentTaskIsEvaluated) {
     auto rec = store_.get(record_key(t.task_id, "15"));
     ASSERT_TRUE(rec && *rec) << t.task_id;
     EXPECT_EQ((**rec)["status"], "ok") << (**rec).dump();
+    // The record names the runner that produced it (its consumer name), not the evaluator's default.
+    EXPECT_EQ((**rec)["runner"], "runner-t") << (**rec).dump();
   }
 }
 

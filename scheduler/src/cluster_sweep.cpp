@@ -299,6 +299,7 @@ int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id,
   eo.suite = &*suite;
   eo.hardware = hardware_from_manifest(*m);
   eo.device_index = device;
+  eo.runner = name;
   eo.work_dir = fs::path(m->value("output", ".")) / "work" / name;
   eo.stop = &stop;  // SIGTERM/SIGUSR1: stop between shapes and give the lease back
   runner::Evaluator evaluator(eo);

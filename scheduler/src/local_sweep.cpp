@@ -30,6 +30,7 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   eopt.suite = &sweep.suite;
   eopt.hardware = sweep.hardware;
   eopt.work_dir = sweep.output / "work";
+  eopt.runner = "runner-0";  // the runner thread's consumer name (below)
   std::atomic<bool> stop_workers{false};
   eopt.stop = &stop_workers;  // a stopping sweep does not wait for a long task to finish
   runner::Evaluator evaluator(eopt);

@@ -118,6 +118,7 @@ struct EvalRecord {
   CandidateRef candidate;  // serialised without the source
   std::string hardware;    // profile name
   std::string device;      // e.g. "NVIDIA H200" or the CPU model
+  std::string runner;      // the runner (queue consumer name) that produced it; "local" for `atrex eval`
   EvalStatus status = EvalStatus::kCrashed;
   std::string error;       // reason when status != ok
   double max_abs_error = 0;

@@ -73,6 +73,8 @@ struct EvaluatorOptions {
   std::filesystem::path child_dir = default_child_dir();
   std::filesystem::path work_dir;           // request/response files; empty = temp folder
   int device_index = 0;                     // GPU for the cuda backend
+  // Stamped into every record (`runner`): the runner loop's consumer name, "local" for `atrex eval`.
+  std::string runner = "local";
   std::string cuda_arch = "sm_90a";         // used when no GPU was detected (compile-only)
   std::optional<uint64_t> seed;             // base of the correctness seeds; random when unset
   // Checked between shapes: once true, evaluate() stops and returns kUnavailable ("stopping"),

@@ -1,5 +1,6 @@
 // The runner daemon's loop (docs/architecture.md §2): pull eval tasks from a queue stream, evaluate them,
-// write one record per shape to the result store (first write wins), then ack. A heartbeat
+// write one record per shape to the result store (first write wins; its `runner` field is this
+// loop's consumer name), then ack. A heartbeat
 // renews the lease while a long evaluation runs; a task that cannot even be parsed is
 // released with its reason (and dead-lettered after max deliveries).
 //
