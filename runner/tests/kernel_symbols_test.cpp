@@ -123,6 +123,24 @@ TEST_F(KernelSymbolsNvccTest, KernelsNoTracedCallLaunchedAreReported) {
 
 #endif  // ATREX_TEST_HAVE_NVCC
 
+// A vector-width or alignment fallback (another instantiation of a kernel template that ran) is
+// not a ghost; a kernel of a template or name that never ran is (seen on the H200: every
+// built-in template was flagged for its unlaunched VEC < 8 instantiations before this).
+TEST(KernelSymbols, InstantiationsOfALaunchedTemplateAreNotGhosts) {
+  const std::string k1 = "void (anonymous namespace)::rms_norm_kernel<1>(unsigned short const*, int)";
+  const std::string k8 = "void (anonymous namespace)::rms_norm_kernel<8>(unsigned short const*, int)";
+  const std::string wide = "void (anonymous namespace)::rms_norm_wide_kernel<8>(unsigned short const*, int)";
+  const std::string plain = "helper_kernel(float*)";
+  EXPECT_EQ(child::kernel_template(k8), "void {anon}::rms_norm_kernel");
+  EXPECT_EQ(child::kernel_template(plain), "helper_kernel");
+  size_t siblings = 99;
+  const auto ghosts = child::ghost_kernels({k1, k8, wide, plain}, {k8}, &siblings);
+  EXPECT_EQ(ghosts, (std::vector<std::string>{wide, plain}));
+  EXPECT_EQ(siblings, 1u);
+  EXPECT_TRUE(child::ghost_kernels({k1, k8}, {k1, k8}, &siblings).empty());
+  EXPECT_EQ(siblings, 0u);
+}
+
 // A cpu candidate defines no kernels; an unreadable library reports nothing (not an empty list).
 TEST(KernelSymbols, NoKernelsInAHostLibraryAndNothingReportedForAnUnreadableOne) {
   auto none = defined_kernels("/proc/self/exe");

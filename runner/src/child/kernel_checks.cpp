@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -59,6 +60,32 @@ void attribute_kernels(Json& resp, const std::string& library, const std::map<ui
   resp["timing"]["kernels"] = kernels;
 }
 
+std::string kernel_template(const std::string& key) {
+  static const std::string anon = "(anonymous namespace)";
+  std::string name = key;
+  for (size_t at = name.find(anon); at != std::string::npos; at = name.find(anon, at)) name.replace(at, anon.size(), "{anon}");
+  const size_t end = name.find_first_of("<(");
+  return name.substr(0, end);
+}
+
+std::vector<std::string> ghost_kernels(const std::vector<std::string>& defined_keys,
+                                       const std::set<std::string>& launched_keys, size_t* sibling_instances) {
+  std::set<std::string> launched_templates;
+  for (const auto& k : launched_keys) launched_templates.insert(kernel_template(k));
+  std::vector<std::string> ghosts;
+  size_t siblings = 0;
+  for (const auto& key : defined_keys) {
+    if (launched_keys.count(key)) continue;
+    if (launched_templates.count(kernel_template(key))) {
+      ++siblings;  // another instantiation of a template that ran (e.g. an alignment fallback)
+    } else {
+      ghosts.push_back(key);
+    }
+  }
+  if (sibling_instances) *sibling_instances = siblings;
+  return ghosts;
+}
+
 void report_unlaunched_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces) {
   auto defined = defined_kernels(library);
   if (!defined) return;  // attribute_kernels records why the library's symbols could not be read
@@ -66,12 +93,11 @@ void report_unlaunched_kernels(Json& resp, const std::string& library, const std
   for (const auto& [id, t] : traces) {
     for (const auto& k : t.kernels) launched.insert(kernel_key(k.name));
   }
-  Json unlaunched = Json::array();
-  for (const auto& name : *defined) {
-    const std::string key = kernel_key(name);
-    if (!launched.count(key)) unlaunched.push_back(key);
-  }
-  resp["unlaunched_kernels"] = unlaunched;
+  std::vector<std::string> keys;
+  for (const auto& name : *defined) keys.push_back(kernel_key(name));
+  size_t siblings = 0;
+  resp["unlaunched_kernels"] = ghost_kernels(keys, launched, &siblings);
+  resp["unlaunched_instantiations"] = siblings;
 }
 
 }  // namespace atrex::runner::child

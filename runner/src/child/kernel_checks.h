@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "atrex/common/json_io.h"
 #include "cupti_trace.h"
@@ -27,10 +29,22 @@ std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& tr
 // resp["dsl_attribution_error"] when the library's symbols cannot be read.
 void attribute_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces);
 
+// The template a demangled kernel name instantiates: the qualified name without template
+// arguments or parameters ("(anonymous namespace)::k<4>(float*)" -> "{anon}::k").
+std::string kernel_template(const std::string& key);
+
+// Of the defined kernels (kernel_key names), those that never launched and are not another
+// instantiation of a kernel template that did launch; `sibling_instances` (optional) gets the
+// count of the latter (a vector-width or alignment fallback of a kernel that ran is not a ghost).
+std::vector<std::string> ghost_kernels(const std::vector<std::string>& defined_keys,
+                                       const std::set<std::string>& launched_keys, size_t* sibling_instances = nullptr);
+
 // Ghost kernels: the kernels the candidate's library defines (elf_symbols.h defined_kernels)
-// that none of the traced calls launched, as resp["unlaunched_kernels"] (demangled; [] when all
-// ran). A flag, not a verdict: a kernel for shapes outside the evaluated ones is legitimate.
-// Nothing is set when the library's symbols cannot be read.
+// that none of the traced calls launched and that are no instantiation of a launched template
+// (ghost_kernels), as resp["unlaunched_kernels"] (demangled; [] when none), and the number of
+// unlaunched instantiations of launched templates as resp["unlaunched_instantiations"]. A flag,
+// not a verdict: a kernel for shapes outside the evaluated ones is legitimate. Nothing is set
+// when the library's symbols cannot be read.
 void report_unlaunched_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces);
 
 }  // namespace atrex::runner::child
