@@ -132,14 +132,18 @@ std::optional<Failure> ShapeRun::device_error(const std::string& err, const char
 }
 
 std::optional<Failure> ShapeRun::prepare_seed(uint64_t seed, bool range_probe) {
-  auto phase = phases_.scope("inputs");
-  for (size_t i = 0; i < shape_.inputs.size(); ++i) {
-    const int e = range_probe ? problems::range_probe_exponent(*shape_.def, i) : 0;
-    const std::string err = e != 0 ? dev_.generate_scaled(shape_, i, seed, e, pristine_in_[i])
-                                   : dev_.generate(shape_, i, seed, pristine_in_[i]);
-    if (auto f = device_error(err, "generating inputs")) return f;
-    if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()), "copying inputs")) return f;
+  {
+    auto phase = phases_.scope("inputs");
+    for (size_t i = 0; i < shape_.inputs.size(); ++i) {
+      const int e = range_probe ? problems::range_probe_exponent(*shape_.def, i) : 0;
+      const std::string err = e != 0 ? dev_.generate_scaled(shape_, i, seed, e, pristine_in_[i])
+                                     : dev_.generate(shape_, i, seed, pristine_in_[i]);
+      if (auto f = device_error(err, "generating inputs")) return f;
+      if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()), "copying inputs")) return f;
+    }
+    if (auto f = device_error(dev_.synchronize(), "generating inputs")) return f;
   }
+  auto phase = phases_.scope("reference");
   for (size_t i = 0; i < shape_.outputs.size(); ++i) {
     if (auto f = device_error(initialise_output(i, ref_out_[i]), "initialising reference outputs")) return f;
   }
