@@ -109,20 +109,40 @@ void Evaluator::finish_record(EvalRecord& r, const EvalSettings& settings, const
   }
 }
 
-Result<bool> Evaluator::precompile(const EvalTask& task) {
-  std::string arch = "native";
-  if (task.candidate.backend == "cuda") {
-    const Environment& env = probe_environment();
-    if (!env.cuda_child_built || options_.device_index >= static_cast<int>(env.gpus.size())) return false;
-    arch = env.gpus[options_.device_index].cuda_arch();
-  } else if (task.candidate.backend == "hip") {
+Evaluator::Target Evaluator::resolve_target(const std::string& backend) const {
+  const Environment& env = probe_environment();
+  Target t{env.cpu_name, "native", ""};
+  if (backend == "cuda") {
+    if (!env.cuda_child_built) t.reject = "this runner was built without the CUDA backend";
+    else if (!env.has_gpu()) t.reject = "no CUDA GPU on this runner: " + env.gpu_probe_error;
+    else if (options_.device_index >= static_cast<int>(env.gpus.size())) t.reject = fmt::format("no GPU {}", options_.device_index);
+    else {
+      t.device_name = env.gpus[options_.device_index].name;
+      t.arch = env.gpus[options_.device_index].cuda_arch();
+    }
+  } else if (backend == "hip") {
     const HipEnvironment& hip = probe_hip_environment();
-    if (options_.device_index >= static_cast<int>(hip.gpus.size())) return false;
-    arch = hip.gpus[options_.device_index].arch;
-  } else if (task.candidate.backend != "cpu") {
-    return false;
+    if (hip.gpus.empty()) {
+      t.reject = hip.probe_error;
+      t.device_name = "no AMD GPU";
+    } else if (options_.device_index >= static_cast<int>(hip.gpus.size())) {
+      t.reject = fmt::format("no AMD GPU {}", options_.device_index);
+    } else {
+      t.device_name = hip.gpus[options_.device_index].name;
+      t.arch = hip.gpus[options_.device_index].arch;
+    }
+  } else if (backend != "cpu") {
+    t.reject = fmt::format("backend \"{}\" cannot run on this runner (available: cpu{})", backend,
+                           env.has_gpu() ? ", cuda" : "");
   }
-  ATREX_ASSIGN_OR_RETURN(CompileOutcome compiled, cache_.compile(task.candidate, arch, task.settings.compile_timeout_s));
+  return t;
+}
+
+Result<bool> Evaluator::precompile(const EvalTask& task) {
+  const Target target = resolve_target(task.candidate.backend);
+  if (!target.reject.empty()) return false;  // evaluate() records why
+  ATREX_ASSIGN_OR_RETURN(CompileOutcome compiled,
+                         cache_.compile(task.candidate, target.arch, task.settings.compile_timeout_s));
   return !compiled.cache_hit;
 }
 
@@ -137,33 +157,10 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
     if (!s) return not_found(fmt::format("operator {} has no shape \"{}\"", task.operator_name, id));
     shapes.push_back(s);
   }
-  const Environment& env = probe_environment();
-  std::string device_name = env.cpu_name;
-  std::string reject;
-  std::string arch = "native";
-  if (task.candidate.backend == "cuda") {
-    if (!env.cuda_child_built) reject = "this runner was built without the CUDA backend";
-    else if (!env.has_gpu()) reject = "no CUDA GPU on this runner: " + env.gpu_probe_error;
-    else if (options_.device_index >= static_cast<int>(env.gpus.size())) reject = fmt::format("no GPU {}", options_.device_index);
-    else {
-      device_name = env.gpus[options_.device_index].name;
-      arch = env.gpus[options_.device_index].cuda_arch();
-    }
-  } else if (task.candidate.backend == "hip") {
-    const HipEnvironment& hip = probe_hip_environment();
-    if (hip.gpus.empty()) {
-      reject = hip.probe_error;
-      device_name = "no AMD GPU";
-    } else if (options_.device_index >= static_cast<int>(hip.gpus.size())) {
-      reject = fmt::format("no AMD GPU {}", options_.device_index);
-    } else {
-      device_name = hip.gpus[options_.device_index].name;
-      arch = hip.gpus[options_.device_index].arch;
-    }
-  } else if (task.candidate.backend != "cpu") {
-    reject = fmt::format("backend \"{}\" cannot run on this runner (available: cpu{})", task.candidate.backend,
-                         env.has_gpu() ? ", cuda" : "");
-  }
+  const Target target = resolve_target(task.candidate.backend);
+  const std::string& device_name = target.device_name;
+  const std::string& reject = target.reject;
+  const std::string& arch = target.arch;
   auto base_record = [&](const problems::Shape& s) { return new_eval_record(task, s.id, device_name); };
   std::vector<EvalRecord> out;
   auto emit = [&](EvalRecord r, const problems::Shape& s) {

@@ -120,6 +120,14 @@ class Evaluator {
                           const std::function<void(EvalRecord, const problems::Shape&)>& emit,
                           const std::function<std::string()>& abandon);
   void finish_record(EvalRecord& r, const EvalSettings& settings, const problems::Shape& shape);
+  // Where a backend's candidates run on this runner: the device name for records, the compile
+  // target ("native", "sm_90a", "gfx942"...), or why they cannot run here (reject non-empty).
+  struct Target {
+    std::string device_name;
+    std::string arch;
+    std::string reject;
+  };
+  Target resolve_target(const std::string& backend) const;
   // Correctness seed k of a shape: fresh per (evaluator, task, shape), unknown to the candidate.
   uint64_t shape_seed(const EvalTask& task, const std::string& shape_id, int k) const;
 
