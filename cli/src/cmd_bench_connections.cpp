@@ -198,7 +198,8 @@ int run_bench_connections(const ConnectionsBenchArgs& a) {
   fmt::print("atrex bench connections: idle workers (one blocked XREADGROUP connection each) parked on {} ({}), "
              "maxclients {}, this process may open {} files; queue measured with {} simulated runners on {} "
              "threads, {:.1f} s per point\n",
-             own ? "a private redis-server" : fmt::format("{}:{}", redis.host, redis.port), "appendonly yes",
+             own ? "a private redis-server" : fmt::format("{}:{}", redis.host, redis.port),
+             own ? "appendonly yes" : "its own settings",
              maxclients, fds, a.runners, threads, a.seconds);
   fmt::print("{:>8} {:>8} {:>8} {:>9} {:>9} {:>11} {:>10} {:>12} {:>9} {:>9}\n", "idle", "parked", "refused",
              "clients", "blocked", "RSS KiB/c", "redis RSS", "tasks/s", "p50 ms", "p99 ms");
