@@ -24,6 +24,8 @@ packages=(
   # test and debug helpers; iproute2's `ip netns` makes the multi-host test's hosts
   # (deploy/netns-hosts.sh)
   procps iproute2
+  # openssl makes the certificates of the Redis TLS tests (common/tests/redis_tls_test.cpp)
+  openssl
   # HIP backend (HIP 5.2.3): hipcc compiles .hip candidates (pulls clang-15, lld-15,
   # rocm-device-libs), libamdhip64-dev is the runtime atrex-eval-hip links. No AMD GPU is needed
   # to compile; CI runs only the compile and the "no AMD GPU" paths. 26 packages, 66 MB of .debs

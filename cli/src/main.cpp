@@ -1,4 +1,5 @@
 // atrex — cluster-scale sweeps of kernel-writing agents on the Atrex-Bench suite.
+#include <csignal>
 #include <fmt/format.h>
 
 #include "atrex/common/log.h"
@@ -18,6 +19,9 @@ Result<problems::Suite> load_suite(const GlobalOptions& g) {
 }  // namespace atrex::cli
 
 int main(int argc, char** argv) {
+  // A Redis or TLS peer that closes a connection must be an error of that write (EPIPE, then a
+  // reconnect), not the end of a runner: hiredis writes with write(2) (hiredis README, "SIGPIPE").
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"atrex: runs sweeps of kernel-writing agents on the Atrex-Bench suite and scores them against the "
                "hardware roofline (S_j, S_i, S_agg)."};
   app.require_subcommand(1);

@@ -7,6 +7,7 @@
 #include "atrex/common/redis_result_store.h"
 #include "queue_contract.h"
 #include "redis_server.h"
+#include "tls_server.h"
 
 namespace atrex {
 namespace {
@@ -30,8 +31,26 @@ class RedisQueueFactory final : public QueueFactory {
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(Redis, QueueContractTest, ::testing::Values(std::make_shared<RedisQueueFactory>()),
-                         [](const auto&) { return std::string("Redis"); });
+// The same suite over rediss:// (the in-process TLS relay, redis_tls_test.cpp).
+class TlsRedisQueueFactory final : public QueueFactory {
+ public:
+  std::unique_ptr<TaskQueue> make(const QueueOptions& options, ManualClock&) override {
+    auto& tls = testing::shared_tls_redis();
+    auto o = parse_redis_url(tls.url("tls_ca=" + testing::shared_certificates()("ca.crt")));
+    EXPECT_TRUE(o);
+    auto q = RedisQueue::open(*o, options, unique_prefix());
+    EXPECT_TRUE(q) << q.error().message;
+    return q ? std::move(*q) : nullptr;
+  }
+  void advance(ManualClock& clock, std::chrono::milliseconds d) override {
+    std::this_thread::sleep_for(d + std::chrono::milliseconds(20));
+    clock.advance(d);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Redis, QueueContractTest,
+                         ::testing::Values(std::make_shared<RedisQueueFactory>(), std::make_shared<TlsRedisQueueFactory>()),
+                         [](const auto& param) { return std::string(param.index == 0 ? "Redis" : "RedisTls"); });
 
 TEST(RedisUrl, ParsesUserPasswordHostPortDb) {
   auto o = parse_redis_url("redis://runner:s3cret@redis.example:6380/2");

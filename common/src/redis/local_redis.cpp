@@ -38,6 +38,7 @@ int free_port(const std::string& address) {
 Result<std::unique_ptr<LocalRedisServer>> LocalRedisServer::start(LocalRedisOptions options) {
   std::unique_ptr<LocalRedisServer> s(new LocalRedisServer());
   s->bind_ = options.bind;
+  s->extra_args_ = options.extra_args;
   s->port_ = options.port > 0 ? options.port : free_port(options.bind);
   if (s->port_ == 0) {
     return make_error(ErrorCode::kUnavailable,
@@ -76,6 +77,7 @@ Result<void> LocalRedisServer::spawn() {
                                    "--protected-mode", "no", "--dir", dir_.string(), "--appendonly", "yes",
                                    "--save", "", "--maxmemory-policy", "noeviction", "--logfile",
                                    (dir_ / "redis.log").string()};
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -9,27 +9,55 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "tls_relay.h"
+
 namespace atrex {
 
 Result<RedisOptions> parse_redis_url(std::string_view url) {
-  // redis://[[user]:password@]host[:port][/db]
-  static const std::regex kUrl(R"(^redis://(?:([^:@/]*)(?::([^@/]*))?@)?([^:/@]+)(?::(\d+))?(?:/(\d+))?/?$)");
+  // redis[s]://[[user]:password@]host[:port][/db][?tls_ca=F&tls_cert=F&tls_key=F&tls_insecure=1]
+  static const std::regex kUrl(
+      R"(^(rediss?)://(?:([^:@/]*)(?::([^@/]*))?@)?([^:/@?]+)(?::(\d+))?(?:/(\d+))?/?(?:\?(.*))?$)");
   std::cmatch m;
   const std::string s(url);
   if (!std::regex_match(s.c_str(), m, kUrl)) {
-    return invalid_input(fmt::format("Redis URL \"{}\": expected redis://[[user]:password@]host[:port][/db]", s));
+    return invalid_input(fmt::format(
+        "Redis URL \"{}\": expected redis://[[user]:password@]host[:port][/db] (rediss:// for TLS)", s));
   }
   RedisOptions o;
-  if (m[2].matched) {
-    o.user = m[1].str();
-    o.password = m[2].str();
-  } else if (m[1].matched) {
-    o.password = m[1].str();  // redis://password@host
+  o.tls = m[1].str() == "rediss";
+  if (m[3].matched) {
+    o.user = m[2].str();
+    o.password = m[3].str();
+  } else if (m[2].matched) {
+    o.password = m[2].str();  // redis://password@host
   }
-  o.host = m[3].str();
-  if (m[4].matched) o.port = std::stoi(m[4].str());
-  if (m[5].matched) o.db = std::stoi(m[5].str());
+  o.host = m[4].str();
+  if (m[5].matched) o.port = std::stoi(m[5].str());
+  if (m[6].matched) o.db = std::stoi(m[6].str());
   if (o.port <= 0 || o.port > 65535) return invalid_input(fmt::format("Redis URL \"{}\": port out of range", s));
+  if (m[7].matched && !m[7].str().empty()) {
+    if (!o.tls) return invalid_input(fmt::format("Redis URL \"{}\": query parameters are for rediss:// (TLS) URLs", s));
+    std::string query = m[7].str();
+    for (size_t start = 0; start <= query.size();) {
+      const size_t amp = std::min(query.find('&', start), query.size());
+      const std::string kv = query.substr(start, amp - start);
+      start = amp + 1;
+      if (kv.empty()) continue;
+      const size_t eq = kv.find('=');
+      const std::string key = kv.substr(0, eq), value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+      if (key == "tls_ca") o.tls_ca_file = value;
+      else if (key == "tls_cert") o.tls_cert_file = value;
+      else if (key == "tls_key") o.tls_key_file = value;
+      else if (key == "tls_insecure" && (value == "1" || value == "0")) o.tls_insecure = value == "1";
+      else {
+        return invalid_input(fmt::format("Redis URL \"{}\": unknown parameter \"{}\" (tls_ca, tls_cert, tls_key, "
+                                         "tls_insecure=0|1)", s, kv));
+      }
+    }
+    if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+      return invalid_input(fmt::format("Redis URL \"{}\": tls_cert and tls_key go together", s));
+    }
+  }
   return o;
 }
 
@@ -64,24 +92,31 @@ Result<std::unique_ptr<RedisConnection>> RedisConnection::connect(const RedisOpt
   return c;
 }
 
-RedisConnection::~RedisConnection() {
-  if (ctx_) redisFree(ctx_);
+RedisConnection::RedisConnection(RedisOptions options) : options_(std::move(options)) {}
+
+RedisConnection::~RedisConnection() { drop(); }
+
+void RedisConnection::drop() {
+  if (ctx_) redisFree(ctx_);  // closes hiredis' end of a TLS relay's socketpair
+  ctx_ = nullptr;
+  relay_.reset();
 }
 
 Result<void> RedisConnection::reconnect() {
-  if (ctx_) {
-    redisFree(ctx_);
-    ctx_ = nullptr;
+  drop();
+  if (options_.tls) {
+    ATREX_ASSIGN_OR_RETURN(relay_, TlsRelay::open(options_));
+    ctx_ = redisConnectFd(relay_->take_client_fd());
+  } else {
+    ctx_ = redisConnectWithTimeout(options_.host.c_str(), options_.port, to_timeval(options_.connect_timeout));
   }
-  ctx_ = redisConnectWithTimeout(options_.host.c_str(), options_.port, to_timeval(options_.connect_timeout));
   if (!ctx_ || ctx_->err) {
     std::string why = ctx_ ? ctx_->errstr : "out of memory";
-    if (ctx_) redisFree(ctx_);
-    ctx_ = nullptr;
+    drop();
     return make_error(ErrorCode::kUnavailable, fmt::format("redis {}:{}: {}", options_.host, options_.port, why));
   }
   redisSetTimeout(ctx_, to_timeval(options_.command_timeout));
-  redisEnableKeepAlive(ctx_);
+  if (!options_.tls) redisEnableKeepAlive(ctx_);  // TCP only (the relay keeps its own TCP socket alive)
   auto simple = [&](std::vector<std::string> args) -> Result<void> {
     std::vector<const char*> argv;
     std::vector<size_t> lens;
@@ -132,8 +167,7 @@ Result<RedisValue> RedisConnection::command(const std::vector<std::string>& args
     if (!r) {
       const std::string why = ctx_ && ctx_->errstr[0] ? ctx_->errstr : "connection lost";
       spdlog::warn("redis {}:{}: {} failed ({}); reconnecting", options_.host, options_.port, args[0], why);
-      redisFree(ctx_);
-      ctx_ = nullptr;
+      drop();
       if (attempt >= options_.max_reconnects) {
         return make_error(ErrorCode::kUnavailable, fmt::format("redis {}: {}", args[0], why));
       }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "atrex/common/error.h"
 #include "atrex/common/redis.h"
@@ -18,6 +19,8 @@ struct LocalRedisOptions {
   // The one IPv4 address the server listens on (`--bind`), and its port (0 = a free one there).
   std::string bind = "127.0.0.1";
   int port = 0;
+  // Appended to the command line (e.g. the --tls-* options of a TLS test server).
+  std::vector<std::string> extra_args;
 };
 
 class LocalRedisServer {
@@ -44,6 +47,7 @@ class LocalRedisServer {
   void stop();
   std::string bind_ = "127.0.0.1";
   int port_ = 0;
+  std::vector<std::string> extra_args_;
   pid_t pid_ = 0;
   std::filesystem::path dir_;
 };

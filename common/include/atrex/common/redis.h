@@ -3,8 +3,8 @@
 // trees, reconnection with jittered exponential backoff, AUTH (password or ACL user) and
 // SELECT on every (re)connect. Redis docs: https://redis.io/docs/latest/commands/
 //
-// TLS: hiredis 0.14 (Debian 12) has no TLS support; reach a TLS-only Redis through a local
-// TLS proxy (stunnel) until the Debian hiredis moves to 1.x.
+// TLS: hiredis 0.14 (Debian 12) has no TLS support; a rediss:// URL connects through an
+// in-process OpenSSL relay (tls_relay.h): hiredis speaks plain RESP over a socketpair.
 #pragma once
 
 #include <chrono>
@@ -22,6 +22,8 @@ struct redisContext;
 
 namespace atrex {
 
+class TlsRelay;
+
 struct RedisOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
@@ -31,9 +33,18 @@ struct RedisOptions {
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds command_timeout{10000};
   int max_reconnects = 6;  // attempts per command before giving up (backoff 50 ms .. ~3 s, jittered)
+  // TLS (rediss:// URLs): through an in-process OpenSSL relay (hiredis 0.14 has no TLS).
+  bool tls = false;
+  std::string tls_ca_file;    // PEM CA bundle the server certificate must chain to; empty = the system's
+  std::string tls_cert_file;  // client certificate (PEM) for servers with tls-auth-clients yes
+  std::string tls_key_file;   // its private key (PEM)
+  bool tls_insecure = false;  // skip server certificate and host name verification (tests only)
 };
 
-// redis://[[user]:password@]host[:port][/db]. Errors name the URL and what is wrong.
+// redis://[[user]:password@]host[:port][/db], or rediss://... for TLS with the query
+// parameters tls_ca, tls_cert, tls_key (file paths) and tls_insecure=1, e.g.
+// rediss://:secret@redis.internal:6380/0?tls_ca=/etc/ssl/redis-ca.pem. Errors name the URL and
+// what is wrong (an unknown parameter, a parameter on a redis:// URL).
 Result<RedisOptions> parse_redis_url(std::string_view url);
 
 struct RedisValue {
@@ -61,11 +72,14 @@ class RedisConnection {
                              std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
  private:
-  explicit RedisConnection(RedisOptions options) : options_(std::move(options)) {}
+  explicit RedisConnection(RedisOptions options);  // out of line: TlsRelay is incomplete here
   Result<void> reconnect();
+
+  void drop();  // frees the context and its TLS relay
 
   RedisOptions options_;
   redisContext* ctx_ = nullptr;
+  std::unique_ptr<TlsRelay> relay_;  // rediss:// only
 };
 
 // A fixed set of connections shared by threads; a blocking read holds its own connection so it
