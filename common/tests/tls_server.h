@@ -73,13 +73,28 @@ struct TlsRedis {
   }
 };
 
-// One set of certificates and one TLS server (no client certificates) per test binary.
+// One set of certificates and one TLS server (no client certificates) per test binary, both
+// removed at exit (the server stopped by pid): a server left running keeps ctest's output pipe open
+// and ctest waits for it forever.
 inline Certificates& shared_certificates() {
   static Certificates* certs = new Certificates();
+  static const bool cleanup = [] {
+    std::atexit([] { delete certs; });
+    return true;
+  }();
+  (void)cleanup;
   return *certs;
 }
 inline TlsRedis& shared_tls_redis() {
-  static TlsRedis* server = TlsRedis::start(shared_certificates(), false).release();
+  static TlsRedis* server = [] {
+    auto t = TlsRedis::start(shared_certificates(), false);
+    return t ? t.release() : new TlsRedis();  // the failure is reported; tests then fail to connect
+  }();
+  static const bool cleanup = [] {
+    std::atexit([] { delete server; });
+    return true;
+  }();
+  (void)cleanup;
   return *server;
 }
 
