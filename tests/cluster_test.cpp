@@ -2,7 +2,7 @@
 // killed with SIGKILL mid-sweep loses nothing; cancelled workers are revived by `resume`;
 // every result is counted once; a task whose workers die on every delivery is dead-lettered,
 // reported, and never enqueued again; sweeps submitted with a list of Redis URLs land whole on
-// the instance their id picks and stay there.
+// the instance their id picks and stay there; a sweep runs whole over rediss:// (TLS).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +26,7 @@
 #include "atrex/scheduler/sweep_spec.h"
 #include "redis_server.h"
 #include "sweep_cli.h"
+#include "tls_server.h"
 
 namespace atrex {
 namespace {
@@ -327,6 +328,41 @@ TEST_F(ClusterSweep, SweepsSubmittedToTwoRedisLandWholeOnTheInstanceTheirIdPicks
       EXPECT_EQ(*(at + 1), urls[s.index]) << w.dump();
     }
   }
+}
+
+// A Redis reached only over TLS: `submit`, the workers it starts (given the rediss:// URL with
+// its CA on their command line) and `wait` all verify the server certificate, and the sweep
+// completes with every result counted once. A CA that did not sign the server's certificate is
+// refused at submit (exit code 3, "unavailable") with OpenSSL's reason, before anything starts.
+TEST_F(ClusterSweep, SweepOverTlsCompletesAndAnUntrustedServerIsRefusedAtSubmit) {
+  testing::Certificates certs;
+  ASSERT_TRUE(certs.ok());
+  auto tls = testing::TlsRedis::start(certs, false);
+  ASSERT_TRUE(tls);
+  const std::string file = (dir_ / "fx" / "crash_sweep.yaml").string();
+  auto [brc, bout] = atrex({"sweep", "submit", file, "--redis", tls->url("tls_ca=" + certs("other-ca.crt")), "--out",
+                            (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
+  EXPECT_EQ(brc, 3) << bout;
+  EXPECT_NE(bout.find("certificate verify failed"), std::string::npos) << bout;
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "manifest.json")) << "nothing is submitted";
+
+  const std::string url = tls->url("tls_ca=" + certs("ca.crt"));
+  auto [rc, out] = atrex({"sweep", "submit", file, "--redis", url, "--out", (dir_ / "out").string(), "--runners", "1",
+                          "--agent-workers", "1"});
+  ASSERT_EQ(rc, 0) << out;
+  const Json m = manifest();
+  EXPECT_EQ(m.value("redis_url", ""), url);
+  for (const auto& w : m["workers"]["processes"]) {
+    const auto& args = w["args"];
+    const auto at = std::find(args.begin(), args.end(), Json("--redis"));
+    ASSERT_NE(at, args.end()) << w.dump();
+    EXPECT_EQ(*(at + 1), url) << w.dump();
+  }
+  expect_complete_and_counted_once();
+  // The queues and records are on that server (read back over TLS).
+  auto options = parse_redis_url(url);
+  ASSERT_TRUE(options) << options.error().message;
+  EXPECT_GT(keys_of(*options, m["sweep_id"].get<std::string>()), 2u);
 }
 
 TEST_F(ClusterSweep, RedisListWithAnEmptyOrBadEntryIsRefusedNamingTheFlagAndEntry) {

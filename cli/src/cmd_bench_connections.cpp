@@ -179,6 +179,14 @@ int run_bench_connections(const ConnectionsBenchArgs& a) {
   } else {
     auto o = parse_redis_url(a.redis_url);
     if (!o) return fail(o.error());
+    if (o->tls) {
+      // Thousands of parked TLS sessions would each need a relay thread here: measure the server
+      // through its plain port.
+      return fail(invalid_input(fmt::format("--redis rediss://{}:{}: bench connections parks plain hiredis connections; give "
+                                            "the server's plain redis:// port",
+                                            o->host, o->port))
+                      .value());
+    }
     redis = *o;
   }
   auto admin = RedisConnection::connect(redis);
