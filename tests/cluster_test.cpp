@@ -2,7 +2,8 @@
 // killed with SIGKILL mid-sweep loses nothing; cancelled workers are revived by `resume`;
 // every result is counted once; a task whose workers die on every delivery is dead-lettered,
 // reported, and never enqueued again; sweeps submitted with a list of Redis URLs land whole on
-// the instance their id picks and stay there; a sweep runs whole over rediss:// (TLS).
+// the instance their id picks and stay there; a sweep runs whole over rediss:// (TLS) and as an
+// ACL user limited to the keys atrex:*.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include "atrex/scheduler/redis_shard.h"
 #include "atrex/scheduler/local_sweep.h"
 #include "atrex/scheduler/sweep_spec.h"
+#include "acl_server.h"
 #include "redis_server.h"
 #include "sweep_cli.h"
 #include "tls_server.h"
@@ -363,6 +365,26 @@ TEST_F(ClusterSweep, SweepOverTlsCompletesAndAnUntrustedServerIsRefusedAtSubmit)
   auto options = parse_redis_url(url);
   ASSERT_TRUE(options) << options.error().message;
   EXPECT_GT(keys_of(*options, m["sweep_id"].get<std::string>()), 2u);
+}
+
+// A Redis that requires authentication, reached as the ACL user of acl_server.h (keys atrex:*
+// only, no @dangerous command): every key the sweep, its workers and `wait` touch lies under
+// atrex:, and the password never reaches the manifest's `redis` field or the output.
+TEST_F(ClusterSweep, SweepAsAnAclUserLimitedToAtrexKeysCompletes) {
+  auto& server = testing::shared_acl_redis();
+  ASSERT_TRUE(server.running());
+  const std::string url =
+      testing::url_with(server, std::string(testing::kAclUser) + ":" + testing::kAclPassword);
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url, "--out",
+                          (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find(testing::kAclPassword), std::string::npos) << out;
+  EXPECT_EQ(manifest().value("redis", "").find(testing::kAclPassword), std::string::npos) << manifest().dump();
+  expect_complete_and_counted_once();
+  // KEYS is @dangerous: count them as the default user.
+  auto admin = parse_redis_url(testing::url_with(server, std::string(":") + testing::kDefaultPassword));
+  ASSERT_TRUE(admin);
+  EXPECT_GT(keys_of(*admin, manifest()["sweep_id"].get<std::string>()), 2u);
 }
 
 TEST_F(ClusterSweep, RedisListWithAnEmptyOrBadEntryIsRefusedNamingTheFlagAndEntry) {

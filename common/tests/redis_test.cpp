@@ -5,6 +5,7 @@
 
 #include "atrex/common/redis_queue.h"
 #include "atrex/common/redis_result_store.h"
+#include "acl_server.h"
 #include "queue_contract.h"
 #include "redis_server.h"
 #include "tls_server.h"
@@ -48,9 +49,34 @@ class TlsRedisQueueFactory final : public QueueFactory {
   }
 };
 
+// The same suite as the ACL user of acl_server.h, whose keys are limited to atrex:*: every key a
+// queue command or Lua script touches must lie under the prefix (and be declared to the script).
+class AclUserRedisQueueFactory final : public QueueFactory {
+ public:
+  std::unique_ptr<TaskQueue> make(const QueueOptions& options, ManualClock&) override {
+    auto& server = testing::shared_acl_redis();
+    auto o = parse_redis_url(
+        testing::url_with(server, std::string(testing::kAclUser) + ":" + testing::kAclPassword));
+    EXPECT_TRUE(o);
+    auto q = RedisQueue::open(*o, options, "atrex:" + unique_prefix());
+    EXPECT_TRUE(q) << q.error().message;
+    return q ? std::move(*q) : nullptr;
+  }
+  void advance(ManualClock& clock, std::chrono::milliseconds d) override {
+    std::this_thread::sleep_for(d + std::chrono::milliseconds(20));
+    clock.advance(d);
+  }
+};
+
+std::string redis_factory_name(const ::testing::TestParamInfo<std::shared_ptr<QueueFactory>>& info) {
+  static const char* const kNames[] = {"Redis", "RedisTls", "RedisAclUser"};
+  return kNames[info.index];
+}
+
 INSTANTIATE_TEST_SUITE_P(Redis, QueueContractTest,
-                         ::testing::Values(std::make_shared<RedisQueueFactory>(), std::make_shared<TlsRedisQueueFactory>()),
-                         [](const auto& param) { return std::string(param.index == 0 ? "Redis" : "RedisTls"); });
+                         ::testing::Values(std::make_shared<RedisQueueFactory>(), std::make_shared<TlsRedisQueueFactory>(),
+                                           std::make_shared<AclUserRedisQueueFactory>()),
+                         redis_factory_name);
 
 TEST(RedisUrl, ParsesUserPasswordHostPortDb) {
   auto o = parse_redis_url("redis://runner:s3cret@redis.example:6380/2");
