@@ -38,6 +38,7 @@ TEST(RedisAuth, DefaultUserPasswordAndAclUserAuthenticate) {
   EXPECT_TRUE((*u)->command({"SET", "atrex:auth-test", "1"}));
   auto outside = (*u)->command({"SET", "elsewhere", "1"});
   ASSERT_FALSE(outside);
+  EXPECT_EQ(outside.error().code, ErrorCode::kInvalidInput) << outside.error().message;
   EXPECT_NE(outside.error().message.find("NOPERM"), std::string::npos) << outside.error().message;
   auto flush = (*u)->command({"FLUSHALL"});
   ASSERT_FALSE(flush) << "FLUSHALL is @dangerous";
@@ -62,7 +63,9 @@ TEST(RedisAuth, WrongOrMissingCredentialsAreRefusedWithTheReason) {
   ASSERT_TRUE(anonymous) << anonymous.error().message;  // nothing is sent before the first command
   auto ping = (*anonymous)->command({"PING"});
   ASSERT_FALSE(ping);
+  EXPECT_EQ(ping.error().code, ErrorCode::kInvalidInput) << ping.error().message;
   EXPECT_NE(ping.error().message.find("NOAUTH"), std::string::npos) << ping.error().message;
+  EXPECT_NE(ping.error().message.find("redis://[user]:password@"), std::string::npos) << ping.error().message;
 }
 
 }  // namespace

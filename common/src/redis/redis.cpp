@@ -186,6 +186,12 @@ Result<RedisValue> RedisConnection::command(const std::vector<std::string>& args
         backoff = std::min(backoff * 2, std::chrono::milliseconds(3000));
         continue;
       }
+      if (code == "NOAUTH" || code == "NOPERM") {  // the URL's credentials, not a fault of ours
+        return invalid_input(fmt::format("redis {} {}:{}: {}{}", args[0], options_.host, options_.port, v.str,
+                                         code == "NOAUTH" ? " (give the password in the URL: "
+                                                            "redis://[user]:password@host[:port])"
+                                                          : ""));
+      }
       return make_error(transient ? ErrorCode::kUnavailable : ErrorCode::kInternal,
                         fmt::format("redis {}: {}", args[0], v.str));
     }
