@@ -1,5 +1,6 @@
 // Cluster sweeps end to end through a real redis-server and the local launcher: a runner
-// killed with SIGKILL mid-sweep loses nothing; cancelled workers are revived by `resume`;
+// killed with SIGKILL mid-sweep loses nothing; nor does a Redis restarted mid-sweep (AOF), nor a
+// `sweep wait` SIGKILLed and followed by `resume`; cancelled workers are revived by `resume`;
 // every result is counted once; a task whose workers die on every delivery is dead-lettered,
 // reported, and never enqueued again; sweeps submitted with a list of Redis URLs land whole on
 // the instance their id picks and stay there; a sweep runs whole over rediss:// (TLS) and as an
@@ -116,6 +117,59 @@ TEST_F(ClusterSweep, CancelledSweepResumesAndCompletes) {
   EXPECT_EQ(manifest()["status"], "cancelled");
   auto resumed = atrex({"sweep", "resume", (dir_ / "out").string()});
   ASSERT_EQ(resumed.first, 0) << resumed.second;
+  expect_complete_and_counted_once();
+}
+
+// Redis restarted mid-sweep (SIGTERM: it writes its AOF and exits; then the same port, folder and
+// AOF): the workers reconnect with backoff, their blocked reads and leases carry on, and the sweep
+// completes with every result counted once.
+TEST_F(ClusterSweep, RedisRestartedMidSweepLosesNothing) {
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
+                          (dir_ / "out").string(), "--runners", "2", "--agent-workers", "1", "--lease-timeout", "6"});
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_TRUE(poll([](const Json& s) { return s["eval_queue"]["enqueued_total"].get<int>() > 0; }, 60));
+  const int enqueued_before = status()["eval_queue"]["enqueued_total"].get<int>();
+  redis_.restart();
+  ASSERT_TRUE(redis_.running());
+  // What was enqueued before the restart is still there (the AOF was replayed).
+  EXPECT_GE(status()["eval_queue"]["enqueued_total"].get<int>(), enqueued_before);
+  expect_complete_and_counted_once();
+  // `wait` sent SIGTERM: the reconnected workers see it and exit.
+  EXPECT_TRUE(poll([](const Json& s) { return s["workers_alive"].get<int>() == 0; }, 30));
+  // The restart did cut the workers off (else this test shows nothing).
+  bool reconnected = false;
+  for (const auto& e : fs::directory_iterator(dir_ / "out" / "logs")) {
+    reconnected = reconnected || read_text(e.path()).find("reconnecting") != std::string::npos;
+  }
+  EXPECT_TRUE(reconnected) << "no worker log mentions a reconnect";
+}
+
+// The scheduler side killed mid-sweep: `atrex sweep wait` SIGKILLed while the workers run. The
+// manifest on disk and the queues in Redis hold everything; `resume` reconciles (re-enqueues
+// what is neither done, dead nor in flight; starts no worker that is still alive) and a new
+// `wait` completes the sweep with every result counted once.
+TEST_F(ClusterSweep, SchedulerKilledMidSweepResumesAndCompletes) {
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
+                          (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
+  ASSERT_EQ(rc, 0) << out;
+  const pid_t waiter = ::fork();
+  ASSERT_GE(waiter, 0);
+  if (waiter == 0) {
+    ::setenv("ATREX_CACHE_DIR", cli().cache_dir().c_str(), 1);
+    const std::string bin = std::string(ATREX_TEST_BIN_DIR) + "/atrex";
+    const std::string dir = (dir_ / "out").string();
+    ::execl(bin.c_str(), bin.c_str(), "sweep", "wait", dir.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_TRUE(poll([](const Json& s) { return s["eval_queue"]["enqueued_total"].get<int>() > 0; }, 60));
+  ASSERT_EQ(::kill(waiter, SIGKILL), 0);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(waiter, &wstatus, 0), waiter);
+  ASSERT_TRUE(WIFSIGNALED(wstatus)) << "the scheduler finished before it could be killed";
+  const size_t workers_before = manifest()["workers"]["processes"].size();
+  auto resumed = atrex({"sweep", "resume", (dir_ / "out").string()});
+  ASSERT_EQ(resumed.first, 0) << resumed.second;
+  EXPECT_EQ(manifest()["workers"]["processes"].size(), workers_before) << "the live workers were not doubled";
   expect_complete_and_counted_once();
 }
 

@@ -1,5 +1,6 @@
 #include "atrex/runner/runner_loop.h"
 
+#include <optional>
 #include <thread>
 
 #include "atrex/common/heartbeat.h"
@@ -87,13 +88,21 @@ Result<bool> RunnerLoop::run_once() {
   std::vector<std::unique_ptr<Claimed>> fetched;
   std::thread ahead;
   if (options_.prefetch > 0) ahead = std::thread([&] { compile_ahead(fetched); });
+  // A record the store could not take (Redis down past the connection's reconnects) must not be
+  // acked away: the task is given back instead, and its next delivery writes what is missing
+  // (first write per key wins, so the records that did land are not counted twice).
+  std::optional<Error> lost;
   auto records = evaluator_.evaluate(task, [&](const EvalRecord& r) {
     Json record = to_json(r);
     record["runner"] = options_.consumer;  // whichever evaluator it shares, the record names this runner
     auto put = results_.put(record_key(r.task_id, r.shape_id), record);
     if (put && *put) ++stats_.records_written;
     if (put && !*put) ++stats_.duplicate_records;
+    if (!put && !lost) lost = put.error();
   });
+  if (records && lost) {
+    records = tl::make_unexpected(with_context(*lost, "writing a record"));
+  }
   if (ahead.joinable()) ahead.join();
   for (auto& c : fetched) ahead_.push_back(std::move(c));
   current->heartbeat.reset();

@@ -1,8 +1,10 @@
-// The runner loop's compile ahead (runner_loop.h): while one task is evaluated, the next is
-// claimed and its candidate compiled into the cache; a loop that stops gives back what it
-// claimed ahead. cpu backend, real evaluation children, the in-process queue.
+// The runner loop (runner_loop.h): while one task is evaluated, the next is claimed and its
+// candidate compiled into the cache; a loop that stops gives back what it claimed ahead; a task
+// whose record the store could not take is given back, not acked. cpu backend, real evaluation
+// children, the in-process queue.
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -16,6 +18,25 @@
 namespace atrex::runner {
 namespace {
 namespace fs = std::filesystem;
+
+// A result store that refuses writes (as the Redis one does when the server stays away past the
+// connection's reconnects) until `available` is set.
+class FlakyResultStore final : public ResultStore {
+ public:
+  std::atomic<bool> available{false};
+  Result<bool> put(const std::string& key, const Json& record) override {
+    if (!available) return make_error(ErrorCode::kUnavailable, "redis SET: Connection refused");
+    return inner_.put(key, record);
+  }
+  Result<std::optional<Json>> get(const std::string& key) override { return inner_.get(key); }
+  Result<std::optional<Json>> wait(const std::string& key, std::chrono::milliseconds timeout) override {
+    return inner_.wait(key, timeout);
+  }
+  Result<std::vector<Json>> all() override { return inner_.all(); }
+
+ private:
+  MemoryResultStore inner_;
+};
 
 class RunnerLoopTest : public ::testing::Test {
  protected:
@@ -127,6 +148,32 @@ TEST_F(RunnerLoopTest, StoppedLoopGivesBackTheTaskItClaimedAhead) {
   auto body = eval_task_from_json(other->front().body, "b");
   ASSERT_TRUE(body);
   EXPECT_EQ(body->task_id, b.task_id);
+}
+
+// A record the store could not take is not acked away with its task: the task goes back to the
+// queue (one delivery used), and the next delivery, with the store back, writes the record.
+TEST_F(RunnerLoopTest, TaskWhoseRecordCouldNotBeWrittenIsGivenBackNotAcked) {
+  const EvalTask a = task("a");
+  ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(a)));
+  FlakyResultStore store;
+  RunnerLoopOptions o{kEvalStream, "runner-t"};
+  o.poll_block = std::chrono::milliseconds(50);
+  o.prefetch = 0;
+  RunnerLoop loop(queue_, store, *evaluator_, o);
+  auto first = loop.run_once();
+  ASSERT_TRUE(first && *first);
+  EXPECT_EQ(loop.stats().tasks_done.load(), 0);
+  EXPECT_EQ(loop.stats().tasks_failed.load(), 1);
+  auto s = queue_.stats(kEvalStream);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->acked_total, 0) << "acked without its record";
+  store.available = true;
+  auto second = loop.run_once();
+  ASSERT_TRUE(second && *second);
+  EXPECT_EQ(loop.stats().tasks_done.load(), 1);
+  auto rec = store.get(record_key(a.task_id, "15"));
+  ASSERT_TRUE(rec && *rec) << "the redelivered task wrote its record";
+  EXPECT_EQ((**rec)["status"], "ok") << (**rec).dump();
 }
 
 }  // namespace
