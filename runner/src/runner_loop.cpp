@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "atrex/common/heartbeat.h"
+#include "atrex/common/metrics.h"
 
 #include <spdlog/spdlog.h>
 
@@ -38,7 +39,9 @@ std::unique_ptr<RunnerLoop::Claimed> RunnerLoop::claim_one(std::chrono::millisec
   if (leases->empty()) return nullptr;
   auto c = std::make_unique<Claimed>();
   c->lease = std::move(leases->front());
-  c->heartbeat = std::make_unique<LeaseHeartbeat>(queue_, c->lease, options_.heartbeat);
+  std::function<void(bool)> on_renew;
+  if (auto* m = options_.metrics) on_renew = [m](bool renewed) { m->count_renewal(renewed); };
+  c->heartbeat = std::make_unique<LeaseHeartbeat>(queue_, c->lease, options_.heartbeat, std::move(on_renew));
   c->task = eval_task_from_json(c->lease.body, "eval task " + c->lease.message_id);
   return c;
 }
@@ -56,7 +59,10 @@ void RunnerLoop::compile_ahead(std::vector<std::unique_ptr<Claimed>>& out) {
     }
     if (c->task) {
       auto compiled = evaluator_.precompile(*c->task);
-      if (compiled && *compiled) ++stats_.compiled_ahead;
+      if (compiled && *compiled) {
+        ++stats_.compiled_ahead;
+        if (options_.metrics) options_.metrics->compiled_ahead.Increment();
+      }
       if (!compiled) spdlog::warn("task {}: compiling ahead: {}", c->task->task_id, compiled.error().message);
     }
     out.push_back(std::move(c));
@@ -79,6 +85,7 @@ Result<bool> RunnerLoop::run_once() {
     current->heartbeat.reset();
     (void)queue_.release(current->lease, current->task.error().message);
     ++stats_.tasks_failed;
+    if (options_.metrics) options_.metrics->count_task("invalid");
     return true;
   }
   const EvalTask& task = *current->task;
@@ -87,13 +94,26 @@ Result<bool> RunnerLoop::run_once() {
   std::vector<std::unique_ptr<Claimed>> fetched;
   std::thread ahead;
   if (options_.prefetch > 0) ahead = std::thread([&] { compile_ahead(fetched); });
+  metrics::RunnerMetrics* m = options_.metrics;
+  if (m) m->busy.Set(1);
+  const auto t0 = std::chrono::steady_clock::now();
   auto records = evaluator_.evaluate(task, [&](const EvalRecord& r) {
     Json record = to_json(r);
     record["runner"] = options_.consumer;  // whichever evaluator it shares, the record names this runner
     auto put = results_.put(record_key(r.task_id, r.shape_id), record);
-    if (put && *put) ++stats_.records_written;
-    if (put && !*put) ++stats_.duplicate_records;
+    if (put && *put) {
+      ++stats_.records_written;
+      if (m) m->count_evaluation(task.operator_name, record.value("status", "crashed"));
+    }
+    if (put && !*put) {
+      ++stats_.duplicate_records;
+      if (m) m->duplicate_records.Increment();
+    }
   });
+  if (m) {
+    m->evaluation_duration.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    m->busy.Set(0);
+  }
   if (ahead.joinable()) ahead.join();
   for (auto& c : fetched) ahead_.push_back(std::move(c));
   current->heartbeat.reset();
@@ -105,10 +125,12 @@ Result<bool> RunnerLoop::run_once() {
     }
     (void)queue_.release(current->lease, records.error().message);
     ++stats_.tasks_failed;
+    if (m) m->count_task("released");
     return true;
   }
   (void)queue_.ack(current->lease);
   ++stats_.tasks_done;
+  if (m) m->count_task("done");
   return true;
 }
 
