@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -52,7 +53,7 @@ class SweepMetrics : public ::testing::Test {
   static double scraped(const std::pair<std::string, int>& target, const std::string& series) {
     auto body = testing::http_get(target.first, target.second, "/metrics");
     if (!body) return -1;
-    return testing::sample_value(*body, series).value_or(0);
+    return testing::sample_value(*body, series).value_or(-2);  // -2: no such series
   }
 
   testing::RedisServer redis_;
@@ -62,26 +63,67 @@ class SweepMetrics : public ::testing::Test {
 TEST_F(SweepMetrics, WorkersServeMetricsAndTheirTargetFilesLiveAsLongAsThey) {
   auto [rc, out] = submit({"--metrics", "127.0.0.1:0"});
   ASSERT_EQ(rc, 0) << out;
+  // `sweep wait` follows the sweep meanwhile, serving the sweep's gauges.
+  std::pair<int, std::string> waited{-3, ""};
+  std::thread wait([&] {
+    waited = cli()({"sweep", "wait", (dir_ / "out").string(), "--timeout", "300", "--metrics-listen", "127.0.0.1:0"},
+                   350);
+  });
   const fs::path targets = dir_ / "out" / "metrics" / "targets";
-  std::optional<std::pair<std::string, int>> runner, agent;
-  ASSERT_TRUE(testing::poll_until([&] { return (runner = target_of(targets / "runner-0.json")).has_value(); }, 60));
-  ASSERT_TRUE(testing::poll_until([&] { return (agent = target_of(targets / "agent-worker-0.json")).has_value(); }, 60));
-  auto j = read_json_file(targets / "runner-0.json");
-  EXPECT_EQ((*j)[0]["labels"]["sweep"], "crash-sweep");
-  EXPECT_EQ((*j)[0]["labels"]["role"], "runner");
-  // The counters move as the sweep runs: the crash fixture's segfaulting candidate is `crashed`.
-  EXPECT_TRUE(testing::poll_until(
-      [&] { return scraped(*runner, R"(atrex_runner_evaluations_total{operator="rms_norm",status="crashed"})") > 0; },
-      120));
-  EXPECT_TRUE(testing::poll_until(
-      [&] { return scraped(*agent, R"(atrex_agent_candidates_total{agent="fixture"})") > 0; }, 60));
-  auto [wrc, wout] = cli()({"sweep", "wait", (dir_ / "out").string(), "--timeout", "300", "--metrics-listen",
-                            "127.0.0.1:0"}, 350);
-  ASSERT_EQ(wrc, 0) << wout;
-  EXPECT_NE(wout.find("metrics at http://127.0.0.1:"), std::string::npos) << wout;
+  std::optional<std::pair<std::string, int>> runner, agent, follower;
+  EXPECT_TRUE(testing::poll_until([&] { return (runner = target_of(targets / "runner-0.json")).has_value(); }, 60));
+  EXPECT_TRUE(testing::poll_until([&] { return (agent = target_of(targets / "agent-worker-0.json")).has_value(); }, 60));
+  EXPECT_TRUE(testing::poll_until([&] { return (follower = target_of(targets / "sweep-wait.json")).has_value(); }, 60));
+  if (runner && agent && follower) {
+    auto j = read_json_file(targets / "runner-0.json");
+    EXPECT_EQ((*j)[0]["labels"]["sweep"], "crash-sweep");
+    EXPECT_EQ((*j)[0]["labels"]["role"], "runner");
+    // One (agent, operator) planned; the eval queue's gauges exist while wait follows the sweep.
+    EXPECT_TRUE(testing::poll_until(
+        [&] {
+          return scraped(*follower, "atrex_sweep_operators_planned") == 1 &&
+                 scraped(*follower, R"(atrex_sweep_queue_tasks{queue="eval",state="dead"})") == 0;
+        },
+        60));
+    // The counters move as the sweep runs: the crash fixture's segfaulting candidate is `crashed`.
+    EXPECT_TRUE(testing::poll_until(
+        [&] { return scraped(*runner, R"(atrex_runner_evaluations_total{operator="rms_norm",status="crashed"})") > 0; },
+        120));
+    EXPECT_TRUE(testing::poll_until(
+        [&] { return scraped(*agent, R"(atrex_agent_candidates_total{agent="fixture"})") > 0; }, 60));
+  }
+  wait.join();
+  ASSERT_EQ(waited.first, 0) << waited.second;
+  EXPECT_NE(waited.second.find("metrics at http://127.0.0.1:"), std::string::npos) << waited.second;
   // `wait` stopped the workers (SIGTERM): a clean exit removes each target file, as does wait's own.
   EXPECT_TRUE(testing::poll_until([&] { return fs::exists(targets) && fs::is_empty(targets); }, 60))
       << "target files left behind in " << targets;
+}
+
+// `atrex sweep run --metrics-listen`: the in-process runner, agent worker and the sweep share
+// one endpoint, announced in <results>/metrics/targets/sweep-run.json while the sweep runs.
+TEST_F(SweepMetrics, LocalSweepServesRunnerAgentAndSweepMetricsWhileItRuns) {
+  std::pair<int, std::string> ran{-3, ""};
+  std::thread run([&] {
+    ran = cli()({"sweep", "run", (dir_ / "fx" / "crash_sweep.yaml").string(), "--out", (dir_ / "local").string(),
+                 "--metrics-listen", "127.0.0.1:0"},
+                300);
+  });
+  const fs::path file = dir_ / "local" / "metrics" / "targets" / "sweep-run.json";
+  std::optional<std::pair<std::string, int>> t;
+  EXPECT_TRUE(testing::poll_until([&] { return (t = target_of(file)).has_value(); }, 60)) << file;
+  if (t) {
+    EXPECT_TRUE(testing::poll_until(
+        [&] {
+          return scraped(*t, "atrex_sweep_operators_planned") == 1 &&
+                 scraped(*t, R"(atrex_runner_evaluations_total{operator="rms_norm",status="crashed"})") > 0 &&
+                 scraped(*t, R"(atrex_agent_candidates_total{agent="fixture"})") > 0;
+        },
+        120));
+  }
+  run.join();
+  EXPECT_EQ(ran.first, 0) << ran.second;
+  EXPECT_FALSE(fs::exists(file)) << "sweep run left its target file";
 }
 
 TEST_F(SweepMetrics, UnparseableListenAddressIsBadInputNamingTheFlagAndValue) {

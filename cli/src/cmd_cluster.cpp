@@ -145,8 +145,11 @@ int wait(const GlobalOptions& g, const std::string& dir, int timeout_s, const st
   if (*listen) {
     auto m = read_json_file(std::filesystem::path(dir) / "manifest.json");
     if (!m) return fail(with_context(m.error(), "not a sweep results folder"));
-    auto e = metrics::start_exposition(**listen, scheduler::metrics_targets_dir(dir), m->value("name", ""), "sweep",
-                                       "sweep-wait");
+    // The workers' target folder: the results folder's, or the site's shared one (cluster.metrics_targets).
+    const std::string shared = m->value("cluster", Json::object()).value("metrics_targets", "");
+    auto e = metrics::start_exposition(**listen, shared.empty() ? scheduler::metrics_targets_dir(dir) : std::filesystem::path(shared),
+                                       m->value("name", ""), "sweep", "sweep-wait",
+                                       shared.empty() ? "sweep-wait" : m->value("sweep_id", "") + "-sweep-wait");
     if (!e) return fail(e.error());
     exposition = std::move(*e);
     sm.emplace(*exposition->registry);
