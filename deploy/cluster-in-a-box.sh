@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # A cluster in a box on localhost, for tests and demos: munge + slurmctld + slurmd forming a
 # single-node Slurm (partitions `cpu` and `gpu`; the node advertises fake GPUs as gres) and a
-# redis-server (appendonly yes, maxmemory-policy noeviction) for cluster sweeps.
+# redis-server (appendonly yes, maxmemory-policy noeviction) for cluster sweeps, and a Prometheus
+# (loopback only, 1 s scrape interval) that discovers atrex workers through file_sd target files
+# in $ATREX_CLUSTER_DIR/prometheus/targets/ (`atrex sweep submit --metrics 127.0.0.1:0
+# --metrics-targets <that folder>`) and loads the recording/alert rules of dashboards/rules.yml.
 #
 #   deploy/cluster-in-a-box.sh start    start what is not running (idempotent); needs root
 #   deploy/cluster-in-a-box.sh stop     cancel the box's jobs, stop the daemons by pid
@@ -13,7 +16,8 @@
 # slurmctld (squeue/scontrol), so `sacct` reports "accounting storage is disabled" here.
 # Settings (environment): ATREX_CLUSTER_DIR, ATREX_CLUSTER_REDIS_PORT (16379),
 # ATREX_CLUSTER_SLURMCTLD_PORT (16817), ATREX_CLUSTER_SLURMD_PORT (16818),
-# ATREX_CLUSTER_CPUS (CPU slots the node advertises, 16), ATREX_CLUSTER_GPUS (fake GPUs, 2).
+# ATREX_CLUSTER_CPUS (CPU slots the node advertises, 16), ATREX_CLUSTER_GPUS (fake GPUs, 2),
+# ATREX_CLUSTER_PROMETHEUS_PORT (19090).
 # The ports differ from the Slurm/Redis defaults so the box does not clash with real ones.
 #
 # Facts this relies on (Slurm 22.05 / munge 0.5 on Debian 12, as root, no systemd):
@@ -29,10 +33,13 @@ CTLD_PORT=${ATREX_CLUSTER_SLURMCTLD_PORT:-16817}
 SLURMD_PORT=${ATREX_CLUSTER_SLURMD_PORT:-16818}
 CPUS=${ATREX_CLUSTER_CPUS:-16}
 GPUS=${ATREX_CLUSTER_GPUS:-2}
+PROM_PORT=${ATREX_CLUSTER_PROMETHEUS_PORT:-19090}
+PROM_URL=http://127.0.0.1:$PROM_PORT
+RULES_FILE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/dashboards/rules.yml
 SLURM_CONF_FILE=$DIR/slurm/slurm.conf
 MUNGE_SOCKET=$DIR/munge/run/munge.socket.2
 REDIS_URL=redis://127.0.0.1:$REDIS_PORT
-DAEMONS=(munged slurmctld slurmd redis-server)  # start order; stop goes in reverse
+DAEMONS=(munged slurmctld slurmd redis-server prometheus)  # start order; stop goes in reverse
 
 die() { echo "cluster-in-a-box: error: $*" >&2; exit 1; }
 say() { echo "cluster-in-a-box: $*"; }
@@ -65,7 +72,8 @@ wait_for() {
 
 need_commands() {
   local missing=()
-  for c in munged munge unmunge slurmctld slurmd sinfo scontrol squeue scancel redis-server redis-cli mknod; do
+  for c in munged munge unmunge slurmctld slurmd sinfo scontrol squeue scancel redis-server redis-cli mknod \
+    prometheus promtool curl; do
     command -v "$c" >/dev/null 2>&1 || missing+=("$c")
   done
   [ "${#missing[@]}" -eq 0 ] || die "missing commands: ${missing[*]} (run deploy/install-deps.sh)"
@@ -191,10 +199,42 @@ start_redis() {
   say "redis-server started (pid $(running_pid redis-server)) at $REDIS_URL"
 }
 
+write_prometheus_config() {
+  write_if_changed "$DIR/prometheus/prometheus.yml" prometheus <<EOF
+# Written by deploy/cluster-in-a-box.sh; regenerated on start.
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $RULES_FILE
+scrape_configs:
+  - job_name: atrex
+    file_sd_configs:
+      - files: ['$DIR/prometheus/targets/*.json']
+        refresh_interval: 2s
+EOF
+}
+
+# Prometheus does not daemonize: it runs in a session of its own with every descriptor
+# redirected (a test harness's output pipe held open would never reach EOF), pid file by us.
+start_prometheus() {
+  local pid
+  if pid=$(running_pid prometheus); then say "prometheus already running (pid $pid)"; return; fi
+  promtool check config "$DIR/prometheus/prometheus.yml" >"$DIR/log/promtool.log" 2>&1 ||
+    die "$DIR/prometheus/prometheus.yml is not valid; see $DIR/log/promtool.log"
+  setsid prometheus --config.file="$DIR/prometheus/prometheus.yml" --storage.tsdb.path="$DIR/prometheus/data" \
+    --web.listen-address="127.0.0.1:$PROM_PORT" --storage.tsdb.retention.time=2d \
+    </dev/null >>"$DIR/log/prometheus.log" 2>&1 &
+  echo $! >"$DIR/pids/prometheus.pid"
+  wait_for prometheus 30 "$DIR/log/prometheus.log" curl -sf "$PROM_URL/-/ready"
+  say "prometheus started (pid $(running_pid prometheus)) at $PROM_URL; targets from $DIR/prometheus/targets/"
+}
+
 cmd_start() {
   [ "$(id -u)" -eq 0 ] || die "start needs root (slurmd runs jobs as their users; munged and slurmd run as root here)"
   need_commands
-  mkdir -p "$DIR"/{pids,log,munge/etc,munge/run,munge/lib,slurm/state,slurm/spool,fakedev,redis}
+  mkdir -p "$DIR"/{pids,log,munge/etc,munge/run,munge/lib,slurm/state,slurm/spool,fakedev,redis,prometheus/targets}
   chmod 755 "$DIR" "$DIR/munge" "$DIR/munge/run"
   chmod 700 "$DIR/munge/etc" "$DIR/munge/lib"
   for ((i = 0; i < GPUS; i++)); do
@@ -204,7 +244,9 @@ cmd_start() {
   start_munge
   start_slurm
   start_redis
-  say "up: partitions cpu (default) and gpu on node localhost ($CPUS CPU slots, $GPUS fake GPUs); Redis $REDIS_URL"
+  write_prometheus_config
+  start_prometheus
+  say "up: partitions cpu (default) and gpu on node localhost ($CPUS CPU slots, $GPUS fake GPUs); Redis $REDIS_URL; Prometheus $PROM_URL"
   say "use it from a shell with: eval \"\$($0 env)\""
 }
 
@@ -260,6 +302,9 @@ cmd_status() {
       "appendonly $(redis-cli -p "$REDIS_PORT" config get appendonly | tail -n 1)," \
       "maxmemory-policy $(redis-cli -p "$REDIS_PORT" config get maxmemory-policy | tail -n 1)"
   fi
+  if running_pid prometheus >/dev/null; then
+    echo "  prometheus $PROM_URL: $(curl -s "$PROM_URL/-/ready" 2>&1 | head -n 1); targets from $DIR/prometheus/targets/"
+  fi
   [ "$all" -eq 0 ] || echo "not (fully) running: start it with $0 start"
   return "$all"
 }
@@ -268,6 +313,8 @@ cmd_env() {
   echo "export ATREX_CLUSTER_DIR=$DIR"
   echo "export SLURM_CONF=$SLURM_CONF_FILE"
   echo "export ATREX_REDIS_URL=$REDIS_URL"
+  echo "export ATREX_PROMETHEUS_URL=$PROM_URL"
+  echo "export ATREX_PROMETHEUS_TARGETS=$DIR/prometheus/targets"
 }
 
 case "${1:-}" in

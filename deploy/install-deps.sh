@@ -17,10 +17,15 @@ packages=(
   # libraries (docs/architecture.md / docs/architecture.md "Dependencies")
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev libexpected-dev
   libdlpack-dev libssl-dev libgtest-dev libgmock-dev libhiredis-dev
+  # prometheus-cpp 1.0.1: the metric registry (core) and the /metrics endpoint (pull)
+  prometheus-cpp-dev
   # servers the tests start on loopback
   redis-server redis-tools
   # single-node Slurm 22.05 for cluster-in-a-box (no accounting daemon: sacct is optional)
   munge slurm-wlm slurmctld slurmd slurm-client
+  # Prometheus 2.42 (with promtool) for the cluster in a box and the metrics tests (rules are
+  # checked with promtool; a sweep's metrics are queried from a real server); curl for its probes
+  prometheus curl
   # test and debug helpers; iproute2's `ip netns` makes the multi-host test's hosts
   # (deploy/netns-hosts.sh)
   procps iproute2

@@ -6,11 +6,13 @@
 // ATREX_SKIP_SLURM_TESTS=1.
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
 
 #include "atrex/common/json_io.h"
 #include "atrex/runner/subprocess.h"
+#include "http_get.h"
 #include "redis_server.h"
 #include "sweep_cli.h"
 
@@ -207,6 +209,46 @@ TEST(SlurmSweepInput, BadClusterSectionIsExitCode2NamingTheField) {
     EXPECT_NE(r->output_tail.find(field), std::string::npos) << section << ": " << r->output_tail;
   }
   fs::remove_all(dir);
+}
+
+// A sweep's cluster.metrics reaches Slurm-started workers (through the manifest, like prefetch):
+// each runner and agent worker of the arrays serves /metrics and announces itself in a file_sd
+// target file; the runner's endpoint counts the sweep's evaluations; `wait` stops the jobs and
+// the workers' clean exits remove their files.
+TEST_F(SlurmSweep, WorkersOfSlurmArraysServeMetricsAndAnnounceThemselves) {
+  auto [rc, out] = submit(dir_ / "fx" / "crash_sweep.yaml", {"--launcher", "slurm", "--runners", "1", "--agent-workers",
+                                                            "1", "--cpu-partition", "cpu", "--metrics", "127.0.0.1:0"});
+  ASSERT_EQ(rc, 0) << out;
+  const fs::path targets = dir_ / "out" / "metrics" / "targets";
+  std::string runner_target;
+  std::set<std::string> roles;
+  ASSERT_TRUE(poll(
+      [&] {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(targets, ec)) {
+          auto j = read_json_file(e.path());
+          if (!j || !j->is_array() || j->empty()) continue;
+          const std::string role = (*j)[0]["labels"].value("role", "");
+          roles.insert(role);
+          if (role == "runner") runner_target = (*j)[0]["targets"][0].get<std::string>();
+        }
+        return roles.count("runner") && roles.count("agent-worker");
+      },
+      90))
+      << "roles seen: " << roles.size();
+  const auto colon = runner_target.rfind(':');
+  const std::string host = runner_target.substr(0, colon);
+  const int port = std::stoi(runner_target.substr(colon + 1));
+  EXPECT_TRUE(poll(
+      [&] {
+        auto body = testing::http_get(host, port, "/metrics");
+        return body && body->find("atrex_runner_evaluations_total{operator=\"rms_norm\"") != std::string::npos;
+      },
+      180))
+      << "no evaluation counted at " << runner_target;
+  expect_complete_and_counted_once();
+  expect_workers_gone();
+  EXPECT_TRUE(poll([&] { return fs::is_empty(targets); }, 60)) << "target files left in " << targets;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "atrex/common/heartbeat.h"
+#include "atrex/common/metrics.h"
 
 namespace atrex::agent {
 
@@ -110,11 +111,19 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
   ATREX_ASSIGN_OR_RETURN(const TemplateCatalog* catalog, catalog_for(task.agent));
   auto provider = make_search_provider(*catalog);
   QueueEvalFn eval(queue_, results_, "eval", 3, stop);
-  ATREX_ASSIGN_OR_RETURN(GenerationResult gen, run_generation(task, *provider, eval, *audit));
+  metrics::AgentMetrics* m = options_.metrics;
+  // Every evaluation a generation asks for is the quick evaluation of a newly proposed candidate.
+  const EvalFn quick = [&](const EvalTask& t) {
+    if (m) m->candidates.Add({{"agent", task.agent.name}}).Increment();
+    return eval(t);
+  };
+  ATREX_ASSIGN_OR_RETURN(GenerationResult gen, run_generation(task, *provider, quick, *audit));
+  if (m) m->best_score.Add({{"agent", task.agent.name}, {"operator", task.op}}).Set(gen.next.best.score);
   if (gen.end == GenerationEnd::kDropout) {
     spdlog::info("[{} {}] dropout after generation {}: a fresh sub-agent continues from S = {:.4f}", task.agent.name,
                  task.op, task.generation, gen.next.best.score);
     ATREX_TRY(queue_.enqueue(kAgentStream, to_json(gen.next)));
+    if (m) m->tasks.Add({{"agent", task.agent.name}, {"status", "dropout"}}).Increment();
     return ok();
   }
   Json marker{{"schema", kFinalSchema}, {"agent", task.agent.name}, {"operator", task.op},
@@ -132,6 +141,7 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
     return tl::unexpected(final_records.error());
   }
   ATREX_TRY(results_.put(final_key(task.agent.name, task.op), marker));
+  if (m) m->tasks.Add({{"agent", task.agent.name}, {"status", "done"}}).Increment();
   return ok();
 }
 
@@ -140,8 +150,12 @@ Result<bool> AgentWorker::run_once(const std::atomic<bool>* stop) {
   if (leases.empty()) return false;
   const Lease& lease = leases.front();
   auto task = agent_task_from_json(lease.body, "agent task " + lease.message_id);
+  auto count = [&](const std::string& agent, const char* status) {
+    if (options_.metrics) options_.metrics->tasks.Add({{"agent", agent}, {"status", status}}).Increment();
+  };
   if (!task) {
     (void)queue_.release(lease, task.error().message);
+    count("", "released");
     return tl::unexpected(task.error());
   }
   Result<void> handled;
@@ -158,9 +172,11 @@ Result<bool> AgentWorker::run_once(const std::atomic<bool>* stop) {
                              Json{{"schema", kFinalSchema}, {"agent", task->agent.name}, {"operator", task->op},
                                   {"status", "error"}, {"error", handled.error().message}}));
       (void)queue_.ack(lease);
+      count(task->agent.name, "error");
       return tl::unexpected(handled.error());
     }
     (void)queue_.release(lease, handled.error().message);
+    count(task->agent.name, "released");
     return tl::unexpected(handled.error());
   }
   (void)queue_.ack(lease);

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "atrex/common/error.h"
+#include "atrex/common/metrics_server.h"
 #include "atrex/problems/hardware.h"
 #include "atrex/problems/operator.h"
 #include "atrex/problems/suite.h"
@@ -46,6 +48,10 @@ Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, con
 // cpu backend this host's measured profile).
 Result<problems::HardwareProfile> hardware_for(const std::string& name, const std::string& backend,
                                                const problems::Suite& suite);
+
+// `--metrics-listen ADDR:PORT` on a long-lived command (empty: none). Bad values are kInvalidInput
+// naming the flag and the value (exit code 2).
+Result<std::optional<metrics::ListenAddress>> metrics_listen_flag(const std::string& value);
 
 // Prints "atrex: <message>" to stderr and returns the exit code for the error.
 int fail(const Error& e);

@@ -70,6 +70,7 @@ scheduler::ClusterOptions cluster_options(const SubmitArgs& a, const Json& file_
   }
   o = scheduler::cluster_options_from_json(given, o);
   if (!o.job_template.empty()) o.job_template = std::filesystem::absolute(o.job_template);  // resume runs elsewhere
+  if (!o.metrics_targets.empty()) o.metrics_targets = std::filesystem::absolute(o.metrics_targets);  // workers run elsewhere
   return o;
 }
 
@@ -136,10 +137,27 @@ int status(const GlobalOptions& g, const std::string& dir) {
   return 0;
 }
 
-int wait(const GlobalOptions& g, const std::string& dir, int timeout_s) {
+int wait(const GlobalOptions& g, const std::string& dir, int timeout_s, const std::string& metrics_listen) {
+  auto listen = metrics_listen_flag(metrics_listen);
+  if (!listen) return fail(listen.error());
+  std::unique_ptr<metrics::Exposition> exposition;
+  std::optional<metrics::SweepMetrics> sm;
+  if (*listen) {
+    auto m = read_json_file(std::filesystem::path(dir) / "manifest.json");
+    if (!m) return fail(with_context(m.error(), "not a sweep results folder"));
+    // The workers' target folder: the results folder's, or the site's shared one (cluster.metrics_targets).
+    const std::string shared = m->value("cluster", Json::object()).value("metrics_targets", "");
+    auto e = metrics::start_exposition(**listen, shared.empty() ? scheduler::metrics_targets_dir(dir) : std::filesystem::path(shared),
+                                       m->value("name", ""), "sweep", "sweep-wait",
+                                       shared.empty() ? "sweep-wait" : m->value("sweep_id", "") + "-sweep-wait");
+    if (!e) return fail(e.error());
+    exposition = std::move(*e);
+    sm.emplace(*exposition->registry);
+    fmt::print(stderr, "atrex: metrics at http://{}/metrics\n", exposition->server->target());
+  }
   install_stop_handlers();
   auto say = [](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
-  auto out = scheduler::wait_sweep(dir, std::chrono::seconds(timeout_s), say, &g_stop);
+  auto out = scheduler::wait_sweep(dir, std::chrono::seconds(timeout_s), say, &g_stop, sm ? &*sm : nullptr);
   if (!out) return fail(out.error());
   if (g.json) {
     auto report = read_json_file(out->report_json);
@@ -192,6 +210,18 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
            ->check(CLI::Range(0, 16))
            ->capture_default_str(),
        "prefetch");
+  flag(submit_cmd->add_option("--metrics", a.cluster.metrics,
+                              "ADDR:PORT every worker serves Prometheus metrics on (port 0: any free port; default "
+                              "none); their file_sd targets go to <results>/metrics/targets/")
+           ->check([](const std::string& v) {
+             auto r = metrics::parse_listen_address(v, "--metrics");
+             return r ? std::string() : r.error().message;
+           }),
+       "metrics");
+  flag(submit_cmd->add_option("--metrics-targets", a.cluster.metrics_targets,
+                              "Folder a Prometheus watches (file_sd) for the workers' target files, shared by sweeps "
+                              "(files <sweep id>-<worker>.json; default <results>/metrics/targets/<worker>.json)"),
+       "metrics_targets");
   flag(submit_cmd->add_option("--agent-workers", a.cluster.agent_workers, "Agent worker processes / array tasks")
            ->check(CLI::PositiveNumber)
            ->capture_default_str(),
@@ -222,7 +252,7 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
   submit_cmd->add_flag("--json", g.json, "Machine-readable output");
   submit_cmd->callback([&] { rc = submit(g, a); });
 
-  static std::string dir;
+  static std::string dir, wait_metrics_listen;
   static int timeout_s = 7 * 24 * 3600;
   auto* status_cmd = sweep.add_subcommand("status", "Progress of a submitted sweep: operators, queues, workers");
   status_cmd->add_option("results", dir, "The sweep's results folder")->required();
@@ -232,7 +262,10 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
   wait_cmd->add_option("results", dir, "The sweep's results folder")->required();
   wait_cmd->add_option("--timeout", timeout_s, "Give up after this many seconds (exit 1)");
   wait_cmd->add_flag("--json", g.json, "Print the atrex.report/1 JSON");
-  wait_cmd->callback([&] { rc = wait(g, dir, timeout_s); });
+  wait_cmd->add_option("--metrics-listen", wait_metrics_listen,
+                       "Serve the sweep's Prometheus metrics (progress, queues, S_agg) at http://ADDR:PORT/metrics "
+                       "while waiting (port 0: any free port)");
+  wait_cmd->callback([&] { rc = wait(g, dir, timeout_s, wait_metrics_listen); });
   auto* cancel_cmd = sweep.add_subcommand("cancel", "Stop a submitted sweep's workers");
   cancel_cmd->add_option("results", dir, "The sweep's results folder")->required();
   cancel_cmd->callback([&] {
@@ -247,7 +280,7 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
     rc = r ? 0 : fail(r.error());
   });
 
-  static std::string redis_url, sweep_id, name;
+  static std::string redis_url, sweep_id, name, metrics_listen;
   static int device = 0;
   auto* runner = app.add_subcommand("runner", "Runner daemon: evaluates tasks of one sweep from Redis on one GPU "
                                               "(or the CPU); SIGTERM/SIGUSR1 stop it after the current shape (the task goes back to the queue)");
@@ -255,18 +288,34 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
   runner->add_option("--sweep", sweep_id, "Sweep id")->required();
   runner->add_option("--device", device, "GPU index")->capture_default_str();
   runner->add_option("--name", name, "Consumer name (default: runner-<host>-<pid>)");
+  const char* listen_help = "Serve Prometheus metrics at http://ADDR:PORT/metrics (port 0: any free port) and write a "
+                            "file_sd target to <results>/metrics/targets/<name>.json (default: the sweep's "
+                            "cluster.metrics, else none)";
+  runner->add_option("--metrics-listen", metrics_listen, listen_help);
   runner->callback([&] {
+    auto listen = metrics_listen_flag(metrics_listen);
+    if (!listen) {
+      rc = fail(listen.error());
+      return;
+    }
     take_stop_signals_on_a_thread();
-    rc = scheduler::run_runner_daemon(redis_url, sweep_id, device, name.empty() ? default_name("runner") : name, g_stop);
+    rc = scheduler::run_runner_daemon(redis_url, sweep_id, device, name.empty() ? default_name("runner") : name, g_stop,
+                                      *listen);
   });
   auto* worker = app.add_subcommand("agent-worker", "Agent worker daemon: runs AKA generations of one sweep from Redis");
   worker->add_option("--redis", redis_url, "The sweep's Redis: one redis:// URL (its manifest's redis_url)")->required();
   worker->add_option("--sweep", sweep_id, "Sweep id")->required();
   worker->add_option("--name", name, "Consumer name (default: agent-worker-<host>-<pid>)");
+  worker->add_option("--metrics-listen", metrics_listen, listen_help);
   worker->callback([&] {
+    auto listen = metrics_listen_flag(metrics_listen);
+    if (!listen) {
+      rc = fail(listen.error());
+      return;
+    }
     take_stop_signals_on_a_thread();
     rc = scheduler::run_agent_worker_daemon(redis_url, sweep_id, name.empty() ? default_name("agent-worker") : name,
-                                            g_stop);
+                                            g_stop, *listen);
   });
 }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "atrex/scheduler/cluster_sweep.h"
 #include "atrex/scheduler/local_sweep.h"
 #include "atrex/scoring/report.h"
 #include "cli.h"
@@ -19,6 +20,7 @@ struct SweepArgs {
   std::string backend;
   std::string hardware;
   int agent_workers = 0;
+  std::string metrics_listen;
 };
 
 void print_scores(const std::vector<scoring::AgentScore>& agents) {
@@ -36,13 +38,24 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
   if (!a.backend.empty()) ov.backend = a.backend;
   if (!a.hardware.empty()) ov.hardware = a.hardware;
   if (!g.suite_dir.empty()) ov.suite_dir = g.suite_dir;
+  auto listen = metrics_listen_flag(a.metrics_listen);
+  if (!listen) return fail(listen.error());
   auto resolved = scheduler::resolve_sweep(*spec, ov);
   if (!resolved) return fail(resolved.error());
+  std::unique_ptr<metrics::Exposition> exposition;
+  if (*listen) {
+    auto e = metrics::start_exposition(**listen, scheduler::metrics_targets_dir(resolved->output), resolved->spec.name,
+                                       "sweep", "sweep-run");
+    if (!e) return fail(e.error());
+    exposition = std::move(*e);
+    fmt::print(stderr, "atrex: metrics at http://{}/metrics\n", exposition->server->target());
+  }
   std::signal(SIGINT, on_sigint);
   std::signal(SIGTERM, on_sigint);
   scheduler::LocalSweepOptions opt;
   opt.agent_workers = a.agent_workers;
   opt.stop = &g_interrupted;
+  opt.metrics = exposition ? exposition->registry.get() : nullptr;
   opt.progress = [&](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
   auto outcome = scheduler::run_local_sweep(*resolved, opt);
   if (!outcome) return fail(outcome.error());
@@ -91,6 +104,9 @@ void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   run->add_option("--backend", a.backend, "Override the sweep's backend: auto, cpu or cuda");
   run->add_option("--hardware", a.hardware, "Override the sweep's hardware profile");
   run->add_option("--agent-workers", a.agent_workers, "Agent worker threads (default: automatic)");
+  run->add_option("--metrics-listen", a.metrics_listen,
+                  "Serve Prometheus metrics at http://ADDR:PORT/metrics while the sweep runs (port 0: any free port; "
+                  "its file_sd target goes to <results>/metrics/targets/)");
   run->add_flag("--json", g.json, "Print the atrex.report/1 JSON at the end");
   run->callback([&] { rc = sweep_run(g, a); });
   add_cluster_commands(app, *sweep, g, rc);

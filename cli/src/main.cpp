@@ -12,6 +12,13 @@ int fail(const Error& e) {
   return exit_code_for(e);
 }
 
+Result<std::optional<metrics::ListenAddress>> metrics_listen_flag(const std::string& value) {
+  if (value.empty()) return std::optional<metrics::ListenAddress>();
+  auto a = metrics::parse_listen_address(value, "--metrics-listen");
+  if (!a) return tl::unexpected(a.error());
+  return std::optional<metrics::ListenAddress>(*a);
+}
+
 Result<problems::Suite> load_suite(const GlobalOptions& g) {
   return problems::Suite::load(g.suite_dir.empty() ? problems::default_suite_dir() : std::filesystem::path(g.suite_dir));
 }

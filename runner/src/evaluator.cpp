@@ -143,6 +143,7 @@ Result<bool> Evaluator::precompile(const EvalTask& task) {
   if (!target.reject.empty()) return false;  // evaluate() records why
   ATREX_ASSIGN_OR_RETURN(CompileOutcome compiled,
                          cache_.compile(task.candidate, target.arch, task.settings.compile_timeout_s));
+  if (options_.on_compile) options_.on_compile(compiled.cache_hit);
   return !compiled.cache_hit;
 }
 
@@ -178,6 +179,7 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(const EvalTask& task,
     return out;
   }
   ATREX_ASSIGN_OR_RETURN(CompileOutcome compiled, cache_.compile(task.candidate, arch, task.settings.compile_timeout_s));
+  if (options_.on_compile) options_.on_compile(compiled.cache_hit);
   spdlog::debug("compile {} ({}): {} in {:.2f} s{}", task.candidate.sha256.substr(0, 12), task.candidate.backend,
                 compiled.ok ? "ok" : "failed", compiled.wall_s, compiled.cache_hit ? " (cache hit)" : "");
   if (!compiled.ok) {

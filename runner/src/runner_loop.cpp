@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "atrex/common/heartbeat.h"
+#include "atrex/common/metrics.h"
 
 #include <spdlog/spdlog.h>
 
@@ -39,7 +40,9 @@ std::unique_ptr<RunnerLoop::Claimed> RunnerLoop::claim_one(std::chrono::millisec
   if (leases->empty()) return nullptr;
   auto c = std::make_unique<Claimed>();
   c->lease = std::move(leases->front());
-  c->heartbeat = std::make_unique<LeaseHeartbeat>(queue_, c->lease, options_.heartbeat);
+  std::function<void(bool)> on_renew;
+  if (auto* m = options_.metrics) on_renew = [m](bool renewed) { m->count_renewal(renewed); };
+  c->heartbeat = std::make_unique<LeaseHeartbeat>(queue_, c->lease, options_.heartbeat, std::move(on_renew));
   c->task = eval_task_from_json(c->lease.body, "eval task " + c->lease.message_id);
   return c;
 }
@@ -57,7 +60,10 @@ void RunnerLoop::compile_ahead(std::vector<std::unique_ptr<Claimed>>& out) {
     }
     if (c->task) {
       auto compiled = evaluator_.precompile(*c->task);
-      if (compiled && *compiled) ++stats_.compiled_ahead;
+      if (compiled && *compiled) {
+        ++stats_.compiled_ahead;
+        if (options_.metrics) options_.metrics->compiled_ahead.Increment();
+      }
       if (!compiled) spdlog::warn("task {}: compiling ahead: {}", c->task->task_id, compiled.error().message);
     }
     out.push_back(std::move(c));
@@ -80,6 +86,7 @@ Result<bool> RunnerLoop::run_once() {
     current->heartbeat.reset();
     (void)queue_.release(current->lease, current->task.error().message);
     ++stats_.tasks_failed;
+    if (options_.metrics) options_.metrics->count_task("invalid");
     return true;
   }
   const EvalTask& task = *current->task;
@@ -92,14 +99,27 @@ Result<bool> RunnerLoop::run_once() {
   // acked away: the task is given back instead, and its next delivery writes what is missing
   // (first write per key wins, so the records that did land are not counted twice).
   std::optional<Error> lost;
+  metrics::RunnerMetrics* m = options_.metrics;
+  if (m) m->busy.Set(1);
+  const auto t0 = std::chrono::steady_clock::now();
   auto records = evaluator_.evaluate(task, [&](const EvalRecord& r) {
     Json record = to_json(r);
     record["runner"] = options_.consumer;  // whichever evaluator it shares, the record names this runner
     auto put = results_.put(record_key(r.task_id, r.shape_id), record);
-    if (put && *put) ++stats_.records_written;
-    if (put && !*put) ++stats_.duplicate_records;
+    if (put && *put) {
+      ++stats_.records_written;
+      if (m) m->count_evaluation(task.operator_name, record.value("status", "crashed"));
+    }
+    if (put && !*put) {
+      ++stats_.duplicate_records;
+      if (m) m->duplicate_records.Increment();
+    }
     if (!put && !lost) lost = put.error();
   });
+  if (m) {
+    m->evaluation_duration.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    m->busy.Set(0);
+  }
   if (records && lost) {
     records = tl::make_unexpected(with_context(*lost, "writing a record"));
   }
@@ -114,10 +134,12 @@ Result<bool> RunnerLoop::run_once() {
     }
     (void)queue_.release(current->lease, records.error().message);
     ++stats_.tasks_failed;
+    if (m) m->count_task("released");
     return true;
   }
   (void)queue_.ack(current->lease);
   ++stats_.tasks_done;
+  if (m) m->count_task("done");
   return true;
 }
 

@@ -12,8 +12,11 @@
 #include "atrex/common/hash.h"
 #include "atrex/common/inprocess_queue.h"
 #include "atrex/common/json_io.h"
+#include "atrex/common/metrics.h"
+#include "atrex/common/metrics_server.h"
 #include "atrex/common/result_store.h"
 #include "atrex/runner/runner_loop.h"
+#include "http_get.h"
 
 namespace atrex::runner {
 namespace {
@@ -61,12 +64,12 @@ class RunnerLoopTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(cache_); }
 
   // A correct rms_norm candidate made distinct by `tag` (its own cache entry).
-  static EvalTask task(const std::string& tag) {
+  static EvalTask task(const std::string& tag, const std::string& file = "rms_norm_correct.cpp") {
     EvalTask t;
     t.task_id = "loop-" + tag;
     t.operator_name = "rms_norm";
     t.shape_ids = {"15"};
-    t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / "rms_norm_correct.cpp") + "// " + tag + "\n";
+    t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / file) + "// " + tag + "\n";
     t.candidate.sha256 = sha256_hex(t.candidate.source);
     t.candidate.backend = "cpu";
     t.candidate.agent = "test";
@@ -174,6 +177,68 @@ TEST_F(RunnerLoopTest, TaskWhoseRecordCouldNotBeWrittenIsGivenBackNotAcked) {
   auto rec = store.get(record_key(a.task_id, "15"));
   ASSERT_TRUE(rec && *rec) << "the redelivered task wrote its record";
   EXPECT_EQ((**rec)["status"], "ok") << (**rec).dump();
+}
+
+// The runner's metrics move as its code paths run, seen the way Prometheus sees them: scraped
+// over HTTP from the endpoint `--metrics-listen` starts.
+TEST_F(RunnerLoopTest, MetricsCountTasksEvaluationsByStatusCompilesAndDuration) {
+  auto e = metrics::start_exposition({"127.0.0.1", 0}, {}, "s", "runner", "runner-t");
+  ASSERT_TRUE(e) << e.error().message;
+  metrics::RunnerMetrics rm(*(*e)->registry);
+  EvaluatorOptions eo;  // the fixture's evaluator, with the compile-cache hook
+  eo.suite = suite_.get();
+  eo.hardware = *problems::find_hardware_profile(*problems::load_hardware_profiles(
+                                                     {fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"}),
+                                                 "H20");
+  eo.cache_dir = cache_;
+  eo.include_dir = ATREX_TEST_INCLUDE_DIR;
+  eo.child_dir = ATREX_TEST_BIN_DIR;
+  eo.seed = 99;
+  eo.on_compile = [&rm](bool hit) { rm.count_compile(hit); };
+  Evaluator evaluator(eo);
+  const EvalTask good = task("m-good"), bad = task("m-bad", "rms_norm_syntax_error.cpp");
+  ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(good)));
+  ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(bad)));
+  ASSERT_TRUE(queue_.enqueue(kEvalStream, Json{{"schema", "nonsense"}}));
+  RunnerLoopOptions o{kEvalStream, "runner-t"};
+  o.poll_block = std::chrono::milliseconds(50);
+  o.prefetch = 1;
+  o.metrics = &rm;
+  RunnerLoop loop(queue_, store_, evaluator, o);
+  for (int i = 0; i < 3; ++i) {
+    auto r = loop.run_once();
+    ASSERT_TRUE(r && *r) << i;
+  }
+  auto body = testing::http_get("127.0.0.1", (*e)->server->port(), "/metrics");
+  ASSERT_TRUE(body);
+  using testing::sample_value;
+  EXPECT_EQ(sample_value(*body, R"(atrex_runner_tasks_total{status="done"})"), 2.0) << *body;
+  EXPECT_EQ(sample_value(*body, R"(atrex_runner_tasks_total{status="invalid"})"), 1.0);
+  EXPECT_EQ(sample_value(*body, R"(atrex_runner_evaluations_total{operator="rms_norm",status="ok"})"), 1.0);
+  EXPECT_EQ(sample_value(*body, R"(atrex_runner_evaluations_total{operator="rms_norm",status="compile_error"})"), 1.0);
+  EXPECT_EQ(sample_value(*body, "atrex_runner_evaluation_duration_seconds_count"), 2.0);
+  EXPECT_GT(*sample_value(*body, "atrex_runner_evaluation_duration_seconds_sum"), 0.0);
+  EXPECT_EQ(sample_value(*body, "atrex_runner_busy"), 0.0);
+  // The bad candidate was compiled ahead while the good one was measured (a miss), then found
+  // in the cache by its own evaluation (a hit, failures are cached too).
+  EXPECT_EQ(sample_value(*body, "atrex_runner_compiled_ahead_total"), 1.0);
+  EXPECT_EQ(sample_value(*body, R"(atrex_runner_compile_cache_lookups_total{result="miss"})"), 2.0);
+  EXPECT_EQ(sample_value(*body, R"(atrex_runner_compile_cache_lookups_total{result="hit"})"), 1.0);
+}
+
+TEST_F(RunnerLoopTest, HeartbeatRenewalsAreCounted) {
+  auto reg = std::make_shared<prometheus::Registry>();
+  metrics::RunnerMetrics m(*reg);
+  ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(task("hb"))));
+  RunnerLoopOptions o{kEvalStream, "runner-t"};
+  o.poll_block = std::chrono::milliseconds(50);
+  o.heartbeat = std::chrono::milliseconds(1);  // renews many times during one evaluation
+  o.prefetch = 0;
+  o.metrics = &m;
+  RunnerLoop loop(queue_, store_, *evaluator_, o);
+  auto r = loop.run_once();
+  ASSERT_TRUE(r && *r);
+  EXPECT_GT(m.lease_renewals.Add({{"result", "ok"}}).Value(), 0.0);
 }
 
 }  // namespace

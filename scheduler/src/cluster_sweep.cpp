@@ -29,7 +29,8 @@ Json to_json(const ClusterOptions& o) {
               {"time_limit", o.time_limit},       {"array_throttle", o.array_throttle},
               {"sbatch_args", o.sbatch_args},     {"job_template", o.job_template.string()},
               {"atrex", o.atrex.string()},        {"lease_timeout_s", o.lease_timeout_s},
-              {"max_deliveries", o.max_deliveries}, {"prefetch", o.prefetch}};
+              {"max_deliveries", o.max_deliveries}, {"prefetch", o.prefetch},
+              {"metrics", o.metrics}, {"metrics_targets", o.metrics_targets.string()}};
 }
 
 ClusterOptions cluster_options_from_json(const Json& j, ClusterOptions o) {
@@ -47,8 +48,12 @@ ClusterOptions cluster_options_from_json(const Json& j, ClusterOptions o) {
   o.lease_timeout_s = j.value("lease_timeout_s", o.lease_timeout_s);
   o.max_deliveries = j.value("max_deliveries", o.max_deliveries);
   o.prefetch = j.value("prefetch", o.prefetch);
+  o.metrics = j.value("metrics", o.metrics);
+  o.metrics_targets = j.value("metrics_targets", o.metrics_targets.string());
   return o;
 }
+
+fs::path metrics_targets_dir(const fs::path& results) { return results / "metrics" / "targets"; }
 
 namespace {
 
@@ -119,6 +124,37 @@ Result<std::vector<Json>> all_dead_letters(TaskQueue& queue) {
     for (const auto& d : dead) out.push_back(dead_letter_json(stream, d));
   }
   return out;
+}
+
+// The worker's /metrics endpoint: --metrics-listen, else the manifest's cluster.metrics; null
+// when neither asks for one. Its target file goes to <results>/metrics/targets/<name>.json.
+Result<std::unique_ptr<metrics::Exposition>> start_worker_metrics(const Json& m, const ClusterOptions& co,
+                                                                  const std::optional<metrics::ListenAddress>& flag,
+                                                                  const std::string& role, const std::string& name) {
+  std::optional<metrics::ListenAddress> listen = flag;
+  if (!listen && !co.metrics.empty()) {
+    ATREX_ASSIGN_OR_RETURN(listen, metrics::parse_listen_address(co.metrics, "the manifest's cluster.metrics"));
+  }
+  if (!listen) return std::unique_ptr<metrics::Exposition>();
+  // In a folder shared by sweeps the file names carry the sweep id.
+  const bool shared = !co.metrics_targets.empty();
+  const fs::path dir = shared ? co.metrics_targets : metrics_targets_dir(m.value("output", "."));
+  ATREX_ASSIGN_OR_RETURN(auto e, metrics::start_exposition(*listen, dir, m.value("name", ""), role, name,
+                                                           shared ? m.value("sweep_id", "") + "-" + name : name));
+  spdlog::info("{} {}: metrics at http://{}/metrics", role, name, e->server->target());
+  return e;
+}
+
+// The sweep's gauges from its queues and final markers.
+Result<void> observe_sweep(metrics::SweepMetrics* sm, TaskQueue& queue, int done, int total) {
+  if (!sm) return ok();
+  sm->operators_done.Set(done);
+  sm->operators_planned.Set(total);
+  for (const char* stream : {runner::kEvalStream, agent::kAgentStream}) {
+    ATREX_ASSIGN_OR_RETURN(QueueStats s, queue.stats(stream));
+    sm->set_queue(stream, s.ready, s.leased, s.dead);
+  }
+  return ok();
 }
 
 // report.json gets "dead_letters"; report.md a table of them.
@@ -220,7 +256,7 @@ Result<SweepStatus> sweep_status(const fs::path& dir) {
 }
 
 Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeout, const ProgressFn& say,
-                                const std::atomic<bool>* stop) {
+                                const std::atomic<bool>* stop, metrics::SweepMetrics* sm) {
   ATREX_ASSIGN_OR_RETURN(Json m, read_manifest(dir));
   const std::string id = m.value("sweep_id", "");
   ATREX_ASSIGN_OR_RETURN(Connections c, connect(m.value("redis_url", ""), id));
@@ -232,6 +268,7 @@ Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeou
   std::set<std::string> seen;
   for (;;) {
     ATREX_ASSIGN_OR_RETURN(int done, count_finals(agents, ops, *c.store, seen, say));
+    if (auto o = observe_sweep(sm, *c.queue, done, total); !o) spdlog::warn("sweep metrics: {}", o.error().message);
     if (done == total) break;
     ATREX_TRY(finalize_dead_agent_tasks(*c.queue, *c.store));
     if (std::chrono::steady_clock::now() > deadline || (stop && stop->load())) {
@@ -249,6 +286,9 @@ Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeou
   // their last error: they are not in the records, so scores alone would hide them.
   ATREX_ASSIGN_OR_RETURN(std::vector<Json> dead, all_dead_letters(*c.queue));
   ATREX_TRY(add_dead_letters_to_reports(out, dead, say));
+  if (sm) {
+    for (const auto& a : out.agents) sm->s_agg.Add({{"agent", a.agent}}).Set(a.s_agg);
+  }
   // Nothing is left to do: the sweep's workers stop (they serve this sweep only).
   ATREX_TRY(stop_workers(m.value("workers", Json::object())));
   ATREX_TRY(update_manifest(dir, Json{{"status", "complete"}, {"finished_at", utc_timestamp_now()}}));
@@ -281,7 +321,7 @@ Result<Json> resume_sweep(const fs::path& dir, const ProgressFn& say) {
 }
 
 int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id, int device, const std::string& name,
-                      const std::atomic<bool>& stop) {
+                      const std::atomic<bool>& stop, const std::optional<metrics::ListenAddress>& metrics_listen) {
   auto m = manifest_from_redis(redis_url, sweep_id);
   if (!m) {
     spdlog::error("runner: {}", m.error().message);
@@ -295,7 +335,15 @@ int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id,
     spdlog::error("runner: {}", (!c ? c.error() : suite.error()).message);
     return 1;
   }
+  auto exposition = start_worker_metrics(*m, co, metrics_listen, "runner", name);
+  if (!exposition) {
+    spdlog::error("runner: {}", exposition.error().message);
+    return exit_code_for(exposition.error());
+  }
+  std::optional<metrics::RunnerMetrics> rm;
+  if (*exposition) rm.emplace(*(*exposition)->registry);
   runner::EvaluatorOptions eo;
+  if (rm) eo.on_compile = [&rm](bool hit) { rm->count_compile(hit); };
   eo.suite = &*suite;
   eo.hardware = hardware_from_manifest(*m);
   eo.device_index = device;
@@ -306,6 +354,7 @@ int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id,
   runner::RunnerLoopOptions ro{runner::kEvalStream, name};
   ro.heartbeat = std::chrono::milliseconds(std::max(500, lease_s * 1000 / 6));
   ro.prefetch = co.prefetch;
+  ro.metrics = rm ? &*rm : nullptr;
   runner::RunnerLoop loop(*c->queue, *c->store, evaluator, ro);
   spdlog::info("runner {} on device {} serving sweep {}", name, device, sweep_id);
   loop.run(stop);
@@ -314,7 +363,8 @@ int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id,
 }
 
 int run_agent_worker_daemon(const std::string& redis_url, const std::string& sweep_id, const std::string& name,
-                            const std::atomic<bool>& stop) {
+                            const std::atomic<bool>& stop,
+                            const std::optional<metrics::ListenAddress>& metrics_listen) {
   auto m = manifest_from_redis(redis_url, sweep_id);
   if (!m) {
     spdlog::error("agent-worker: {}", m.error().message);
@@ -328,10 +378,18 @@ int run_agent_worker_daemon(const std::string& redis_url, const std::string& swe
     spdlog::error("agent-worker: {}", (!c ? c.error() : catalog.error()).message);
     return 1;
   }
+  auto exposition = start_worker_metrics(*m, co, metrics_listen, "agent-worker", name);
+  if (!exposition) {
+    spdlog::error("agent-worker: {}", exposition.error().message);
+    return exit_code_for(exposition.error());
+  }
+  std::optional<metrics::AgentMetrics> am;
+  if (*exposition) am.emplace(*(*exposition)->registry);
   agent::AgentWorkerOptions wo;
   wo.consumer = name;
   wo.heartbeat = std::chrono::milliseconds(std::max(500, lease_s * 1000 / 6));
   wo.audit_dir = fs::path(m->value("output", ".")) / "audit";
+  wo.metrics = am ? &*am : nullptr;
   agent::AgentWorker worker(*c->queue, *c->store, *catalog, wo);
   spdlog::info("agent worker {} serving sweep {}", name, sweep_id);
   worker.run(stop);

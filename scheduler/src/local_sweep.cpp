@@ -8,6 +8,7 @@
 #include "atrex/agent/worker.h"
 #include "atrex/common/clock.h"
 #include "atrex/common/inprocess_queue.h"
+#include "atrex/common/metrics.h"
 #include "atrex/common/result_store.h"
 #include "atrex/runner/runner_loop.h"
 #include "atrex/scheduler/sweep_state.h"
@@ -32,7 +33,16 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   eopt.work_dir = sweep.output / "work";
   eopt.runner = "runner-0";  // the runner thread's consumer name (below)
   std::atomic<bool> stop_workers{false};
-  eopt.stop = &stop_workers;  // a stopping sweep does not wait for a long task to finish
+  eopt.stop = &stop_workers;
+  std::optional<metrics::RunnerMetrics> rm;
+  std::optional<metrics::AgentMetrics> am;
+  std::optional<metrics::SweepMetrics> sm;
+  if (options.metrics) {
+    rm.emplace(*options.metrics);
+    am.emplace(*options.metrics);
+    sm.emplace(*options.metrics);
+    eopt.on_compile = [&rm](bool hit) { rm->count_compile(hit); };
+  }  // a stopping sweep does not wait for a long task to finish
   runner::Evaluator evaluator(eopt);
 
   ATREX_ASSIGN_OR_RETURN(int pending, enqueue_missing(sweep, queue, *store, say));
@@ -43,7 +53,9 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   // One runner (one GPU, or the CPU: a second one would disturb the timing) and a few agent
   // workers, as threads.
   std::vector<std::thread> threads;
-  runner::RunnerLoop runner_loop(queue, *store, evaluator, runner::RunnerLoopOptions{runner::kEvalStream, "runner-0"});
+  runner::RunnerLoopOptions ropt{runner::kEvalStream, "runner-0"};
+  ropt.metrics = rm ? &*rm : nullptr;
+  runner::RunnerLoop runner_loop(queue, *store, evaluator, ropt);
   threads.emplace_back([&] { runner_loop.run(stop_workers); });
   const int workers = options.agent_workers > 0 ? options.agent_workers : std::max(1, std::min(pending, 2));
   std::vector<std::unique_ptr<agent::AgentWorker>> agent_workers;
@@ -51,6 +63,7 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
     agent::AgentWorkerOptions wopt;
     wopt.consumer = fmt::format("agent-worker-{}", i);
     wopt.audit_dir = sweep.output / "audit";
+    wopt.metrics = am ? &*am : nullptr;
     agent_workers.push_back(std::make_unique<agent::AgentWorker>(queue, *store, catalog, wopt));
   }
   for (auto& w : agent_workers) threads.emplace_back([&, wp = w.get()] { wp->run(stop_workers); });
@@ -65,6 +78,13 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   std::set<std::string> seen;
   for (;;) {
     ATREX_ASSIGN_OR_RETURN(int done, count_finals(agents, ops, *store, seen, say));
+    if (sm) {
+      sm->operators_done.Set(done);
+      sm->operators_planned.Set(total);
+      for (const char* stream : {runner::kEvalStream, agent::kAgentStream}) {
+        if (auto s = queue.stats(stream)) sm->set_queue(stream, s->ready, s->leased, s->dead);
+      }
+    }
     if (done == total) break;
     ATREX_TRY(finalize_dead_agent_tasks(queue, *store));
     if (options.stop && options.stop->load()) {
@@ -88,6 +108,9 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
     return outcome;
   }
   ATREX_ASSIGN_OR_RETURN(outcome, reduce(sweep.output, sweep.suite, *store));
+  if (sm) {
+    for (const auto& a : outcome.agents) sm->s_agg.Add({{"agent", a.agent}}).Set(a.s_agg);
+  }
   ATREX_TRY(update_manifest(sweep.output, Json{{"status", "complete"}, {"finished_at", utc_timestamp_now()}}));
   return outcome;
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "atrex/common/embedded.h"
+#include "atrex/common/metrics_server.h"
 
 namespace atrex::scheduler {
 
@@ -81,14 +82,15 @@ Result<ShapeRule> parse_shape_rule(const JsonField& f) {
 Result<Json> parse_cluster_section(const JsonField& f) {
   ATREX_TRY(check_keys(f, {"launcher", "runners", "agent_workers", "gpus_per_runner", "gpu_partition", "cpu_partition",
                            "time_limit", "array_throttle", "sbatch_args", "job_template", "lease_timeout_s",
-                           "max_deliveries", "prefetch"}));
+                           "max_deliveries", "prefetch", "metrics", "metrics_targets"}));
   Json out = Json::object();
-  for (const char* key : {"launcher", "gpu_partition", "cpu_partition", "job_template"}) {
+  for (const char* key : {"launcher", "gpu_partition", "cpu_partition", "job_template", "metrics_targets"}) {
     if (!f.has(key)) continue;
     ATREX_ASSIGN_OR_RETURN(auto c, f.at(key));
     ATREX_ASSIGN_OR_RETURN(std::string v, c.as_string());
     if (std::string_view(key) == "launcher" && v != "local" && v != "slurm") return c.fail("expected local or slurm");
-    if (std::string_view(key) == "job_template" && !f.source().empty() && f.source().front() != '<') {
+    const bool is_path = std::string_view(key) == "job_template" || (std::string_view(key) == "metrics_targets" && !v.empty());
+    if (is_path && !f.source().empty() && f.source().front() != '<') {
       v = (std::filesystem::path(f.source()).parent_path() / v).lexically_normal().string();  // relative to the file
     }
     out[key] = v;
@@ -108,6 +110,16 @@ Result<Json> parse_cluster_section(const JsonField& f) {
   ATREX_TRY(int_in("lease_timeout_s", 3, 86400));
   ATREX_TRY(int_in("max_deliveries", 1, 100));
   ATREX_TRY(int_in("prefetch", 0, 16));
+  if (f.has("metrics")) {
+    // ADDR:PORT the workers serve /metrics on; "" = none.
+    ATREX_ASSIGN_OR_RETURN(auto c, f.at("metrics"));
+    ATREX_ASSIGN_OR_RETURN(std::string v, c.as_string());
+    if (!v.empty()) {
+      auto a = metrics::parse_listen_address(v, "metrics");
+      if (!a) return c.fail("expected ADDR:PORT (a numeric IPv4 address or [IPv6], port 0-65535; 0 = any free port)");
+    }
+    out["metrics"] = v;
+  }
   if (f.has("time_limit")) {
     // Slurm's --time: "minutes", "HH:MM:SS", "D-HH:MM" ...; a bare number is minutes.
     ATREX_ASSIGN_OR_RETURN(auto c, f.at("time_limit"));

@@ -34,6 +34,18 @@ TEST(SweepSpec, BadAgentBudgetNamesPathAndValue) {
   EXPECT_NE(s.error().message.find("got -2"), std::string::npos);
 }
 
+TEST(SweepSpec, ClusterMetricsIsAListenAddressAndItsTargetsFolderIsRelativeToTheFile) {
+  auto s = parse_sweep("name: x\ncluster: {metrics: \"0.0.0.0:0\", metrics_targets: prom}\n", "/site/s.yaml");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->cluster["metrics"], "0.0.0.0:0");
+  EXPECT_EQ(s->cluster["metrics_targets"], "/site/prom");
+  auto bad = parse_sweep("name: x\ncluster: {metrics: \"node1:9100\"}\n", "s.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidInput);
+  EXPECT_NE(bad.error().message.find("cluster.metrics"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("node1:9100"), std::string::npos) << bad.error().message;
+}
+
 TEST(SweepSpec, UnsupportedProviderIsRejected) {
   auto s = parse_sweep("name: x\nagents: [{name: a, provider: gpt}]\n", "s.yaml");
   ASSERT_FALSE(s);

@@ -17,6 +17,10 @@
 #include "atrex/common/queue.h"
 #include "atrex/common/result_store.h"
 
+namespace atrex::metrics {
+struct AgentMetrics;  // atrex/common/metrics.h
+}
+
 namespace atrex::agent {
 
 inline constexpr const char* kAgentStream = "agent";
@@ -48,6 +52,8 @@ struct AgentWorkerOptions {
   std::filesystem::path audit_dir;  // <results>/audit
   std::chrono::milliseconds poll_block{500};
   std::chrono::milliseconds heartbeat{10'000};
+  // atrex_agent_* (tasks, candidates, best quick S_i); none when null. Must outlive the worker.
+  metrics::AgentMetrics* metrics = nullptr;
 };
 
 class AgentWorker {

@@ -81,6 +81,9 @@ struct EvaluatorOptions {
   // keeping the records already emitted (a stopping runner releases its lease at once instead
   // of finishing a long task).
   const std::atomic<bool>* stop = nullptr;
+  // Called after every compile-cache lookup (evaluate() and precompile()) with whether it was a
+  // hit; the runner's compile-cache metrics. Must be thread-safe (precompile runs concurrently).
+  std::function<void(bool cache_hit)> on_compile;
 };
 
 class Evaluator {

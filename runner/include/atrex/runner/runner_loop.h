@@ -21,6 +21,10 @@
 #include "atrex/common/result_store.h"
 #include "atrex/runner/evaluator.h"
 
+namespace atrex::metrics {
+struct RunnerMetrics;  // atrex/common/metrics.h
+}
+
 namespace atrex::runner {
 
 inline constexpr const char* kEvalStream = "eval";
@@ -34,6 +38,9 @@ struct RunnerLoopOptions {
   // claimed ahead waits for this runner even when another is idle: keep it at 0 or 1 when
   // runners outnumber the tasks in flight.
   int prefetch = 1;
+  // Updated as tasks run (atrex_runner_*; atrex/common/metrics.h); none when null. Must outlive
+  // the loop. The evaluator's compile-cache lookups are counted by its own `on_compile`.
+  metrics::RunnerMetrics* metrics = nullptr;
 };
 
 struct RunnerStats {

@@ -7,9 +7,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "atrex/common/metrics.h"
+#include "atrex/common/metrics_server.h"
 #include "atrex/common/queue.h"
 #include "atrex/common/redis.h"
 #include "atrex/scheduler/local_sweep.h"
@@ -47,7 +50,18 @@ struct ClusterOptions {
   // A task claimed ahead waits for its runner even when another is idle: 0 when runners
   // outnumber the evaluations in flight.
   int prefetch = 1;
+  // ADDR:PORT every worker of the sweep serves Prometheus metrics on ("" = none; port 0 = an
+  // ephemeral port, what several workers per node need). Workers read it from the manifest, like
+  // `prefetch`, and write a file_sd target file <results>/metrics/targets/<worker>.json.
+  std::string metrics;
+  // A folder a site's Prometheus watches (file_sd_configs), shared by sweeps: the target files go
+  // there instead, named <sweep id>-<worker>.json. Empty: <results>/metrics/targets.
+  std::filesystem::path metrics_targets;
 };
+
+// Where the workers of the sweep whose results folder is `results` write their file_sd target
+// files (docs/sweeps.md "Metrics"): <results>/metrics/targets.
+std::filesystem::path metrics_targets_dir(const std::filesystem::path& results);
 
 // The manifest's "cluster" object (and the sweep file's `cluster` section, same keys).
 Json to_json(const ClusterOptions& options);
@@ -82,8 +96,9 @@ Result<SweepStatus> sweep_status(const std::filesystem::path& dir);
 // Waits until every (agent, operator) has a final marker (or `timeout`), then exports the
 // results to results.jsonl and writes the reports; report.json lists the dead letters of both
 // queues under "dead_letters" (tasks the sweep completed without).
+// `metrics`, when given, follows the sweep (operators done/planned, queue depths, S_agg at the end).
 Result<SweepOutcome> wait_sweep(const std::filesystem::path& dir, std::chrono::seconds timeout, const ProgressFn& say,
-                                const std::atomic<bool>* stop = nullptr);
+                                const std::atomic<bool>* stop = nullptr, metrics::SweepMetrics* metrics = nullptr);
 
 // Stops the workers (kills local ones, scancel for slurm) and marks the sweep cancelled.
 Result<void> cancel_sweep(const std::filesystem::path& dir);
@@ -92,9 +107,13 @@ Result<void> cancel_sweep(const std::filesystem::path& dir);
 Result<Json> resume_sweep(const std::filesystem::path& dir, const ProgressFn& say);
 
 // The daemons. Both stop taking work on SIGTERM/SIGINT/SIGUSR1 and return after their current task.
+// `metrics_listen` (the --metrics-listen flag) overrides the manifest's cluster.metrics; with
+// either, the daemon serves /metrics and writes its target file (removed when it returns).
 int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id, int device, const std::string& name,
-                      const std::atomic<bool>& stop);
+                      const std::atomic<bool>& stop,
+                      const std::optional<metrics::ListenAddress>& metrics_listen = std::nullopt);
 int run_agent_worker_daemon(const std::string& redis_url, const std::string& sweep_id, const std::string& name,
-                            const std::atomic<bool>& stop);
+                            const std::atomic<bool>& stop,
+                            const std::optional<metrics::ListenAddress>& metrics_listen = std::nullopt);
 
 }  // namespace atrex::scheduler

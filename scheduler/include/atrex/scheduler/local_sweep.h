@@ -22,6 +22,10 @@
 #include "atrex/scheduler/sweep_spec.h"
 #include "atrex/scoring/aggregate.h"
 
+namespace prometheus {
+class Registry;
+}
+
 namespace atrex::scheduler {
 
 inline constexpr const char* kManifestSchema = "atrex.manifest/1";
@@ -70,6 +74,9 @@ struct LocalSweepOptions {
   int agent_workers = 0;  // 0 = automatic
   std::function<void(const std::string&)> progress;  // one line per event worth showing
   const std::atomic<bool>* stop = nullptr;            // set to interrupt (SIGINT)
+  // When set, the in-process runner, agent workers and the sweep itself register their metrics
+  // here (atrex_runner_*, atrex_agent_*, atrex_sweep_*; atrex/common/metrics.h). Must outlive the run.
+  prometheus::Registry* metrics = nullptr;
 };
 
 Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSweepOptions& options);
