@@ -185,11 +185,32 @@ if want daemon; then
   {
     t0=$(date +%s.%N)
     "$atrex" sweep submit deploy/gpu/daemon-faults.yaml --redis "redis://127.0.0.1:$port" --launcher local \
-      --out results/gpu-daemon-faults || rc=1
+      --out results/gpu-daemon-faults --metrics 127.0.0.1:0 || rc=1
+    # Scrape every worker's /metrics (found through its file_sd target file) every 2 s while the
+    # sweep runs; the last scrape of each is kept (wait stops the workers and removes the files).
+    (
+      while [ ! -e results/gpu-daemon-faults/.scrape-stop ]; do
+        for f in results/gpu-daemon-faults/metrics/targets/*.json; do
+          [ -e "$f" ] || continue
+          t=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["targets"][0])' "$f" 2>/dev/null) || continue
+          python3 -c 'import sys,urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode())' \
+            "http://$t/metrics" >"$f.scrape.tmp" 2>/dev/null &&
+            mv "$f.scrape.tmp" "results/gpu-daemon-faults/$(basename "$f" .json).metrics"
+        done
+        sleep 2
+      done
+    ) &
+    scraper=$!
     runner_pids=$(python3 -c 'import json; m=json.load(open("results/gpu-daemon-faults/manifest.json")); print(" ".join(str(p["pid"]) for p in m.get("workers",{}).get("processes",[]) if p.get("name","").startswith("runner")))' 2>/dev/null)
     echo "runner pid(s) at submit: ${runner_pids:-unknown}"
     timeout 420 "$atrex" sweep wait results/gpu-daemon-faults || rc=1
     echo "sweep finished in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}') s"
+    touch results/gpu-daemon-faults/.scrape-stop && wait "$scraper"
+    echo "--- last /metrics scrape of each worker (atrex_ series, histogram buckets left out)"
+    for m in results/gpu-daemon-faults/*.metrics; do
+      [ -e "$m" ] || { echo "no worker was scraped" && rc=1 && break; }
+      echo "# $(basename "$m" .metrics)"; grep '^atrex_' "$m" | grep -v '_bucket{' || true
+    done
     "$atrex" sweep status results/gpu-daemon-faults
     python3 - <<'PY' || rc=1
 import json, glob
