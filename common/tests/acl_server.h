@@ -39,17 +39,11 @@ inline std::string url_with(const RedisServer& server, const std::string& userin
 }
 
 inline RedisServer& shared_acl_redis() {
-  static RedisServer* server = [] {
+  return once_per_binary<RedisServer>([] {
     auto* s = new RedisServer();
     if (s->running()) require_authentication(*s);
     return s;
-  }();
-  static const bool cleanup = [] {
-    std::atexit([] { delete server; });
-    return true;
-  }();
-  (void)cleanup;
-  return *server;
+  });
 }
 
 }  // namespace atrex::testing

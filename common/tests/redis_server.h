@@ -37,15 +37,24 @@ class RedisServer {
   std::unique_ptr<LocalRedisServer> server_;
 };
 
-// One server for the whole test binary.
-inline RedisServer& shared_redis() {
-  static RedisServer* server = new RedisServer();  // never destroyed before other statics use it
+// One object for the whole test binary, made by `make()` on first use and deleted at exit, not
+// with the other statics (which may still use it). A server it holds is stopped by pid then: one
+// left running would keep ctest's output pipe open, and ctest would wait for it forever. Each
+// call site's lambda is its own type, so each gets its own object.
+template <class T, class Make>
+T& once_per_binary(Make make) {
+  static T* object = make();
   static const bool cleanup = [] {
-    std::atexit([] { delete server; });
+    std::atexit([] { delete object; });
     return true;
   }();
   (void)cleanup;
-  return *server;
+  return *object;
+}
+
+// One server for the whole test binary.
+inline RedisServer& shared_redis() {
+  return once_per_binary<RedisServer>([] { return new RedisServer(); });
 }
 
 }  // namespace atrex::testing

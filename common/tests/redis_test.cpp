@@ -18,54 +18,49 @@ std::string unique_prefix() {
   return "test" + std::to_string(::getpid()) + "_" + std::to_string(n++);
 }
 
-class RedisQueueFactory final : public QueueFactory {
+// The Redis queue behind the contract suite: the lease lives on the Redis clock, so time passes
+// for real. Subclasses say which server and how to reach it.
+class RedisFactoryBase : public QueueFactory {
  public:
   std::unique_ptr<TaskQueue> make(const QueueOptions& options, ManualClock&) override {
-    auto q = RedisQueue::open(testing::shared_redis().options(), options, unique_prefix());
+    auto q = RedisQueue::open(redis(), options, prefix() + unique_prefix());
     EXPECT_TRUE(q) << q.error().message;
     return q ? std::move(*q) : nullptr;
   }
-  // The lease lives on the Redis clock: let real time pass.
   void advance(ManualClock& clock, std::chrono::milliseconds d) override {
     std::this_thread::sleep_for(d + std::chrono::milliseconds(20));
     clock.advance(d);
+  }
+
+ protected:
+  virtual RedisOptions redis() = 0;
+  virtual std::string prefix() { return ""; }
+  static RedisOptions from_url(const std::string& url) {
+    auto o = parse_redis_url(url);
+    EXPECT_TRUE(o) << o.error().message;
+    return o ? *o : RedisOptions{};
   }
 };
 
+class RedisQueueFactory final : public RedisFactoryBase {
+  RedisOptions redis() override { return testing::shared_redis().options(); }
+};
+
 // The same suite over rediss:// (the in-process TLS relay, redis_tls_test.cpp).
-class TlsRedisQueueFactory final : public QueueFactory {
- public:
-  std::unique_ptr<TaskQueue> make(const QueueOptions& options, ManualClock&) override {
-    auto& tls = testing::shared_tls_redis();
-    auto o = parse_redis_url(tls.url("tls_ca=" + testing::shared_certificates()("ca.crt")));
-    EXPECT_TRUE(o);
-    auto q = RedisQueue::open(*o, options, unique_prefix());
-    EXPECT_TRUE(q) << q.error().message;
-    return q ? std::move(*q) : nullptr;
-  }
-  void advance(ManualClock& clock, std::chrono::milliseconds d) override {
-    std::this_thread::sleep_for(d + std::chrono::milliseconds(20));
-    clock.advance(d);
+class TlsRedisQueueFactory final : public RedisFactoryBase {
+  RedisOptions redis() override {
+    return from_url(testing::shared_tls_redis().url("tls_ca=" + testing::shared_certificates()("ca.crt")));
   }
 };
 
 // The same suite as the ACL user of acl_server.h, whose keys are limited to atrex:*: every key a
 // queue command or Lua script touches must lie under the prefix (and be declared to the script).
-class AclUserRedisQueueFactory final : public QueueFactory {
- public:
-  std::unique_ptr<TaskQueue> make(const QueueOptions& options, ManualClock&) override {
-    auto& server = testing::shared_acl_redis();
-    auto o = parse_redis_url(
-        testing::url_with(server, std::string(testing::kAclUser) + ":" + testing::kAclPassword));
-    EXPECT_TRUE(o);
-    auto q = RedisQueue::open(*o, options, "atrex:" + unique_prefix());
-    EXPECT_TRUE(q) << q.error().message;
-    return q ? std::move(*q) : nullptr;
+class AclUserRedisQueueFactory final : public RedisFactoryBase {
+  RedisOptions redis() override {
+    return from_url(
+        testing::url_with(testing::shared_acl_redis(), std::string(testing::kAclUser) + ":" + testing::kAclPassword));
   }
-  void advance(ManualClock& clock, std::chrono::milliseconds d) override {
-    std::this_thread::sleep_for(d + std::chrono::milliseconds(20));
-    clock.advance(d);
-  }
+  std::string prefix() override { return "atrex:"; }
 };
 
 std::string redis_factory_name(const ::testing::TestParamInfo<std::shared_ptr<QueueFactory>>& info) {

@@ -15,6 +15,7 @@
 
 #include "atrex/common/local_redis.h"
 #include "atrex/common/redis.h"
+#include "redis_server.h"
 
 namespace atrex::testing {
 namespace fs = std::filesystem;
@@ -74,28 +75,15 @@ struct TlsRedis {
 };
 
 // One set of certificates and one TLS server (no client certificates) per test binary, both
-// removed at exit (the server stopped by pid): a server left running keeps ctest's output pipe open
-// and ctest waits for it forever.
+// removed at exit.
 inline Certificates& shared_certificates() {
-  static Certificates* certs = new Certificates();
-  static const bool cleanup = [] {
-    std::atexit([] { delete certs; });
-    return true;
-  }();
-  (void)cleanup;
-  return *certs;
+  return once_per_binary<Certificates>([] { return new Certificates(); });
 }
 inline TlsRedis& shared_tls_redis() {
-  static TlsRedis* server = [] {
+  return once_per_binary<TlsRedis>([] {
     auto t = TlsRedis::start(shared_certificates(), false);
     return t ? t.release() : new TlsRedis();  // the failure is reported; tests then fail to connect
-  }();
-  static const bool cleanup = [] {
-    std::atexit([] { delete server; });
-    return true;
-  }();
-  (void)cleanup;
-  return *server;
+  });
 }
 
 }  // namespace atrex::testing
