@@ -3,6 +3,7 @@
 #include <atomic>
 #include <thread>
 
+#include "atrex/common/local_redis.h"
 #include "atrex/common/redis_queue.h"
 #include "atrex/common/redis_result_store.h"
 #include "acl_server.h"
@@ -172,6 +173,21 @@ TEST(RedisConnectionTest, UnreachableServerIsUnavailable) {
   auto c = RedisConnection::connect(o);
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().code, ErrorCode::kUnavailable);
+}
+
+// A server already on the port is not mistaken for the new one (it answers PING too, while the
+// new one fails to bind and exits): asked for that port, the start fails and says why.
+TEST(LocalRedis, AServerAlreadyOnThePortIsNotMistakenForTheNewOne) {
+  auto a = LocalRedisServer::start();
+  ASSERT_TRUE(a) << a.error().message;
+  LocalRedisOptions o;
+  o.port = (*a)->port();
+  auto b = LocalRedisServer::start(o);
+  ASSERT_FALSE(b) << "a second server claimed port " << o.port;
+  EXPECT_NE(b.error().message.find("another server answers"), std::string::npos) << b.error().message;
+  auto c = RedisConnection::connect((*a)->options());
+  ASSERT_TRUE(c);
+  EXPECT_TRUE((*c)->command({"PING"})) << "the first server is untouched";
 }
 
 }  // namespace

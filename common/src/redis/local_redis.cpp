@@ -52,8 +52,15 @@ Result<std::unique_ptr<LocalRedisServer>> LocalRedisServer::start(LocalRedisOpti
   std::error_code ec;
   std::filesystem::create_directories(s->dir_, ec);
   if (ec) return io_error(fmt::format("{}: cannot create the redis-server folder: {}", s->dir_.string(), ec.message()));
-  ATREX_TRY(s->spawn());
-  return s;
+  // A port picked here may be taken by another process before redis-server binds it (two test
+  // binaries starting servers at once): then it exits at start, and another free port is tried.
+  for (int attempt = 1;; ++attempt) {
+    auto spawned = s->spawn();
+    if (spawned) return s;
+    if (options.port > 0 || attempt == 5 || !s->port_taken_) return tl::unexpected(spawned.error());
+    s->port_ = free_port(options.bind);
+    if (s->port_ == 0) return tl::unexpected(spawned.error());
+  }
 }
 
 Result<void> LocalRedisServer::restart() {
@@ -85,17 +92,27 @@ Result<void> LocalRedisServer::spawn() {
     pid_ = 0;
     return make_error(ErrorCode::kUnavailable, "cannot start redis-server: not on PATH (install it: deploy/install-deps.sh)");
   }
+  // Ready when the server on the port answers and is this child (INFO's process_id): another
+  // server already on the port would answer too, while this child fails to bind and exits.
+  port_taken_ = false;
+  const std::string ours = fmt::format("process_id:{}\r\n", pid_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < deadline) {
     RedisOptions o = options();
     o.max_reconnects = 0;
     auto c = RedisConnection::connect(o);
-    if (c && (*c)->command({"PING"})) return ok();
+    if (c) {
+      auto info = (*c)->command({"INFO", "server"});
+      if (info && info->str.find(ours) != std::string::npos) return ok();
+      port_taken_ = port_taken_ || (info && !info->str.empty());
+    }
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = 0;
       return make_error(ErrorCode::kUnavailable,
-                        fmt::format("redis-server exited at start; see {}", (dir_ / "redis.log").string()));
+                        fmt::format("redis-server exited at start{}; see {}",
+                                    port_taken_ ? fmt::format(" (another server answers on {}:{})", bind_, port_) : "",
+                                    (dir_ / "redis.log").string()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -49,6 +49,7 @@ class LocalRedisServer {
   int port_ = 0;
   std::vector<std::string> extra_args_;
   pid_t pid_ = 0;
+  bool port_taken_ = false;  // the last spawn found another server answering on port_
   std::filesystem::path dir_;
 };
 
