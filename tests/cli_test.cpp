@@ -24,8 +24,9 @@ struct CliRun {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("atrex_e2e_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("atrex_e2e_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -69,10 +70,14 @@ TEST_F(Cli, SweepFileWithUnknownFieldNamesIt) {
 }
 
 TEST_F(Cli, SweepWithUnknownOperatorIsExitCode2) {
-  auto f = write("s.yaml", "name: x\nbackend: cpu\nhardware: H20\nagents: [{name: a}]\noperators: [rms_norm, rmsnorm]\n");
+  auto f = write("s.yaml",
+                 "name: x\nbackend: cpu\nhardware: H20\nagents: [{name: a}]\noperators: [rms_norm, "
+                 "rmsnorm]\n");
   auto r = atrex({"sweep", "run", f.string()});
   EXPECT_EQ(r.rc, 2) << r.output;
-  EXPECT_NE(r.output.find("field \"operators[1]\": unknown operator \"rmsnorm\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("field \"operators[1]\": unknown operator \"rmsnorm\""),
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(Cli, MissingCandidateFileIsExitCode2) {
@@ -82,13 +87,15 @@ TEST_F(Cli, MissingCandidateFileIsExitCode2) {
 }
 
 TEST_F(Cli, EvalOfUnknownOperatorIsExitCode2) {
-  auto r = atrex({"eval", std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_correct.cpp", "--operator", "rmsnorm"});
+  auto r = atrex({"eval", std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_correct.cpp",
+                  "--operator", "rmsnorm"});
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.output.find("unknown operator \"rmsnorm\""), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, BadFlagIsOneLineAndExitCode2) {
-  for (auto args : std::vector<std::vector<std::string>>{{"eval", "--frobnicate"}, {"problems", "show"}, {"sweep"}}) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"eval", "--frobnicate"}, {"problems", "show"}, {"sweep"}}) {
     auto r = atrex(args);
     EXPECT_EQ(r.rc, 2) << r.output;
     EXPECT_EQ(r.output.rfind("atrex: ", 0), 0u) << r.output;
@@ -97,13 +104,13 @@ TEST_F(Cli, BadFlagIsOneLineAndExitCode2) {
 }
 
 TEST_F(Cli, EvalPrintsAPerShapeTableAndSi) {
-  auto r = atrex({"eval", std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_correct.cpp", "--operator", "rms_norm",
-                  "--shapes", "15,28", "--hardware", "H20"});
+  auto r = atrex({"eval", std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_correct.cpp",
+                  "--operator", "rms_norm", "--shapes", "15,28", "--hardware", "H20"});
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("T_roofline us"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("S_i(rms_norm) ="), std::string::npos) << r.output;
-  auto wrong = atrex({"eval", std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_wrong.cpp", "--operator", "rms_norm",
-                      "--shapes", "15", "--hardware", "H20"});
+  auto wrong = atrex({"eval", std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_wrong.cpp",
+                      "--operator", "rms_norm", "--shapes", "15", "--hardware", "H20"});
   EXPECT_EQ(wrong.rc, 1) << wrong.output;
   EXPECT_NE(wrong.output.find("wrong_result"), std::string::npos);
 }
@@ -116,16 +123,20 @@ TEST_F(Cli, GpuCommandsWithoutAGpuExitWithCode3) {
   const std::string cu = std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_correct.cu";
   auto r = atrex({"eval", cu, "--operator", "rms_norm", "--shapes", "15"});
   EXPECT_EQ(r.rc, 3) << r.output;
-  EXPECT_NE(r.output.find("atrex: the cuda backend needs a GPU and this machine has none"), std::string::npos)
+  EXPECT_NE(r.output.find("atrex: the cuda backend needs a GPU and this machine has none"),
+            std::string::npos)
       << r.output;
-  auto named = atrex({"eval", cu, "--operator", "rms_norm", "--shapes", "15,28", "--hardware", "H20", "--out", "r.jsonl"});
+  auto named = atrex({"eval", cu, "--operator", "rms_norm", "--shapes", "15,28", "--hardware",
+                      "H20", "--out", "r.jsonl"});
   EXPECT_EQ(named.rc, 3) << named.output;
   EXPECT_NE(named.output.find("the cuda backend needs a GPU"), std::string::npos) << named.output;
   std::ifstream in(dir_ / "r.jsonl");
   int rejected = 0;
-  for (std::string line; std::getline(in, line);) rejected += Json::parse(line)["status"] == "rejected";
+  for (std::string line; std::getline(in, line);)
+    rejected += Json::parse(line)["status"] == "rejected";
   EXPECT_EQ(rejected, 2);
-  auto dump = atrex({"problems", "dump", "rms_norm", "--shapes", "15", "--backend", "cuda", "--out", "d"});
+  auto dump =
+      atrex({"problems", "dump", "rms_norm", "--shapes", "15", "--backend", "cuda", "--out", "d"});
   EXPECT_EQ(dump.rc, 3) << dump.output;
 }
 
@@ -139,7 +150,8 @@ void cache_host_profile(const fs::path& dir, std::string cpu = runner::host_cpu_
   c.isa = "test";
   c.cpu_name = std::move(cpu);
   fs::create_directories(dir / "cache" / "hardware");
-  std::ofstream(dir / "cache" / "hardware" / "host-cpu.yaml") << problems::hardware_profile_yaml(runner::host_profile(c));
+  std::ofstream(dir / "cache" / "hardware" / "host-cpu.yaml")
+      << problems::hardware_profile_yaml(runner::host_profile(c));
 }
 
 // `hardware list` shows host-cpu's cached figures and where they come from (the file, the
@@ -148,7 +160,8 @@ TEST_F(Cli, HardwareListShowsTheCachedHostCpuProfile) {
   const std::string file = (dir_ / "cache" / "hardware" / "host-cpu.yaml").string();
   auto before = atrex({"hardware", "list"});
   ASSERT_EQ(before.rc, 0) << before.output;
-  EXPECT_NE(before.output.find("host-cpu         (measured on demand: not measured yet"), std::string::npos)
+  EXPECT_NE(before.output.find("host-cpu         (measured on demand: not measured yet"),
+            std::string::npos)
       << before.output;
   cache_host_profile(dir_);
   auto after = atrex({"hardware", "list"});
@@ -174,7 +187,8 @@ TEST_F(Cli, HardwareListShowsTheCachedHostCpuProfile) {
   // Another CPU model's profile is not this host's: measured on demand, and said why.
   cache_host_profile(dir_, "Some Other CPU");
   auto other = atrex({"hardware", "list"});
-  EXPECT_NE(other.output.find("is of another CPU (Some Other CPU)"), std::string::npos) << other.output;
+  EXPECT_NE(other.output.find("is of another CPU (Some Other CPU)"), std::string::npos)
+      << other.output;
 }
 
 // host-cpu is the profile cpu scores use: `atrex roofline` takes it too, from the cache as the
@@ -203,7 +217,8 @@ TEST_F(Cli, ProblemsListHas30OperatorsAndShowHidesEvaluatorData) {
   EXPECT_EQ(j["operators"].size(), 30u);
   auto show = atrex({"problems", "show", "fused_moe", "--json"});
   ASSERT_EQ(show.rc, 0);
-  for (const char* hidden : {"production_performance", "performance_us", "semantic_W_flops", "SOL_time", "origin_kernel"}) {
+  for (const char* hidden : {"production_performance", "performance_us", "semantic_W_flops",
+                             "SOL_time", "origin_kernel"}) {
     EXPECT_EQ(show.output.find(hidden), std::string::npos) << hidden;
   }
 }
@@ -218,7 +233,8 @@ TEST_F(Cli, SweepWithCrashingAndHangingCandidatesCompletesAndResumes) {
   const Json& agent = (*report)["agents"][0];
   EXPECT_EQ(agent["agent"], "fixture");
   Json rms;
-  for (const auto& o : agent["operators"]) if (o["operator"] == "rms_norm") rms = o;
+  for (const auto& o : agent["operators"])
+    if (o["operator"] == "rms_norm") rms = o;
   EXPECT_EQ(rms["status"], "correct") << rms.dump();
   EXPECT_GT(rms["s_i"].get<double>(), 0.0);
   EXPECT_GT(agent["s_agg"].get<double>(), 0.0);
@@ -237,7 +253,9 @@ TEST_F(Cli, SweepWithCrashingAndHangingCandidatesCompletesAndResumes) {
   ASSERT_EQ(again.rc, 0) << again.output;
   EXPECT_EQ(count_lines(), before);
   // A different sweep cannot reuse that folder.
-  auto other = write("other.yaml", "name: other\nbackend: cpu\nhardware: H20\nagents: [{name: a}]\noperators: [l2_norm]\n");
+  auto other = write(
+      "other.yaml",
+      "name: other\nbackend: cpu\nhardware: H20\nagents: [{name: a}]\noperators: [l2_norm]\n");
   auto clash = atrex({"sweep", "run", other.string(), "--out", "out"});
   EXPECT_EQ(clash.rc, 2) << clash.output;
   EXPECT_NE(clash.output.find("different sweep"), std::string::npos);

@@ -38,8 +38,9 @@ namespace fs = std::filesystem;
 class ClusterSweep : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("atrex_cluster_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("atrex_cluster_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     fs::copy(ATREX_TEST_FIXTURES_DIR, dir_ / "fx", fs::copy_options::recursive);
@@ -49,7 +50,8 @@ class ClusterSweep : public ::testing::Test {
   void TearDown() override {
     // Every results folder of the test (out, out-<i>): a failed test leaves no workers behind.
     for (const auto& e : fs::directory_iterator(dir_)) {
-      if (e.path().filename().string().rfind("out", 0) == 0) (void)atrex({"sweep", "cancel", e.path().string()});
+      if (e.path().filename().string().rfind("out", 0) == 0)
+        (void)atrex({"sweep", "cancel", e.path().string()});
     }
     fs::remove_all(dir_);
   }
@@ -63,7 +65,9 @@ class ClusterSweep : public ::testing::Test {
   bool poll(const std::function<bool(const Json&)>& pred, int seconds) {
     return cli().poll(dir_ / "out", pred, seconds);
   }
-  void expect_complete_and_counted_once() { testing::expect_complete_and_counted_once(cli(), dir_ / "out"); }
+  void expect_complete_and_counted_once() {
+    testing::expect_complete_and_counted_once(cli(), dir_ / "out");
+  }
 
   static std::string read_text(const fs::path& p) {
     std::ifstream in(p);
@@ -82,8 +86,9 @@ class ClusterSweep : public ::testing::Test {
 };
 
 TEST_F(ClusterSweep, RunnerKilledMidSweepLosesNothing) {
-  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
-                          (dir_ / "out").string(), "--runners", "2", "--agent-workers", "1", "--lease-timeout", "4"});
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis",
+                          url_, "--out", (dir_ / "out").string(), "--runners", "2",
+                          "--agent-workers", "1", "--lease-timeout", "4"});
   ASSERT_EQ(rc, 0) << out;
   // Wait for an evaluation to be running, find the runner that holds it (the pending entry's
   // consumer), and SIGKILL it: its lease must expire and the other runner finish the task.
@@ -91,8 +96,9 @@ TEST_F(ClusterSweep, RunnerKilledMidSweepLosesNothing) {
   const Json m = manifest();
   auto conn = RedisConnection::connect(redis_.options());
   ASSERT_TRUE(conn);
-  auto pending = (*conn)->command({"XPENDING", "atrex:{" + m["sweep_id"].get<std::string>() + "}:q:{eval}", "atrex",
-                                   "-", "+", "10"});
+  auto pending =
+      (*conn)->command({"XPENDING", "atrex:{" + m["sweep_id"].get<std::string>() + "}:q:{eval}",
+                        "atrex", "-", "+", "10"});
   ASSERT_TRUE(pending) << pending.error().message;
   ASSERT_FALSE(pending->elements.empty()) << "no pending evaluation to interrupt";
   const std::string holder = pending->elements.front().elements.at(1).str;
@@ -108,10 +114,12 @@ TEST_F(ClusterSweep, RunnerKilledMidSweepLosesNothing) {
 }
 
 TEST_F(ClusterSweep, CancelledSweepResumesAndCompletes) {
-  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
-                          (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
+  auto [rc, out] =
+      atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_,
+             "--out", (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
   ASSERT_EQ(rc, 0) << out;
-  ASSERT_TRUE(poll([](const Json& s) { return s["eval_queue"]["enqueued_total"].get<int>() > 0; }, 60));
+  ASSERT_TRUE(
+      poll([](const Json& s) { return s["eval_queue"]["enqueued_total"].get<int>() > 0; }, 60));
   ASSERT_EQ(atrex({"sweep", "cancel", (dir_ / "out").string()}).first, 0);
   ASSERT_TRUE(poll([](const Json& s) { return s["workers_alive"].get<int>() == 0; }, 30));
   EXPECT_EQ(manifest()["status"], "cancelled");
@@ -124,10 +132,12 @@ TEST_F(ClusterSweep, CancelledSweepResumesAndCompletes) {
 // AOF): the workers reconnect with backoff, their blocked reads and leases carry on, and the sweep
 // completes with every result counted once.
 TEST_F(ClusterSweep, RedisRestartedMidSweepLosesNothing) {
-  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
-                          (dir_ / "out").string(), "--runners", "2", "--agent-workers", "1", "--lease-timeout", "6"});
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis",
+                          url_, "--out", (dir_ / "out").string(), "--runners", "2",
+                          "--agent-workers", "1", "--lease-timeout", "6"});
   ASSERT_EQ(rc, 0) << out;
-  ASSERT_TRUE(poll([](const Json& s) { return s["eval_queue"]["enqueued_total"].get<int>() > 0; }, 60));
+  ASSERT_TRUE(
+      poll([](const Json& s) { return s["eval_queue"]["enqueued_total"].get<int>() > 0; }, 60));
   const int enqueued_before = status()["eval_queue"]["enqueued_total"].get<int>();
   redis_.restart();
   ASSERT_TRUE(redis_.running());
@@ -149,8 +159,9 @@ TEST_F(ClusterSweep, RedisRestartedMidSweepLosesNothing) {
 // what is neither done, dead nor in flight; starts no worker that is still alive) and a new
 // `wait` completes the sweep with every result counted once.
 TEST_F(ClusterSweep, SchedulerKilledMidSweepResumesAndCompletes) {
-  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
-                          (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
+  auto [rc, out] =
+      atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_,
+             "--out", (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
   ASSERT_EQ(rc, 0) << out;
   const pid_t waiter = ::fork();
   ASSERT_GE(waiter, 0);
@@ -161,7 +172,8 @@ TEST_F(ClusterSweep, SchedulerKilledMidSweepResumesAndCompletes) {
     ::execl(bin.c_str(), bin.c_str(), "sweep", "wait", dir.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  ASSERT_TRUE(poll([](const Json& s) { return s["eval_queue"]["enqueued_total"].get<int>() > 0; }, 60));
+  ASSERT_TRUE(
+      poll([](const Json& s) { return s["eval_queue"]["enqueued_total"].get<int>() > 0; }, 60));
   ASSERT_EQ(::kill(waiter, SIGKILL), 0);
   int wstatus = 0;
   ASSERT_EQ(::waitpid(waiter, &wstatus, 0), waiter);
@@ -169,7 +181,8 @@ TEST_F(ClusterSweep, SchedulerKilledMidSweepResumesAndCompletes) {
   const size_t workers_before = manifest()["workers"]["processes"].size();
   auto resumed = atrex({"sweep", "resume", (dir_ / "out").string()});
   ASSERT_EQ(resumed.first, 0) << resumed.second;
-  EXPECT_EQ(manifest()["workers"]["processes"].size(), workers_before) << "the live workers were not doubled";
+  EXPECT_EQ(manifest()["workers"]["processes"].size(), workers_before)
+      << "the live workers were not doubled";
   expect_complete_and_counted_once();
 }
 
@@ -177,9 +190,9 @@ TEST_F(ClusterSweep, EvaluationThatKillsEveryRunnerIsDeadLetteredAndTheSweepComp
   // The first candidate SIGKILLs the runner evaluating it. Three runners and --max-deliveries 2:
   // two die on the poisoned evaluation's two deliveries, the third dead-letters it on its next
   // claim and evaluates the correct candidate.
-  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "poison_sweep.yaml").string(), "--redis", url_, "--out",
-                          (dir_ / "out").string(), "--runners", "3", "--agent-workers", "1", "--lease-timeout", "3",
-                          "--max-deliveries", "2"});
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "poison_sweep.yaml").string(),
+                          "--redis", url_, "--out", (dir_ / "out").string(), "--runners", "3",
+                          "--agent-workers", "1", "--lease-timeout", "3", "--max-deliveries", "2"});
   ASSERT_EQ(rc, 0) << out;
   auto [wrc, wout] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "120"});
   ASSERT_EQ(wrc, 0) << wout;
@@ -195,7 +208,8 @@ TEST_F(ClusterSweep, EvaluationThatKillsEveryRunnerIsDeadLetteredAndTheSweepComp
   EXPECT_NE(d["error"].get<std::string>().find("lease expired"), std::string::npos) << d.dump();
   EXPECT_NE(read_text(dir_ / "out" / "report.md").find("lease expired"), std::string::npos);
   // The agent saw it as a crashed candidate, with the reason, and moved on.
-  EXPECT_NE(read_text(dir_ / "out" / "audit" / "fixture" / "rms_norm.jsonl").find("dead-lettered after 2 deliveries"),
+  EXPECT_NE(read_text(dir_ / "out" / "audit" / "fixture" / "rms_norm.jsonl")
+                .find("dead-lettered after 2 deliveries"),
             std::string::npos);
   const Json s = status();
   ASSERT_EQ(s["dead_letters"].size(), 1u) << s.dump();
@@ -210,8 +224,9 @@ TEST_F(ClusterSweep, EvaluationThatKillsEveryRunnerIsDeadLetteredAndTheSweepComp
 }
 
 TEST_F(ClusterSweep, DeadLetteredAgentTaskIsReportedAndNotReenqueuedByResume) {
-  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
-                          (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1", "--lease-timeout", "3"});
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis",
+                          url_, "--out", (dir_ / "out").string(), "--runners", "1",
+                          "--agent-workers", "1", "--lease-timeout", "3"});
   ASSERT_EQ(rc, 0) << out;
   ASSERT_EQ(atrex({"sweep", "cancel", (dir_ / "out").string()}).first, 0);
   ASSERT_TRUE(poll([](const Json& s) { return s["workers_alive"].get<int>() == 0; }, 30));
@@ -219,7 +234,8 @@ TEST_F(ClusterSweep, DeadLetteredAgentTaskIsReportedAndNotReenqueuedByResume) {
   // dead-letters it.
   QueueOptions qo;
   qo.lease_timeout = std::chrono::seconds(3);
-  auto q = RedisQueue::open(redis_.options(), qo, "atrex:{" + manifest()["sweep_id"].get<std::string>() + "}");
+  auto q = RedisQueue::open(redis_.options(), qo,
+                            "atrex:{" + manifest()["sweep_id"].get<std::string>() + "}");
   ASSERT_TRUE(q) << q.error().message;
   auto dead = [&] {
     auto d = (*q)->dead_letters("agent");
@@ -241,12 +257,14 @@ TEST_F(ClusterSweep, DeadLetteredAgentTaskIsReportedAndNotReenqueuedByResume) {
   EXPECT_NE(rout.find("0 agent task(s) re-enqueued"), std::string::npos) << rout;
   const Json s = status();
   EXPECT_EQ(s["agent_queue"]["enqueued_total"], 1) << s.dump();
-  EXPECT_EQ(s["agent_queue"]["ready"].get<int>() + s["agent_queue"]["leased"].get<int>(), 0) << s.dump();
+  EXPECT_EQ(s["agent_queue"]["ready"].get<int>() + s["agent_queue"]["leased"].get<int>(), 0)
+      << s.dump();
   auto [wrc, wout] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "60"});
   ASSERT_EQ(wrc, 0) << wout;
   auto report = read_json_file(dir_ / "out" / "report.json");
   ASSERT_TRUE(report);
-  EXPECT_NE(rms_norm_in(*report).value("first_error", "").find("agent worker killed by the test"), std::string::npos)
+  EXPECT_NE(rms_norm_in(*report).value("first_error", "").find("agent worker killed by the test"),
+            std::string::npos)
       << report->dump();
   ASSERT_EQ((*report)["dead_letters"].size(), 1u) << report->dump();
   EXPECT_EQ((*report)["dead_letters"][0]["kind"], "agent");
@@ -276,28 +294,45 @@ TEST_F(ClusterSweep, ReusedWorkerPidIsNeitherCountedAliveNorSignalled) {
   const pid_t stranger = start_sleep(), worker = start_sleep();
   ASSERT_GT(stranger, 0);
   ASSERT_GT(worker, 0);
-  const std::vector<std::string> runner_args = {std::string(ATREX_TEST_BIN_DIR) + "/atrex", "runner", "--redis", url_,
-                                                "--sweep", "reused-pid", "--device", "0", "--name", "runner-0"};
+  const std::vector<std::string> runner_args = {std::string(ATREX_TEST_BIN_DIR) + "/atrex",
+                                                "runner",
+                                                "--redis",
+                                                url_,
+                                                "--sweep",
+                                                "reused-pid",
+                                                "--device",
+                                                "0",
+                                                "--name",
+                                                "runner-0"};
   fs::create_directories(dir_ / "out");
-  const Json processes = Json::array({Json{{"name", "runner-0"}, {"pid", stranger}, {"args", runner_args}},
-                                      Json{{"name", "stand-in"}, {"pid", worker}, {"args", {"sleep", "300"}}}});
+  const Json processes =
+      Json::array({Json{{"name", "runner-0"}, {"pid", stranger}, {"args", runner_args}},
+                   Json{{"name", "stand-in"}, {"pid", worker}, {"args", {"sleep", "300"}}}});
   std::ofstream(dir_ / "out" / "manifest.json")
-      << Json{{"sweep_id", "reused-pid"}, {"redis_url", url_}, {"agents", Json::array()}, {"operators", Json::array()},
-              {"workers", {{"launcher", "local"}, {"host", "this"}, {"processes", processes}}}}.dump();
+      << Json{{"sweep_id", "reused-pid"},
+              {"redis_url", url_},
+              {"agents", Json::array()},
+              {"operators", Json::array()},
+              {"workers", {{"launcher", "local"}, {"host", "this"}, {"processes", processes}}}}
+             .dump();
   // The stand-in must have exec'd sleep before its command line is compared.
-  ASSERT_TRUE(testing::poll_until([&] { return status()["workers_alive"] == 1; }, 10)) << status().dump();
+  ASSERT_TRUE(testing::poll_until([&] { return status()["workers_alive"] == 1; }, 10))
+      << status().dump();
   ASSERT_EQ(atrex({"sweep", "cancel", (dir_ / "out").string()}).first, 0);
   int wstatus = 0;
-  ASSERT_TRUE(testing::poll_until([&] { return ::waitpid(worker, &wstatus, WNOHANG) == worker; }, 10))
+  ASSERT_TRUE(
+      testing::poll_until([&] { return ::waitpid(worker, &wstatus, WNOHANG) == worker; }, 10))
       << "the recorded worker was not signalled";
   EXPECT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGTERM);
   // Signalled first if at all: the worker's signal has arrived, so the stranger's would have.
-  EXPECT_EQ(::waitpid(stranger, &wstatus, WNOHANG), 0) << "cancel signalled a process that is not the sweep's worker";
+  EXPECT_EQ(::waitpid(stranger, &wstatus, WNOHANG), 0)
+      << "cancel signalled a process that is not the sweep's worker";
   ::kill(stranger, SIGKILL);
   ::waitpid(stranger, &wstatus, 0);
 }
 
-// The sweep ids of copies of the crash fixture named shard-<i>, as `atrex sweep submit` resolves them.
+// The sweep ids of copies of the crash fixture named shard-<i>, as `atrex sweep submit` resolves
+// them.
 std::string sweep_id_of(const fs::path& file, const fs::path& out) {
   auto spec = scheduler::load_sweep_file(file);
   if (!spec) {
@@ -330,7 +365,11 @@ TEST_F(ClusterSweep, SweepsSubmittedToTwoRedisLandWholeOnTheInstanceTheirIdPicks
   // instances get one: sweep ids hash the device and paths, so which names do varies by machine.
   std::string fixture = read_text(dir_ / "fx" / "crash_sweep.yaml");
   fixture.replace(fixture.find("name: crash-sweep"), 17, "name: shard-@");
-  struct Sweep { fs::path file, out; std::string id; size_t index; };
+  struct Sweep {
+    fs::path file, out;
+    std::string id;
+    size_t index;
+  };
   std::vector<Sweep> sweeps;
   size_t on[2] = {0, 0};
   for (int i = 0; i < 32 && sweeps.size() < 3; ++i) {
@@ -345,10 +384,12 @@ TEST_F(ClusterSweep, SweepsSubmittedToTwoRedisLandWholeOnTheInstanceTheirIdPicks
     if (on[index] == 2) continue;  // keep room for the other instance
     ++on[index];
     sweeps.push_back({file, out, id, index});
-    auto [rc, out_text] = atrex({"sweep", "submit", file.string(), "--redis", urls[0] + "," + urls[1], "--out",
-                                 out.string(), "--runners", "1", "--agent-workers", "1"});
+    auto [rc, out_text] =
+        atrex({"sweep", "submit", file.string(), "--redis", urls[0] + "," + urls[1], "--out",
+               out.string(), "--runners", "1", "--agent-workers", "1"});
     ASSERT_EQ(rc, 0) << out_text;
-    EXPECT_EQ(read_json_file(out / "manifest.json")->value("redis_url", ""), urls[index]) << out_text;
+    EXPECT_EQ(read_json_file(out / "manifest.json")->value("redis_url", ""), urls[index])
+        << out_text;
   }
   ASSERT_EQ(sweeps.size(), 3u);
   ASSERT_TRUE(on[0] > 0 && on[1] > 0) << "all 32 names hashed to one instance";
@@ -358,12 +399,14 @@ TEST_F(ClusterSweep, SweepsSubmittedToTwoRedisLandWholeOnTheInstanceTheirIdPicks
   // refused before anything is written.
   const Sweep& moved = sweeps.front();
   ASSERT_EQ(atrex({"sweep", "cancel", moved.out.string()}).first, 0);
-  auto [xrc, xout] = atrex({"sweep", "submit", moved.file.string(), "--redis", urls[1 - moved.index], "--out",
-                            moved.out.string(), "--runners", "1", "--agent-workers", "1"});
+  auto [xrc, xout] =
+      atrex({"sweep", "submit", moved.file.string(), "--redis", urls[1 - moved.index], "--out",
+             moved.out.string(), "--runners", "1", "--agent-workers", "1"});
   EXPECT_EQ(xrc, 2) << xout;
   EXPECT_NE(xout.find("does not name"), std::string::npos) << xout;
-  auto [rrc, rout] = atrex({"sweep", "submit", moved.file.string(), "--redis", urls[1] + "," + urls[0], "--out",
-                            moved.out.string(), "--runners", "1", "--agent-workers", "1"});
+  auto [rrc, rout] =
+      atrex({"sweep", "submit", moved.file.string(), "--redis", urls[1] + "," + urls[0], "--out",
+             moved.out.string(), "--runners", "1", "--agent-workers", "1"});
   ASSERT_EQ(rrc, 0) << rout;
   EXPECT_EQ(read_json_file(moved.out / "manifest.json")->value("redis_url", ""), urls[moved.index]);
 
@@ -396,15 +439,16 @@ TEST_F(ClusterSweep, SweepOverTlsCompletesAndAnUntrustedServerIsRefusedAtSubmit)
   auto tls = testing::TlsRedis::start(certs, false);
   ASSERT_TRUE(tls);
   const std::string file = (dir_ / "fx" / "crash_sweep.yaml").string();
-  auto [brc, bout] = atrex({"sweep", "submit", file, "--redis", tls->url("tls_ca=" + certs("other-ca.crt")), "--out",
-                            (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
+  auto [brc, bout] =
+      atrex({"sweep", "submit", file, "--redis", tls->url("tls_ca=" + certs("other-ca.crt")),
+             "--out", (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
   EXPECT_EQ(brc, 3) << bout;
   EXPECT_NE(bout.find("certificate verify failed"), std::string::npos) << bout;
   EXPECT_FALSE(fs::exists(dir_ / "out" / "manifest.json")) << "nothing is submitted";
 
   const std::string url = tls->url("tls_ca=" + certs("ca.crt"));
-  auto [rc, out] = atrex({"sweep", "submit", file, "--redis", url, "--out", (dir_ / "out").string(), "--runners", "1",
-                          "--agent-workers", "1"});
+  auto [rc, out] = atrex({"sweep", "submit", file, "--redis", url, "--out", (dir_ / "out").string(),
+                          "--runners", "1", "--agent-workers", "1"});
   ASSERT_EQ(rc, 0) << out;
   const Json m = manifest();
   EXPECT_EQ(m.value("redis_url", ""), url);
@@ -429,29 +473,35 @@ TEST_F(ClusterSweep, SweepAsAnAclUserLimitedToAtrexKeysCompletes) {
   ASSERT_TRUE(server.running());
   const std::string url =
       testing::url_with(server, std::string(testing::kAclUser) + ":" + testing::kAclPassword);
-  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url, "--out",
-                          (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
+  auto [rc, out] =
+      atrex({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url,
+             "--out", (dir_ / "out").string(), "--runners", "1", "--agent-workers", "1"});
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out.find(testing::kAclPassword), std::string::npos) << out;
-  EXPECT_EQ(manifest().value("redis", "").find(testing::kAclPassword), std::string::npos) << manifest().dump();
+  EXPECT_EQ(manifest().value("redis", "").find(testing::kAclPassword), std::string::npos)
+      << manifest().dump();
   expect_complete_and_counted_once();
   // KEYS is @dangerous: count them as the default user.
-  auto admin = parse_redis_url(testing::url_with(server, std::string(":") + testing::kDefaultPassword));
+  auto admin =
+      parse_redis_url(testing::url_with(server, std::string(":") + testing::kDefaultPassword));
   ASSERT_TRUE(admin);
   EXPECT_GT(keys_of(*admin, manifest()["sweep_id"].get<std::string>()), 2u);
 }
 
 TEST_F(ClusterSweep, RedisListWithAnEmptyOrBadEntryIsRefusedNamingTheFlagAndEntry) {
   const std::string file = (dir_ / "fx" / "crash_sweep.yaml").string();
-  auto [erc, eout] = atrex({"sweep", "submit", file, "--redis", url_ + ",," + url_, "--out", (dir_ / "out").string()});
+  auto [erc, eout] = atrex(
+      {"sweep", "submit", file, "--redis", url_ + ",," + url_, "--out", (dir_ / "out").string()});
   EXPECT_EQ(erc, 2) << eout;
   EXPECT_NE(eout.find("--redis"), std::string::npos) << eout;
   EXPECT_NE(eout.find("entry 2 is empty"), std::string::npos) << eout;
-  auto [brc, bout] = atrex({"sweep", "submit", file, "--redis", url_ + ",http://x:1", "--out", (dir_ / "out").string()});
+  auto [brc, bout] = atrex(
+      {"sweep", "submit", file, "--redis", url_ + ",http://x:1", "--out", (dir_ / "out").string()});
   EXPECT_EQ(brc, 2) << bout;
   EXPECT_NE(bout.find("entry 2"), std::string::npos) << bout;
   EXPECT_NE(bout.find("http://x:1"), std::string::npos) << bout;
-  auto [drc, dout] = atrex({"sweep", "submit", file, "--redis", url_ + "," + url_ + "/0", "--out", (dir_ / "out").string()});
+  auto [drc, dout] = atrex({"sweep", "submit", file, "--redis", url_ + "," + url_ + "/0", "--out",
+                            (dir_ / "out").string()});
   EXPECT_EQ(drc, 2) << dout;
   EXPECT_NE(dout.find("a second time"), std::string::npos) << dout;
   EXPECT_FALSE(fs::exists(dir_ / "out" / "manifest.json")) << "nothing is submitted";
@@ -464,22 +514,25 @@ TEST_F(ClusterSweep, BenchConnectionsParksIdleWorkersAndCountsTheRefusedPastMaxc
   auto admin = RedisConnection::connect(redis_.options());
   ASSERT_TRUE(admin);
   ASSERT_TRUE((*admin)->command({"CONFIG", "SET", "maxclients", "40"}));
-  const auto [rc, out] = atrex({"bench", "connections", "--redis", url_, "--counts", "0,20,60", "--seconds", "0.2",
-                                "--runners", "2", "--rate", "200"}, 120);
+  const auto [rc, out] = atrex({"bench", "connections", "--redis", url_, "--counts", "0,20,60",
+                                "--seconds", "0.2", "--runners", "2", "--rate", "200"},
+                               120);
   ASSERT_TRUE((*admin)->command({"CONFIG", "SET", "maxclients", "10000"}));
   ASSERT_EQ(rc, 0) << out;
   std::istringstream lines(out);
   std::map<int, std::vector<std::string>> rows;  // idle count -> columns
   for (std::string line; std::getline(lines, line);) {
     std::istringstream cols(line);
-    std::vector<std::string> c{std::istream_iterator<std::string>(cols), std::istream_iterator<std::string>()};
-    if (c.size() >= 3 && std::all_of(c[0].begin(), c[0].end(), ::isdigit)) rows[std::stoi(c[0])] = c;
+    std::vector<std::string> c{std::istream_iterator<std::string>(cols),
+                               std::istream_iterator<std::string>()};
+    if (c.size() >= 3 && std::all_of(c[0].begin(), c[0].end(), ::isdigit))
+      rows[std::stoi(c[0])] = c;
   }
   ASSERT_EQ(rows.size(), 3u) << out;
   EXPECT_EQ(rows[0][1], "0") << out;
-  EXPECT_EQ(rows[20][1], "20") << out;   // parked
-  EXPECT_EQ(rows[20][2], "0") << out;    // refused
-  EXPECT_EQ(rows[20][4], "20") << out;   // Redis' blocked_clients
+  EXPECT_EQ(rows[20][1], "20") << out;  // parked
+  EXPECT_EQ(rows[20][2], "0") << out;   // refused
+  EXPECT_EQ(rows[20][4], "20") << out;  // Redis' blocked_clients
   const int parked = std::stoi(rows[60][1]), refused = std::stoi(rows[60][2]);
   EXPECT_EQ(parked + refused, 60) << out;
   EXPECT_GE(refused, 20) << out;  // 40 clients at most, the bench's own among them

@@ -25,7 +25,8 @@ namespace fs = std::filesystem;
 const fs::path kDir = ATREX_TEST_DASHBOARDS_DIR;
 
 // The atrex_* names in `expr` that are not catalogue metrics (nor a histogram's series).
-std::vector<std::string> unknown_metrics(const std::string& expr, std::set<std::string>* seen = nullptr) {
+std::vector<std::string> unknown_metrics(const std::string& expr,
+                                         std::set<std::string>* seen = nullptr) {
   static const std::regex name(R"(\batrex_[a-z0-9_]+)");
   std::vector<std::string> out;
   for (std::sregex_iterator it(expr.begin(), expr.end(), name), end; it != end; ++it) {
@@ -47,11 +48,14 @@ std::vector<std::string> dashboard_exprs(const Json& j) {
   std::vector<std::string> out;
   if (j.is_object()) {
     for (const auto& [k, v] : j.items()) {
-      if ((k == "expr" || k == "definition") && v.is_string()) out.push_back(v.get<std::string>());
-      else for (auto& e : dashboard_exprs(v)) out.push_back(std::move(e));
+      if ((k == "expr" || k == "definition") && v.is_string())
+        out.push_back(v.get<std::string>());
+      else
+        for (auto& e : dashboard_exprs(v)) out.push_back(std::move(e));
     }
   } else if (j.is_array()) {
-    for (const auto& v : j) for (auto& e : dashboard_exprs(v)) out.push_back(std::move(e));
+    for (const auto& v : j)
+      for (auto& e : dashboard_exprs(v)) out.push_back(std::move(e));
   }
   return out;
 }
@@ -61,21 +65,24 @@ TEST(Dashboards, UnknownMetricNamesAreCaught) {
   EXPECT_EQ(unknown_metrics("rate(atrex_runner_evaluation_total[1m])"),
             std::vector<std::string>{"atrex_runner_evaluation_total"});
   EXPECT_TRUE(unknown_metrics("rate(atrex_runner_evaluation_duration_seconds_bucket[5m])").empty());
-  EXPECT_EQ(unknown_metrics("atrex_runner_busy_bucket"), std::vector<std::string>{"atrex_runner_busy_bucket"});
+  EXPECT_EQ(unknown_metrics("atrex_runner_busy_bucket"),
+            std::vector<std::string>{"atrex_runner_busy_bucket"});
 }
 
 // promtool is Debian's `prometheus` package; without it the promtool tests skip, unless
 // ATREX_REQUIRE_PROMETHEUS=1 (.ci/run) makes that a failure.
-#define ATREX_NEED_PROMTOOL()                                                                     \
-  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {                                \
-    const char* req = std::getenv("ATREX_REQUIRE_PROMETHEUS");                                   \
-    if (req && std::string(req) == "1") FAIL() << "promtool not found (apt-get install prometheus)"; \
-    GTEST_SKIP() << "promtool not found (deploy/install-deps.sh installs prometheus)";            \
+#define ATREX_NEED_PROMTOOL()                                                          \
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {                       \
+    const char* req = std::getenv("ATREX_REQUIRE_PROMETHEUS");                         \
+    if (req && std::string(req) == "1")                                                \
+      FAIL() << "promtool not found (apt-get install prometheus)";                     \
+    GTEST_SKIP() << "promtool not found (deploy/install-deps.sh installs prometheus)"; \
   }
 
 TEST(Dashboards, RulesPassPromtoolCheck) {
   ATREX_NEED_PROMTOOL();
-  const std::string cmd = "promtool check rules '" + (kDir / "rules.yml").string() + "' >/dev/null 2>&1";
+  const std::string cmd =
+      "promtool check rules '" + (kDir / "rules.yml").string() + "' >/dev/null 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
@@ -83,8 +90,10 @@ TEST(Dashboards, RulesPassPromtoolCheck) {
 // recording rules compute what the dashboard shows.
 TEST(Dashboards, AlertsAndRecordingRulesPassTheirPromtoolUnitTests) {
   ATREX_NEED_PROMTOOL();
-  const std::string cmd = "cd '" + kDir.string() + "' && promtool test rules rules_test.yml >/dev/null 2>&1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd << " (run it by hand to see which expectation failed)";
+  const std::string cmd =
+      "cd '" + kDir.string() + "' && promtool test rules rules_test.yml >/dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0)
+      << cmd << " (run it by hand to see which expectation failed)";
 }
 
 TEST(Dashboards, RulesAndDashboardNameOnlyCatalogueMetrics) {
@@ -106,14 +115,16 @@ TEST(Dashboards, RulesAndDashboardNameOnlyCatalogueMetrics) {
     ++exprs;
     EXPECT_TRUE(unknown_metrics(expr, &seen).empty()) << "atrex.json: " << expr;
     for (std::sregex_iterator it(expr.begin(), expr.end(), recording), end; it != end; ++it) {
-      EXPECT_EQ(recorded.count(it->str()), 1u) << "atrex.json uses " << it->str() << ", which rules.yml does not record";
+      EXPECT_EQ(recorded.count(it->str()), 1u)
+          << "atrex.json uses " << it->str() << ", which rules.yml does not record";
     }
   }
   EXPECT_GE(exprs, 20);
   // The dashboard's five views draw on every component's metrics.
-  for (const char* m : {"atrex_runner_evaluations_total", "atrex_runner_busy", "atrex_agent_candidates_total",
-                        "atrex_agent_best_score_ratio", "atrex_sweep_queue_tasks", "atrex_sweep_operators_done",
-                        "atrex_sweep_s_agg_ratio"}) {
+  for (const char* m :
+       {"atrex_runner_evaluations_total", "atrex_runner_busy", "atrex_agent_candidates_total",
+        "atrex_agent_best_score_ratio", "atrex_sweep_queue_tasks", "atrex_sweep_operators_done",
+        "atrex_sweep_s_agg_ratio"}) {
     EXPECT_EQ(seen.count(m), 1u) << m << " is shown nowhere";
   }
 }

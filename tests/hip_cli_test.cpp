@@ -1,7 +1,8 @@
 // `atrex compile` and `atrex eval` with HIP candidates on a machine without an AMD GPU (CI): the
 // compile gate builds them (backend from the .hip extension, arch from --arch or
 // ATREX_HIP_ARCH), and evaluation ends with a message that says why it cannot run, exit code 3
-// (unavailable), and no crash. Skips where hipcc or atrex-eval-hip is missing, unless ATREX_REQUIRE_HIP=1
+// (unavailable), and no crash. Skips where hipcc or atrex-eval-hip is missing, unless
+// ATREX_REQUIRE_HIP=1
 // (.ci/run), where that fails.
 #include <unistd.h>
 
@@ -28,17 +29,18 @@ bool hipcc_on_path() {
   return false;
 }
 
-#define ATREX_NEED(condition, what)                                                                         \
-  do {                                                                                                      \
-    if (!(condition)) {                                                                                     \
-      const char* required = std::getenv("ATREX_REQUIRE_HIP");                                              \
-      if (required && std::string(required) == "1") FAIL() << what << " (ATREX_REQUIRE_HIP=1 makes this a failure)"; \
-      GTEST_SKIP() << what;                                                                                 \
-    }                                                                                                       \
+#define ATREX_NEED(condition, what)                                      \
+  do {                                                                   \
+    if (!(condition)) {                                                  \
+      const char* required = std::getenv("ATREX_REQUIRE_HIP");           \
+      if (required && std::string(required) == "1")                      \
+        FAIL() << what << " (ATREX_REQUIRE_HIP=1 makes this a failure)"; \
+      GTEST_SKIP() << what;                                              \
+    }                                                                    \
   } while (0)
 
 struct CliRun {
-  int rc;           // -1 when killed by a signal or timed out
+  int rc;  // -1 when killed by a signal or timed out
   int signal;
   std::string output;
 };
@@ -46,8 +48,9 @@ struct CliRun {
 class HipCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("atrex_hipcli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("atrex_hipcli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -67,8 +70,12 @@ class HipCli : public ::testing::Test {
     return CliRun{r->timed_out ? -1 : r->exit_code, r->term_signal, r->output_tail};
   }
 
-  static std::string candidate() { return std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_correct.hip"; }
-  static bool hip_child_built() { return fs::exists(fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-hip"); }
+  static std::string candidate() {
+    return std::string(ATREX_TEST_CANDIDATES_DIR) + "/rms_norm_correct.hip";
+  }
+  static bool hip_child_built() {
+    return fs::exists(fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-hip");
+  }
   static bool has_amd_gpu() {
     runner::SubprocessOptions o;
     o.argv = {std::string(ATREX_TEST_BIN_DIR) + "/atrex-eval-hip", "--probe"};
@@ -97,16 +104,19 @@ TEST_F(HipCli, CompileTakesTheBackendFromTheExtensionAndTheArchFromTheFlag) {
 // 5.2 does not know: the failure names the setting, and the setting works.
 TEST_F(HipCli, CompileArchDefaultsToTheSettingAndAnUnknownArchNamesIt) {
   ATREX_NEED(hipcc_on_path(), "hipcc is not installed");
-  if (hip_child_built() && has_amd_gpu()) GTEST_SKIP() << "this machine has an AMD GPU: the arch comes from it";
+  if (hip_child_built() && has_amd_gpu())
+    GTEST_SKIP() << "this machine has an AMD GPU: the arch comes from it";
   auto set = atrex({"compile", candidate(), "--json"}, {{"ATREX_HIP_ARCH", "gfx90a"}});
   ASSERT_EQ(set.rc, 0) << set.output;
   EXPECT_EQ(Json::parse(set.output.substr(set.output.find('{')))["results"][0]["arch"], "gfx90a");
-  auto deflt = atrex({"compile", candidate(), "--backend", "hip", "--json"}, {{"ATREX_HIP_ARCH", ""}});
+  auto deflt =
+      atrex({"compile", candidate(), "--backend", "hip", "--json"}, {{"ATREX_HIP_ARCH", ""}});
   const Json res = Json::parse(deflt.output.substr(deflt.output.find('{')))["results"][0];
   EXPECT_EQ(res["arch"], "gfx942");
   if (!res["ok"].get<bool>()) {
     EXPECT_EQ(deflt.rc, 1);
-    EXPECT_NE(res["log"].get<std::string>().find("ATREX_HIP_ARCH"), std::string::npos) << res.dump();
+    EXPECT_NE(res["log"].get<std::string>().find("ATREX_HIP_ARCH"), std::string::npos)
+        << res.dump();
   }
 }
 
@@ -118,10 +128,12 @@ TEST_F(HipCli, EvalWithoutAnAmdGpuSaysWhyWithoutCrashing) {
   EXPECT_EQ(r.signal, 0);
   EXPECT_EQ(r.rc, 3) << "exit code 3: unavailable here\n" << r.output;
   EXPECT_NE(r.output.find("the hip backend needs an AMD GPU"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("no AMD GPU / HIP runtime found: hipGetDeviceCount: hipError"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no AMD GPU / HIP runtime found: hipGetDeviceCount: hipError"),
+            std::string::npos)
+      << r.output;
   // A named profile: every shape gets the `rejected` verdict with the same reason.
-  auto named = atrex({"eval", candidate(), "--operator", "rms_norm", "--shapes", "15,5", "--hardware", "MI300X",
-                      "--json"});
+  auto named = atrex({"eval", candidate(), "--operator", "rms_norm", "--shapes", "15,5",
+                      "--hardware", "MI300X", "--json"});
   EXPECT_EQ(named.signal, 0);
   EXPECT_EQ(named.rc, 3) << named.output;
   const Json j = Json::parse(named.output.substr(named.output.find('{')));
@@ -129,7 +141,9 @@ TEST_F(HipCli, EvalWithoutAnAmdGpuSaysWhyWithoutCrashing) {
   for (const auto& rec : j["records"]) {
     EXPECT_EQ(rec["status"], "rejected");
     EXPECT_EQ(rec["hardware"], "MI300X");
-    EXPECT_NE(rec["error"].get<std::string>().find("no AMD GPU / HIP runtime found"), std::string::npos) << rec.dump();
+    EXPECT_NE(rec["error"].get<std::string>().find("no AMD GPU / HIP runtime found"),
+              std::string::npos)
+        << rec.dump();
   }
 }
 

@@ -23,22 +23,34 @@ namespace fs = std::filesystem;
 class SweepMetrics : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("atrex_metrics_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("atrex_metrics_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     fs::copy(ATREX_TEST_FIXTURES_DIR, dir_ / "fx", fs::copy_options::recursive);
   }
   void TearDown() override {
-    if (fs::exists(dir_ / "out" / "manifest.json")) (void)cli()({"sweep", "cancel", (dir_ / "out").string()});
+    if (fs::exists(dir_ / "out" / "manifest.json"))
+      (void)cli()({"sweep", "cancel", (dir_ / "out").string()});
     fs::remove_all(dir_);
   }
   testing::AtrexCli cli() const { return testing::AtrexCli(dir_); }
-  std::string redis_url() const { return "redis://127.0.0.1:" + std::to_string(redis_.options().port); }
+  std::string redis_url() const {
+    return "redis://127.0.0.1:" + std::to_string(redis_.options().port);
+  }
   std::pair<int, std::string> submit(std::vector<std::string> extra) {
-    std::vector<std::string> args = {"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis",
-                                     redis_url(), "--out", (dir_ / "out").string(), "--runners", "1",
-                                     "--agent-workers", "1"};
+    std::vector<std::string> args = {"sweep",
+                                     "submit",
+                                     (dir_ / "fx" / "crash_sweep.yaml").string(),
+                                     "--redis",
+                                     redis_url(),
+                                     "--out",
+                                     (dir_ / "out").string(),
+                                     "--runners",
+                                     "1",
+                                     "--agent-workers",
+                                     "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     return cli()(args);
   }
@@ -66,14 +78,18 @@ TEST_F(SweepMetrics, WorkersServeMetricsAndTheirTargetFilesLiveAsLongAsThey) {
   // `sweep wait` follows the sweep meanwhile, serving the sweep's gauges.
   std::pair<int, std::string> waited{-3, ""};
   std::thread wait([&] {
-    waited = cli()({"sweep", "wait", (dir_ / "out").string(), "--timeout", "300", "--metrics-listen", "127.0.0.1:0"},
+    waited = cli()({"sweep", "wait", (dir_ / "out").string(), "--timeout", "300",
+                    "--metrics-listen", "127.0.0.1:0"},
                    350);
   });
   const fs::path targets = dir_ / "out" / "metrics" / "targets";
   std::optional<std::pair<std::string, int>> runner, agent, follower;
-  EXPECT_TRUE(testing::poll_until([&] { return (runner = target_of(targets / "runner-0.json")).has_value(); }, 60));
-  EXPECT_TRUE(testing::poll_until([&] { return (agent = target_of(targets / "agent-worker-0.json")).has_value(); }, 60));
-  EXPECT_TRUE(testing::poll_until([&] { return (follower = target_of(targets / "sweep-wait.json")).has_value(); }, 60));
+  EXPECT_TRUE(testing::poll_until(
+      [&] { return (runner = target_of(targets / "runner-0.json")).has_value(); }, 60));
+  EXPECT_TRUE(testing::poll_until(
+      [&] { return (agent = target_of(targets / "agent-worker-0.json")).has_value(); }, 60));
+  EXPECT_TRUE(testing::poll_until(
+      [&] { return (follower = target_of(targets / "sweep-wait.json")).has_value(); }, 60));
   if (runner && agent && follower) {
     auto j = read_json_file(targets / "runner-0.json");
     EXPECT_EQ((*j)[0]["labels"]["sweep"], "crash-sweep");
@@ -87,15 +103,21 @@ TEST_F(SweepMetrics, WorkersServeMetricsAndTheirTargetFilesLiveAsLongAsThey) {
         60));
     // The counters move as the sweep runs: the crash fixture's segfaulting candidate is `crashed`.
     EXPECT_TRUE(testing::poll_until(
-        [&] { return scraped(*runner, R"(atrex_runner_evaluations_total{operator="rms_norm",status="crashed"})") > 0; },
+        [&] {
+          return scraped(
+                     *runner,
+                     R"(atrex_runner_evaluations_total{operator="rms_norm",status="crashed"})") > 0;
+        },
         120));
     EXPECT_TRUE(testing::poll_until(
-        [&] { return scraped(*agent, R"(atrex_agent_candidates_total{agent="fixture"})") > 0; }, 60));
+        [&] { return scraped(*agent, R"(atrex_agent_candidates_total{agent="fixture"})") > 0; },
+        60));
   }
   wait.join();
   ASSERT_EQ(waited.first, 0) << waited.second;
   EXPECT_NE(waited.second.find("metrics at http://127.0.0.1:"), std::string::npos) << waited.second;
-  // `wait` stopped the workers (SIGTERM): a clean exit removes each target file, as does wait's own.
+  // `wait` stopped the workers (SIGTERM): a clean exit removes each target file, as does wait's
+  // own.
   EXPECT_TRUE(testing::poll_until([&] { return fs::exists(targets) && fs::is_empty(targets); }, 60))
       << "target files left behind in " << targets;
 }
@@ -105,8 +127,8 @@ TEST_F(SweepMetrics, WorkersServeMetricsAndTheirTargetFilesLiveAsLongAsThey) {
 TEST_F(SweepMetrics, LocalSweepServesRunnerAgentAndSweepMetricsWhileItRuns) {
   std::pair<int, std::string> ran{-3, ""};
   std::thread run([&] {
-    ran = cli()({"sweep", "run", (dir_ / "fx" / "crash_sweep.yaml").string(), "--out", (dir_ / "local").string(),
-                 "--metrics-listen", "127.0.0.1:0"},
+    ran = cli()({"sweep", "run", (dir_ / "fx" / "crash_sweep.yaml").string(), "--out",
+                 (dir_ / "local").string(), "--metrics-listen", "127.0.0.1:0"},
                 300);
   });
   const fs::path file = dir_ / "local" / "metrics" / "targets" / "sweep-run.json";
@@ -116,7 +138,10 @@ TEST_F(SweepMetrics, LocalSweepServesRunnerAgentAndSweepMetricsWhileItRuns) {
     EXPECT_TRUE(testing::poll_until(
         [&] {
           return scraped(*t, "atrex_sweep_operators_planned") == 1 &&
-                 scraped(*t, R"(atrex_runner_evaluations_total{operator="rms_norm",status="crashed"})") > 0 &&
+                 scraped(
+                     *t,
+                     R"(atrex_runner_evaluations_total{operator="rms_norm",status="crashed"})") >
+                     0 &&
                  scraped(*t, R"(atrex_agent_candidates_total{agent="fixture"})") > 0;
         },
         120));
@@ -127,21 +152,25 @@ TEST_F(SweepMetrics, LocalSweepServesRunnerAgentAndSweepMetricsWhileItRuns) {
 }
 
 TEST_F(SweepMetrics, UnparseableListenAddressIsBadInputNamingTheFlagAndValue) {
-  auto check = [&](std::vector<std::string> args, const std::string& flag, const std::string& value) {
+  auto check = [&](std::vector<std::string> args, const std::string& flag,
+                   const std::string& value) {
     auto [rc, out] = cli()(args);
     EXPECT_EQ(rc, 2) << out;
     EXPECT_NE(out.find(flag), std::string::npos) << out;
     EXPECT_NE(out.find(value), std::string::npos) << out;
   };
-  check({"runner", "--redis", redis_url(), "--sweep", "nosuch", "--metrics-listen", "localhost:91x"},
-        "--metrics-listen", "localhost:91x");
-  check({"agent-worker", "--redis", redis_url(), "--sweep", "nosuch", "--metrics-listen", "9100"}, "--metrics-listen",
-        "9100");
-  check({"sweep", "run", (dir_ / "fx" / "crash_sweep.yaml").string(), "--metrics-listen", "1.2.3.4:70000"},
+  check(
+      {"runner", "--redis", redis_url(), "--sweep", "nosuch", "--metrics-listen", "localhost:91x"},
+      "--metrics-listen", "localhost:91x");
+  check({"agent-worker", "--redis", redis_url(), "--sweep", "nosuch", "--metrics-listen", "9100"},
+        "--metrics-listen", "9100");
+  check({"sweep", "run", (dir_ / "fx" / "crash_sweep.yaml").string(), "--metrics-listen",
+         "1.2.3.4:70000"},
         "--metrics-listen", "1.2.3.4:70000");
-  check({"sweep", "wait", (dir_ / "nothing").string(), "--metrics-listen", "[::1]"}, "--metrics-listen", "[::1]");
-  check({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", redis_url(), "--metrics",
-         "host:1"},
+  check({"sweep", "wait", (dir_ / "nothing").string(), "--metrics-listen", "[::1]"},
+        "--metrics-listen", "[::1]");
+  check({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", redis_url(),
+         "--metrics", "host:1"},
         "--metrics", "host:1");
   EXPECT_FALSE(fs::exists(dir_ / "nothing"));
 }
@@ -152,7 +181,8 @@ TEST_F(SweepMetrics, UnparseableListenAddressIsBadInputNamingTheFlagAndValue) {
 TEST_F(SweepMetrics, PrometheusDiscoversTheRunnersAndSeesTheirEvaluations) {
   const char* url = std::getenv("ATREX_PROMETHEUS_URL");
   const char* folder = std::getenv("ATREX_PROMETHEUS_TARGETS");
-  const bool required = std::getenv("ATREX_REQUIRE_PROMETHEUS") && std::string(std::getenv("ATREX_REQUIRE_PROMETHEUS")) == "1";
+  const bool required = std::getenv("ATREX_REQUIRE_PROMETHEUS") &&
+                        std::string(std::getenv("ATREX_REQUIRE_PROMETHEUS")) == "1";
   std::string host;
   int port = 0;
   if (url && folder) {
@@ -162,20 +192,24 @@ TEST_F(SweepMetrics, PrometheusDiscoversTheRunnersAndSeesTheirEvaluations) {
     port = std::atoi(u.c_str() + colon + 1);
   }
   if (port <= 0 || !testing::http_get(host, port, "/-/ready")) {
-    if (required) FAIL() << "ATREX_REQUIRE_PROMETHEUS=1 but no Prometheus answers at $ATREX_PROMETHEUS_URL ("
-                         << (url ? url : "unset") << "); run deploy/cluster-in-a-box.sh start and eval its env";
-    GTEST_SKIP() << "no Prometheus (deploy/cluster-in-a-box.sh start; eval \"$(deploy/cluster-in-a-box.sh env)\")";
+    if (required)
+      FAIL() << "ATREX_REQUIRE_PROMETHEUS=1 but no Prometheus answers at $ATREX_PROMETHEUS_URL ("
+             << (url ? url : "unset") << "); run deploy/cluster-in-a-box.sh start and eval its env";
+    GTEST_SKIP() << "no Prometheus (deploy/cluster-in-a-box.sh start; eval "
+                    "\"$(deploy/cluster-in-a-box.sh env)\")";
   }
   auto [rc, out] = submit({"--metrics", "127.0.0.1:0", "--metrics-targets", folder});
   ASSERT_EQ(rc, 0) << out;
   const std::string id = read_json_file(dir_ / "out" / "manifest.json")->value("sweep_id", "");
   const fs::path file = fs::path(folder) / (id + "-runner-0.json");
   std::optional<std::pair<std::string, int>> runner;
-  ASSERT_TRUE(testing::poll_until([&] { return (runner = target_of(file)).has_value(); }, 60)) << file;
+  ASSERT_TRUE(testing::poll_until([&] { return (runner = target_of(file)).has_value(); }, 60))
+      << file;
   // This run's runner only: its instance (host:port) is unique while it lives.
   const std::string instance = runner->first + ":" + std::to_string(runner->second);
-  const std::string query = "sum(atrex_runner_evaluations_total%7Brole%3D%22runner%22%2Cinstance%3D%22" + instance +
-                            "%22%7D)";
+  const std::string query =
+      "sum(atrex_runner_evaluations_total%7Brole%3D%22runner%22%2Cinstance%3D%22" + instance +
+      "%22%7D)";
   double seen = 0;
   std::string last;
   const bool ok = testing::poll_until(
@@ -184,15 +218,18 @@ TEST_F(SweepMetrics, PrometheusDiscoversTheRunnersAndSeesTheirEvaluations) {
         if (!body) return false;
         last = *body;
         auto j = Json::parse(*body, nullptr, false);
-        if (j.is_discarded() || j.value("status", "") != "success" || j["data"]["result"].empty()) return false;
+        if (j.is_discarded() || j.value("status", "") != "success" || j["data"]["result"].empty())
+          return false;
         seen = std::stod(j["data"]["result"][0]["value"][1].get<std::string>());
         return seen > 0;
       },
       180);
-  EXPECT_TRUE(ok) << "Prometheus never saw an evaluation of " << instance << "; last answer: " << last;
+  EXPECT_TRUE(ok) << "Prometheus never saw an evaluation of " << instance
+                  << "; last answer: " << last;
   auto [wrc, wout] = cli()({"sweep", "wait", (dir_ / "out").string(), "--timeout", "300"}, 350);
   ASSERT_EQ(wrc, 0) << wout;
-  EXPECT_TRUE(testing::poll_until([&] { return !fs::exists(file); }, 60)) << "the runner left " << file;
+  EXPECT_TRUE(testing::poll_until([&] { return !fs::exists(file); }, 60))
+      << "the runner left " << file;
 }
 
 }  // namespace

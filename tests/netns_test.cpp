@@ -178,22 +178,26 @@ class NetnsHosts : public ::testing::Test {
     prefix_ = "atrex-t" + std::to_string(::getpid());
     if (auto [rc, why] = netns_hosts({"check", "--prefix", prefix_}); rc != 0) {
       while (!why.empty() && why.back() == '\n') why.pop_back();
-      const std::string msg = "network namespaces cannot be made here, so the multi-host test cannot run (" + why +
-                              "); run it as root with iproute2 installed";
-      if (require_netns()) FAIL() << msg << ". ATREX_REQUIRE_NETNS=1 (.ci/run, as root) makes this a failure";
+      const std::string msg =
+          "network namespaces cannot be made here, so the multi-host test cannot run (" + why +
+          "); run it as root with iproute2 installed";
+      if (require_netns())
+        FAIL() << msg << ". ATREX_REQUIRE_NETNS=1 (.ci/run, as root) makes this a failure";
       GTEST_SKIP() << msg;
     }
     auto [rc, out] = netns_hosts({"up", "--prefix", prefix_, "--subnet", subnet()});
     up_ = true;  // `up` removes what it made when it fails; `down` is harmless either way
     ASSERT_EQ(rc, 0) << out;
-    dir_ = fs::temp_directory_path() / ("atrex_netns_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("atrex_netns_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     fs::copy(ATREX_TEST_FIXTURES_DIR, dir_ / "fx", fs::copy_options::recursive);
     // The tests' Redis helper, started from host a: listening on a's address, nowhere else.
     const std::string joined = in_netns(host("a"), [&] {
-      redis_ = std::make_unique<testing::RedisServer>(LocalRedisOptions{.bind = address(1), .port = 0});
+      redis_ =
+          std::make_unique<testing::RedisServer>(LocalRedisOptions{.bind = address(1), .port = 0});
     });
     ASSERT_EQ(joined, "");
     ASSERT_TRUE(redis_ && redis_->running());
@@ -203,7 +207,8 @@ class NetnsHosts : public ::testing::Test {
   void TearDown() override {
     if (!up_) return;
     // A failed test leaves no workers behind: the launcher's on b, the runner on c.
-    if (fs::exists(dir_ / "out" / "manifest.json")) (void)on("b")({"sweep", "cancel", (dir_ / "out").string()});
+    if (fs::exists(dir_ / "out" / "manifest.json"))
+      (void)on("b")({"sweep", "cancel", (dir_ / "out").string()});
     runner_c_.reset();
     redis_.reset();
     auto [rc, out] = netns_hosts({"down", "--prefix", prefix_});
@@ -213,7 +218,9 @@ class NetnsHosts : public ::testing::Test {
 
   std::string host(const std::string& h) const { return prefix_ + "-" + h; }
   // The atrex CLI on host h.
-  testing::AtrexCli on(const std::string& h) const { return testing::AtrexCli(dir_, {"ip", "netns", "exec", host(h)}); }
+  testing::AtrexCli on(const std::string& h) const {
+    return testing::AtrexCli(dir_, {"ip", "netns", "exec", host(h)});
+  }
   // A Redis command sent from host a (the root namespace cannot reach the server).
   Result<RedisValue> redis_on_a(const std::vector<std::string>& cmd) {
     Result<RedisValue> reply = make_error(ErrorCode::kInternal, "not run");
@@ -256,22 +263,24 @@ TEST_F(NetnsHosts, RedisOnHostAAnswersHostsBAndCButNeitherTheRootNamespaceNorIts
   }
   std::string loopback = "";
   ASSERT_EQ(in_netns(host("a"), [&] { loopback = ping("127.0.0.1", port_); }), "");
-  EXPECT_NE(loopback, "") << "Redis answers on host a's loopback: it is not bound to a's address only";
+  EXPECT_NE(loopback, "")
+      << "Redis answers on host a's loopback: it is not bound to a's address only";
   // This thread is in the root namespace: no interface there is on the hosts' network, and the
   // server cannot be reached from it.
   EXPECT_NE(ping(address(1), port_), "") << "the root namespace reaches Redis at " << url_;
   auto [rc, addrs] = run({"ip", "-4", "-o", "addr", "show"});
   ASSERT_EQ(rc, 0) << addrs;
-  EXPECT_EQ(addrs.find(" " + subnet() + "."), std::string::npos) << "an interface of the root namespace is on "
-                                                                  << subnet() << ".0/24:\n" << addrs;
+  EXPECT_EQ(addrs.find(" " + subnet() + "."), std::string::npos)
+      << "an interface of the root namespace is on " << subnet() << ".0/24:\n"
+      << addrs;
 }
 
 TEST_F(NetnsHosts, SweepSubmittedOnHostBIsEvaluatedByRunnersOnHostsBAndCAndCountsEachResultOnce) {
   const fs::path out = dir_ / "out";
   const testing::AtrexCli b = on("b");
-  auto [rc, text] = b({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis", url_, "--out",
-                       out.string(), "--launcher", "local", "--runners", "1", "--agent-workers", "1",
-                       "--lease-timeout", "4"});
+  auto [rc, text] = b({"sweep", "submit", (dir_ / "fx" / "crash_sweep.yaml").string(), "--redis",
+                       url_, "--out", out.string(), "--launcher", "local", "--runners", "1",
+                       "--agent-workers", "1", "--lease-timeout", "4"});
   ASSERT_EQ(rc, 0) << text;
   const Json m = *read_json_file(out / "manifest.json");
   EXPECT_EQ(m.value("redis_url", ""), url_);
@@ -283,20 +292,23 @@ TEST_F(NetnsHosts, SweepSubmittedOnHostBIsEvaluatedByRunnersOnHostsBAndCAndCount
   ASSERT_GT(runner_b, 0) << m["workers"].dump();
 
   // Host b's runner is the sweep's only runner until it has finished an evaluation...
-  ASSERT_TRUE(b.poll(out, [](const Json& s) { return s["eval_queue"]["acked_total"].get<int>() >= 1; }, 120))
+  ASSERT_TRUE(b.poll(
+      out, [](const Json& s) { return s["eval_queue"]["acked_total"].get<int>() >= 1; }, 120))
       << b.status(out).dump();
   // ...then leaves (SIGTERM: it finishes the shape in progress and gives its task back).
   ASSERT_EQ(::kill(runner_b, SIGTERM), 0);
-  ASSERT_TRUE(poll([&] { return ::kill(runner_b, 0) != 0; }, 60s)) << "runner-0 on host b did not stop";
+  ASSERT_TRUE(poll([&] { return ::kill(runner_b, 0) != 0; }, 60s))
+      << "runner-0 on host b did not stop";
   const int acked_on_b = b.status(out)["eval_queue"]["acked_total"].get<int>();
   ASSERT_GE(acked_on_b, 1);
   RecordProperty("evaluations_by_runner_on_b", acked_on_b);
 
   // A runner on host c finishes the sweep.
   runner_c_ = std::make_unique<Daemon>();
-  ASSERT_EQ(runner_c_->start({"ip", "netns", "exec", host("c"), "env", "ATREX_CACHE_DIR=" + b.cache_dir().string(),
-                              std::string(ATREX_TEST_BIN_DIR) + "/atrex", "runner", "--redis", url_, "--sweep",
-                              sweep_id, "--name", "runner-c"},
+  ASSERT_EQ(runner_c_->start({"ip", "netns", "exec", host("c"), "env",
+                              "ATREX_CACHE_DIR=" + b.cache_dir().string(),
+                              std::string(ATREX_TEST_BIN_DIR) + "/atrex", "runner", "--redis", url_,
+                              "--sweep", sweep_id, "--name", "runner-c"},
                              dir_ / "runner-c.log"),
             "");
   // Redis sees its clients come from b (the agent worker) and c (the runner), from nowhere else.
@@ -307,11 +319,13 @@ TEST_F(NetnsHosts, SweepSubmittedOnHostBIsEvaluatedByRunnersOnHostsBAndCAndCount
         return peers.count(address(2)) > 0 && peers.count(address(3)) > 0;
       },
       30s));
-  for (const auto& p : peers) EXPECT_EQ(p.rfind(subnet() + ".", 0), 0u) << "a client of Redis at " << p;
+  for (const auto& p : peers)
+    EXPECT_EQ(p.rfind(subnet() + ".", 0), 0u) << "a client of Redis at " << p;
 
   testing::expect_complete_and_counted_once(b, out);
   const Json s = b.status(out);
-  RecordProperty("evaluations_by_runner_on_c", s["eval_queue"]["acked_total"].get<int>() - acked_on_b);
+  RecordProperty("evaluations_by_runner_on_c",
+                 s["eval_queue"]["acked_total"].get<int>() - acked_on_b);
   EXPECT_GT(s["eval_queue"]["acked_total"].get<int>(), acked_on_b)
       << "host c's runner, the only one after b's left, finished no evaluation: " << s.dump();
   EXPECT_EQ(s["eval_queue"]["dead"], 0) << s.dump();
@@ -328,8 +342,8 @@ TEST_F(NetnsHosts, SweepSubmittedOnHostBIsEvaluatedByRunnersOnHostsBAndCAndCount
   EXPECT_EQ(names, (std::set<std::string>{"runner-0", "runner-c"}));
   // Host c's runner stops cleanly on SIGTERM, as a launcher would stop it.
   const int status = runner_c_->stop(30s);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status << "; see "
-                                                              << (dir_ / "runner-c.log");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "wait status " << status << "; see " << (dir_ / "runner-c.log");
 }
 
 }  // namespace

@@ -65,7 +65,8 @@ class AtrexCli {
     return at == std::string::npos ? Json::object() : Json::parse(text.substr(at));
   }
   // Polls the sweep's status until `pred` holds; false at the deadline.
-  bool poll(const std::filesystem::path& out, const std::function<bool(const Json&)>& pred, int seconds) const {
+  bool poll(const std::filesystem::path& out, const std::function<bool(const Json&)>& pred,
+            int seconds) const {
     return poll_until([&] { return pred(status(out)); }, seconds);
   }
 
@@ -77,17 +78,20 @@ class AtrexCli {
 
 // What expect_complete_and_counted_once checks beyond its defaults.
 struct CompletionCheck {
-  int wait_timeout_s = 300;                   // `sweep wait --timeout`
-  std::vector<std::string> never_in_records;  // e.g. "SIGTERM": a signal to a worker is no candidate's crash
-  int min_records = 0;                        // results.jsonl holds more lines than this
+  int wait_timeout_s = 300;  // `sweep wait --timeout`
+  std::vector<std::string>
+      never_in_records;  // e.g. "SIGTERM": a signal to a worker is no candidate's crash
+  int min_records = 0;   // results.jsonl holds more lines than this
 };
 
 // `atrex sweep wait OUT`, then the crash fixture's outcome: rms_norm correct with each of its
 // two final records counted once, and no result key written twice.
-inline void expect_complete_and_counted_once(const AtrexCli& atrex, const std::filesystem::path& out,
+inline void expect_complete_and_counted_once(const AtrexCli& atrex,
+                                             const std::filesystem::path& out,
                                              const CompletionCheck& check = {}) {
-  auto [rc, text] = atrex({"sweep", "wait", out.string(), "--timeout", std::to_string(check.wait_timeout_s)},
-                          check.wait_timeout_s + 50);
+  auto [rc, text] =
+      atrex({"sweep", "wait", out.string(), "--timeout", std::to_string(check.wait_timeout_s)},
+            check.wait_timeout_s + 50);
   ASSERT_EQ(rc, 0) << text;
   auto report = read_json_file(out / "report.json");
   ASSERT_TRUE(report);
@@ -103,8 +107,10 @@ inline void expect_complete_and_counted_once(const AtrexCli& atrex, const std::f
   std::set<std::string> keys;
   int records = 0;
   for (std::string line; std::getline(in, line); ++records) {
-    EXPECT_TRUE(keys.insert(Json::parse(line)["key"].get<std::string>()).second) << "duplicate " << line;
-    for (const auto& word : check.never_in_records) EXPECT_EQ(line.find(word), std::string::npos) << line;
+    EXPECT_TRUE(keys.insert(Json::parse(line)["key"].get<std::string>()).second)
+        << "duplicate " << line;
+    for (const auto& word : check.never_in_records)
+      EXPECT_EQ(line.find(word), std::string::npos) << line;
   }
   EXPECT_GT(records, check.min_records);
 }

@@ -16,7 +16,10 @@
 namespace atrex::agent {
 
 Json to_json(const BestCandidate& b) {
-  return Json{{"source", b.source}, {"sha256", b.sha256}, {"file_name", b.file_name}, {"score", b.score},
+  return Json{{"source", b.source},
+              {"sha256", b.sha256},
+              {"file_name", b.file_name},
+              {"score", b.score},
               {"provenance", b.provenance}};
 }
 
@@ -41,15 +44,18 @@ class SearchProvider final : public Provider {
   Result<std::optional<Proposal>> propose(const ProposalContext& ctx) override {
     auto templates = catalog_.find(ctx.op, ctx.backend);
     if (templates.empty()) {
-      return not_found(fmt::format("the search provider has no {} templates for operator {}", ctx.backend, ctx.op));
+      return not_found(fmt::format("the search provider has no {} templates for operator {}",
+                                   ctx.backend, ctx.op));
     }
-    std::rotate(templates.begin(), templates.begin() + (ctx.generation % static_cast<int>(templates.size())), templates.end());
+    std::rotate(templates.begin(),
+                templates.begin() + (ctx.generation % static_cast<int>(templates.size())),
+                templates.end());
     std::mt19937_64 rng(ctx.seed * 1000003u + static_cast<uint64_t>(ctx.iteration));
 
     // 1. The direction's starting point.
     if (auto p = untried(ctx, *templates.front(), default_params(*templates.front()),
-                         fmt::format("generation {} direction: template {} at its defaults", ctx.generation,
-                                     templates.front()->name))) {
+                         fmt::format("generation {} direction: template {} at its defaults",
+                                     ctx.generation, templates.front()->name))) {
       return p;
     }
     // 2. Moves around this generation's incumbent.
@@ -64,14 +70,18 @@ class SearchProvider final : public Provider {
         }
         std::shuffle(moves.begin(), moves.end(), rng);
         for (const auto& [name, dir] : moves) {
-          const TemplateParam& p = *std::find_if(t->params.begin(), t->params.end(), [&](const auto& q) { return q.name == name; });
+          const TemplateParam& p = *std::find_if(t->params.begin(), t->params.end(),
+                                                 [&](const auto& q) { return q.name == name; });
           auto pos = std::find(p.values.begin(), p.values.end(), base[name]) - p.values.begin();
           const auto next = pos + dir;
-          if (pos >= static_cast<long>(p.values.size()) || next < 0 || next >= static_cast<long>(p.values.size())) continue;
+          if (pos >= static_cast<long>(p.values.size()) || next < 0 ||
+              next >= static_cast<long>(p.values.size()))
+            continue;
           ParamValues v = base;
           v[name] = p.values[static_cast<size_t>(next)];
-          if (auto prop = untried(ctx, *t, v, fmt::format("move {} {} -> {} from the incumbent (score {:.4f})", name,
-                                                          base[name], v[name], inc->score))) {
+          if (auto prop = untried(ctx, *t, v,
+                                  fmt::format("move {} {} -> {} from the incumbent (score {:.4f})",
+                                              name, base[name], v[name], inc->score))) {
             return prop;
           }
         }
@@ -79,14 +89,17 @@ class SearchProvider final : public Provider {
     }
     // 3. The other templates' defaults.
     for (const auto* t : templates) {
-      if (auto p = untried(ctx, *t, default_params(*t), fmt::format("try template {} at its defaults", t->name))) return p;
+      if (auto p = untried(ctx, *t, default_params(*t),
+                           fmt::format("try template {} at its defaults", t->name)))
+        return p;
     }
     // 4. Random points.
     for (int attempt = 0; attempt < 256; ++attempt) {
       const KernelTemplate* t = templates[rng() % templates.size()];
       ParamValues v;
       for (const auto& p : t->params) v[p.name] = p.values[rng() % p.values.size()];
-      if (auto prop = untried(ctx, *t, v, fmt::format("random restart in template {}", t->name))) return prop;
+      if (auto prop = untried(ctx, *t, v, fmt::format("random restart in template {}", t->name)))
+        return prop;
     }
     return std::optional<Proposal>{};
   }
@@ -107,20 +120,22 @@ class SearchProvider final : public Provider {
     return v;
   }
 
-  static const KernelTemplate* find_template(const std::vector<const KernelTemplate*>& ts, const std::string& path) {
+  static const KernelTemplate* find_template(const std::vector<const KernelTemplate*>& ts,
+                                             const std::string& path) {
     for (const auto* t : ts) {
       if (t->path == path) return t;
     }
     return nullptr;
   }
 
-  std::optional<Proposal> untried(const ProposalContext& ctx, const KernelTemplate& t, const ParamValues& v,
-                                  std::string rationale) const {
+  std::optional<Proposal> untried(const ProposalContext& ctx, const KernelTemplate& t,
+                                  const ParamValues& v, std::string rationale) const {
     std::string source = render(t, v);
     if (ctx.tried->count(sha256_hex(source))) return std::nullopt;
     Proposal p;
     p.source = std::move(source);
-    p.file_name = fmt::format("{}_{}{}", t.name, format_params(v), t.backend == "cuda" ? ".cu" : (t.backend == "hip" ? ".hip" : ".cpp"));
+    p.file_name = fmt::format("{}_{}{}", t.name, format_params(v),
+                              t.backend == "cuda" ? ".cu" : (t.backend == "hip" ? ".hip" : ".cpp"));
     std::replace(p.file_name.begin(), p.file_name.end(), ',', '_');
     std::replace(p.file_name.begin(), p.file_name.end(), '=', '-');
     Json params = Json::object();

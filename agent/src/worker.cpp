@@ -10,15 +10,22 @@
 
 namespace atrex::agent {
 
-std::string final_key(const std::string& agent, const std::string& op) { return "final/" + agent + "/" + op; }
+std::string final_key(const std::string& agent, const std::string& op) {
+  return "final/" + agent + "/" + op;
+}
 
-QueueEvalFn::QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream, int max_deliveries,
-                         const std::atomic<bool>* stop)
-    : queue_(queue), results_(results), stream_(std::move(stream)), max_deliveries_(max_deliveries), stop_(stop) {}
+QueueEvalFn::QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream,
+                         int max_deliveries, const std::atomic<bool>* stop)
+    : queue_(queue),
+      results_(results),
+      stream_(std::move(stream)),
+      max_deliveries_(max_deliveries),
+      stop_(stop) {}
 
 namespace {
 
-EvalRecord missing_record(const EvalTask& task, const std::string& shape, EvalStatus status, std::string error) {
+EvalRecord missing_record(const EvalTask& task, const std::string& shape, EvalStatus status,
+                          std::string error) {
   EvalRecord r = new_eval_record(task, shape);
   r.status = status;
   r.error = std::move(error);
@@ -28,7 +35,8 @@ EvalRecord missing_record(const EvalTask& task, const std::string& shape, EvalSt
 }  // namespace
 
 Result<std::vector<EvalRecord>> QueueEvalFn::operator()(const EvalTask& task) const {
-  auto stored = [&](const std::string& shape, std::chrono::milliseconds wait) -> Result<std::optional<EvalRecord>> {
+  auto stored = [&](const std::string& shape,
+                    std::chrono::milliseconds wait) -> Result<std::optional<EvalRecord>> {
     const std::string key = record_key(task.task_id, shape);
     ATREX_ASSIGN_OR_RETURN(std::optional<Json> j, results_.wait(key, wait));
     if (!j) return std::optional<EvalRecord>{};
@@ -45,10 +53,12 @@ Result<std::vector<EvalRecord>> QueueEvalFn::operator()(const EvalTask& task) co
   if (out.size() == task.shape_ids.size()) return out;
   out.clear();
   ATREX_TRY(queue_.enqueue(stream_, to_json(task)));
-  const double budget_s = task.settings.compile_timeout_s +
-                          static_cast<double>(task.shape_ids.size()) * task.settings.shape_timeout_s;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::seconds(static_cast<int64_t>(budget_s * max_deliveries_ + 300));
+  const double budget_s =
+      task.settings.compile_timeout_s +
+      static_cast<double>(task.shape_ids.size()) * task.settings.shape_timeout_s;
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::seconds(static_cast<int64_t>(budget_s * max_deliveries_ + 300));
   for (const auto& shape : task.shape_ids) {
     for (;;) {
       ATREX_ASSIGN_OR_RETURN(auto r, stored(shape, std::chrono::milliseconds(1000)));
@@ -56,19 +66,23 @@ Result<std::vector<EvalRecord>> QueueEvalFn::operator()(const EvalTask& task) co
         out.push_back(std::move(*r));
         break;
       }
-      if (stop_ && stop_->load()) return make_error(ErrorCode::kUnavailable, "interrupted while waiting for an evaluation");
+      if (stop_ && stop_->load())
+        return make_error(ErrorCode::kUnavailable, "interrupted while waiting for an evaluation");
       // Fail fast when the task was dead-lettered (its runners kept dying).
       ATREX_ASSIGN_OR_RETURN(auto dead, queue_.dead_letters(stream_));
-      auto it = std::find_if(dead.begin(), dead.end(),
-                             [&](const DeadLetter& d) { return d.body.value("task_id", "") == task.task_id; });
+      auto it = std::find_if(dead.begin(), dead.end(), [&](const DeadLetter& d) {
+        return d.body.value("task_id", "") == task.task_id;
+      });
       if (it != dead.end()) {
-        out.push_back(missing_record(task, shape, EvalStatus::kCrashed,
-                                     fmt::format("evaluation task dead-lettered after {} deliveries: {}",
-                                                 it->delivery_count, it->last_error)));
+        out.push_back(
+            missing_record(task, shape, EvalStatus::kCrashed,
+                           fmt::format("evaluation task dead-lettered after {} deliveries: {}",
+                                       it->delivery_count, it->last_error)));
         break;
       }
       if (std::chrono::steady_clock::now() > deadline) {
-        out.push_back(missing_record(task, shape, EvalStatus::kTimeout, "no evaluation record arrived in time"));
+        out.push_back(missing_record(task, shape, EvalStatus::kTimeout,
+                                     "no evaluation record arrived in time"));
         break;
       }
     }
@@ -85,7 +99,8 @@ Result<AuditTrail*> AgentWorker::audit_for(const AgentTask& task) {
   const std::string key = task.agent.name + "/" + task.op;
   auto it = audits_.find(key);
   if (it != audits_.end()) return it->second.get();
-  ATREX_ASSIGN_OR_RETURN(auto trail, AuditTrail::open(options_.audit_dir / task.agent.name / (task.op + ".jsonl")));
+  ATREX_ASSIGN_OR_RETURN(
+      auto trail, AuditTrail::open(options_.audit_dir / task.agent.name / (task.op + ".jsonl")));
   return (audits_[key] = std::move(trail)).get();
 }
 
@@ -118,17 +133,22 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
     return eval(t);
   };
   ATREX_ASSIGN_OR_RETURN(GenerationResult gen, run_generation(task, *provider, quick, *audit));
-  if (m) m->best_score.Add({{"agent", task.agent.name}, {"operator", task.op}}).Set(gen.next.best.score);
+  if (m)
+    m->best_score.Add({{"agent", task.agent.name}, {"operator", task.op}}).Set(gen.next.best.score);
   if (gen.end == GenerationEnd::kDropout) {
-    spdlog::info("[{} {}] dropout after generation {}: a fresh sub-agent continues from S = {:.4f}", task.agent.name,
-                 task.op, task.generation, gen.next.best.score);
+    spdlog::info("[{} {}] dropout after generation {}: a fresh sub-agent continues from S = {:.4f}",
+                 task.agent.name, task.op, task.generation, gen.next.best.score);
     ATREX_TRY(queue_.enqueue(kAgentStream, to_json(gen.next)));
     if (m) m->tasks.Add({{"agent", task.agent.name}, {"status", "dropout"}}).Increment();
     return ok();
   }
-  Json marker{{"schema", kFinalSchema}, {"agent", task.agent.name}, {"operator", task.op},
-              {"generations", gen.next.generation + 1}, {"iterations_used", gen.next.iterations_used},
-              {"quick_score", gen.next.best.score}, {"provenance", gen.next.best.provenance},
+  Json marker{{"schema", kFinalSchema},
+              {"agent", task.agent.name},
+              {"operator", task.op},
+              {"generations", gen.next.generation + 1},
+              {"iterations_used", gen.next.iterations_used},
+              {"quick_score", gen.next.best.score},
+              {"provenance", gen.next.best.provenance},
               {"shapes", task.full_shapes}};
   auto final_records = run_final_evaluation(gen.next, eval, *audit);
   if (final_records) {
@@ -146,12 +166,14 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
 }
 
 Result<bool> AgentWorker::run_once(const std::atomic<bool>* stop) {
-  ATREX_ASSIGN_OR_RETURN(auto leases, queue_.claim(kAgentStream, options_.consumer, 1, options_.poll_block));
+  ATREX_ASSIGN_OR_RETURN(auto leases,
+                         queue_.claim(kAgentStream, options_.consumer, 1, options_.poll_block));
   if (leases.empty()) return false;
   const Lease& lease = leases.front();
   auto task = agent_task_from_json(lease.body, "agent task " + lease.message_id);
   auto count = [&](const std::string& agent, const char* status) {
-    if (options_.metrics) options_.metrics->tasks.Add({{"agent", agent}, {"status", status}}).Increment();
+    if (options_.metrics)
+      options_.metrics->tasks.Add({{"agent", agent}, {"status", status}}).Increment();
   };
   if (!task) {
     (void)queue_.release(lease, task.error().message);
@@ -169,8 +191,11 @@ Result<bool> AgentWorker::run_once(const std::atomic<bool>* stop) {
       // Retrying cannot help (no templates for this operator, a bad template folder): the
       // (agent, operator) ends here and the sweep reports why.
       ATREX_TRY(results_.put(final_key(task->agent.name, task->op),
-                             Json{{"schema", kFinalSchema}, {"agent", task->agent.name}, {"operator", task->op},
-                                  {"status", "error"}, {"error", handled.error().message}}));
+                             Json{{"schema", kFinalSchema},
+                                  {"agent", task->agent.name},
+                                  {"operator", task->op},
+                                  {"status", "error"},
+                                  {"error", handled.error().message}}));
       (void)queue_.ack(lease);
       count(task->agent.name, "error");
       return tl::unexpected(handled.error());
@@ -186,7 +211,8 @@ Result<bool> AgentWorker::run_once(const std::atomic<bool>* stop) {
 void AgentWorker::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     auto r = run_once(&stop);
-    if (!r && !stop.load()) spdlog::error("agent worker {}: {}", options_.consumer, r.error().message);
+    if (!r && !stop.load())
+      spdlog::error("agent worker {}: {}", options_.consumer, r.error().message);
   }
 }
 

@@ -41,13 +41,15 @@ TEST(Templates, RenderDefinesParametersAndKeepsTemplateLineNumbers) {
 }
 
 TEST(Templates, DefaultOutsideValuesIsRejectedWithLine) {
-  auto t = TemplateCatalog::parse("op/cpu/x.cpp", "// atrex-template: x\n// atrex-param: U = 3 | 1, 2, 4\n");
+  auto t = TemplateCatalog::parse("op/cpu/x.cpp",
+                                  "// atrex-template: x\n// atrex-param: U = 3 | 1, 2, 4\n");
   ASSERT_FALSE(t);
   EXPECT_NE(t.error().message.find("op/cpu/x.cpp:2"), std::string::npos) << t.error().message;
 }
 
 TEST(Templates, UnsortedValuesAndMissingNameAreRejected) {
-  EXPECT_FALSE(TemplateCatalog::parse("op/cpu/x.cpp", "// atrex-template: x\n// atrex-param: U = 2 | 4, 2\n"));
+  EXPECT_FALSE(TemplateCatalog::parse("op/cpu/x.cpp",
+                                      "// atrex-template: x\n// atrex-param: U = 2 | 4, 2\n"));
   EXPECT_FALSE(TemplateCatalog::parse("op/cpu/x.cpp", "// atrex-param: U = 2 | 2, 4\n"));
 }
 
@@ -57,7 +59,8 @@ TEST(Templates, EmbeddedCatalogCoversTheAgentOperatorsOnBothBackends) {
   auto cat = TemplateCatalog::embedded();
   ASSERT_TRUE(cat) << cat.error().message;
   for (const auto& t : cat->all()) EXPECT_TRUE(problems::require_native_operator(t.op)) << t.path;
-  for (const char* op : {"rms_norm", "fused_add_rms_norm", "silu_and_mul", "l2_norm", "moe_sum_reduce"}) {
+  for (const char* op :
+       {"rms_norm", "fused_add_rms_norm", "silu_and_mul", "l2_norm", "moe_sum_reduce"}) {
     for (const char* backend : {"cpu", "cuda"}) {
       auto ts = cat->find(op, backend);
       EXPECT_GE(ts.size(), 2u) << op << " " << backend;
@@ -71,7 +74,8 @@ TEST(Templates, EmbeddedMatchesTheSourceFolder) {
   auto folder = TemplateCatalog::load_dir(ATREX_TEST_TEMPLATE_DIR);
   ASSERT_TRUE(embedded && folder);
   ASSERT_EQ(embedded->all().size(), folder->all().size()) << "rebuild: templates changed";
-  for (size_t i = 0; i < folder->all().size(); ++i) EXPECT_EQ(embedded->all()[i].text, folder->all()[i].text);
+  for (size_t i = 0; i < folder->all().size(); ++i)
+    EXPECT_EQ(embedded->all()[i].text, folder->all()[i].text);
 }
 
 // Parameter points worth checking: defaults, and each parameter at its extremes.
@@ -107,7 +111,8 @@ std::vector<std::string> small_shapes(const problems::Suite& suite, const std::s
 TEST(TemplatesIntegration, CpuTemplatesPassTheGatesAtTheirCorners) {
   auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
   ASSERT_TRUE(suite);
-  auto profiles = problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
+  auto profiles =
+      problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
   runner::EvaluatorOptions o;
   o.suite = &*suite;
   o.hardware = *problems::find_hardware_profile(*profiles, "H20");
@@ -133,7 +138,8 @@ TEST(TemplatesIntegration, CpuTemplatesPassTheGatesAtTheirCorners) {
       auto recs = ev.evaluate(task);
       ASSERT_TRUE(recs) << recs.error().message;
       for (const auto& r : *recs) {
-        EXPECT_EQ(r.status, EvalStatus::kOk) << t.path << " " << format_params(pt) << " shape " << r.shape_id << ": " << r.error;
+        EXPECT_EQ(r.status, EvalStatus::kOk)
+            << t.path << " " << format_params(pt) << " shape " << r.shape_id << ": " << r.error;
       }
     }
   }
@@ -142,8 +148,9 @@ TEST(TemplatesIntegration, CpuTemplatesPassTheGatesAtTheirCorners) {
 
 #ifdef ATREX_TEST_HAVE_NVCC
 TEST(TemplatesIntegration, CudaTemplatesCompilesAtTheirCorners) {
-  runner::CompileCache cache(fs::temp_directory_path() / ("atrex_tpl_nvcc_" + std::to_string(::getpid())),
-                             ATREX_TEST_INCLUDE_DIR);
+  runner::CompileCache cache(
+      fs::temp_directory_path() / ("atrex_tpl_nvcc_" + std::to_string(::getpid())),
+      ATREX_TEST_INCLUDE_DIR);
   auto cat = TemplateCatalog::embedded();
   ASSERT_TRUE(cat);
   for (const auto& t : cat->all()) {
@@ -168,14 +175,17 @@ TEST(TemplatesIntegration, CudaTemplatesCompilesAtTheirCorners) {
 TEST(TemplatesIntegration, HipTemplatesCompilesAtTheirCorners) {
   bool hipcc = false;
   std::stringstream dirs(std::getenv("PATH") ? std::getenv("PATH") : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) hipcc = hipcc || (!dir.empty() && fs::exists(fs::path(dir) / "hipcc"));
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    hipcc = hipcc || (!dir.empty() && fs::exists(fs::path(dir) / "hipcc"));
   if (!hipcc) {
     const char* required = std::getenv("ATREX_REQUIRE_HIP");
-    if (required && std::string(required) == "1") FAIL() << "hipcc is not installed (ATREX_REQUIRE_HIP=1)";
+    if (required && std::string(required) == "1")
+      FAIL() << "hipcc is not installed (ATREX_REQUIRE_HIP=1)";
     GTEST_SKIP() << "hipcc is not installed";
   }
-  runner::CompileCache cache(fs::temp_directory_path() / ("atrex_tpl_hipcc_" + std::to_string(::getpid())),
-                             ATREX_TEST_INCLUDE_DIR);
+  runner::CompileCache cache(
+      fs::temp_directory_path() / ("atrex_tpl_hipcc_" + std::to_string(::getpid())),
+      ATREX_TEST_INCLUDE_DIR);
   auto cat = TemplateCatalog::embedded();
   ASSERT_TRUE(cat);
   int compiled = 0;

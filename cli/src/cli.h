@@ -37,12 +37,14 @@ void add_gpu_bench_commands(CLI::App& bench, GlobalOptions& g, int& rc);
 void add_bench_connections_command(CLI::App& bench, int& rc);
 void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_report_command(CLI::App& app, GlobalOptions& g, int& rc);
-// `sweep submit|status|wait|cancel|resume` (under `sweep`) and the `runner` / `agent-worker` daemons.
+// `sweep submit|status|wait|cancel|resume` (under `sweep`) and the `runner` / `agent-worker`
+// daemons.
 void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int& rc);
 
 // `atrex eval --shapes`: `all`, `smallest[:N]` / `largest[:N]` (the N shapes with the fewest /
 // most input elements, default 1) or comma-separated ids. Errors name the flag and value.
-Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, const problems::OperatorDef& def,
+Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op,
+                                           const problems::OperatorDef& def,
                                            const std::string& spec);
 // The hardware profile for T_roofline: a name, or `auto` (the GPU's matching profile; on the
 // cpu backend this host's measured profile).

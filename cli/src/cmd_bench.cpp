@@ -26,20 +26,22 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
+      .count();
 }
 
 double percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
-  const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
+  const size_t k =
+      std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
   return v[k];
 }
 
 }  // namespace
 
-PhaseResult run_phase(const RedisOptions& redis, const std::string& stream, int runners, int threads, int batch,
-                      double seconds, double rate, int64_t max_length) {
+PhaseResult run_phase(const RedisOptions& redis, const std::string& stream, int runners,
+                      int threads, int batch, double seconds, double rate, int64_t max_length) {
   PhaseResult res;
   res.runners = runners;
   res.threads = threads;
@@ -84,7 +86,8 @@ PhaseResult run_phase(const RedisOptions& redis, const std::string& stream, int 
       for (size_t i = 0; i < n; ++i) bodies.push_back(Json{{"t", t}});
       auto ids = (*producer_q)->enqueue_batch(stream, bodies);
       if (!ids) {
-        if (ids.error().code == ErrorCode::kUnavailable && ids.error().message.find("full") != std::string::npos) {
+        if (ids.error().code == ErrorCode::kUnavailable &&
+            ids.error().message.find("full") != std::string::npos) {
           ++refusals;
           std::this_thread::sleep_for(std::chrono::microseconds(500));
           continue;
@@ -106,7 +109,9 @@ PhaseResult run_phase(const RedisOptions& redis, const std::string& stream, int 
       while (!stop) {
         bool any = false;
         for (const auto& consumer : mine) {
-          auto got = (*consumer_q)->claim(stream, consumer, static_cast<size_t>(batch), std::chrono::milliseconds(0));
+          auto got = (*consumer_q)
+                         ->claim(stream, consumer, static_cast<size_t>(batch),
+                                 std::chrono::milliseconds(0));
           if (!got) {
             note_error("claim: " + got.error().message);
             return;
@@ -116,7 +121,8 @@ PhaseResult run_phase(const RedisOptions& redis, const std::string& stream, int 
           const int64_t t = now_us();
           const bool count = counting;
           if (count) {
-            for (const auto& l : *got) lat.push_back(static_cast<double>(t - l.body.value("t", t)) / 1000.0);
+            for (const auto& l : *got)
+              lat.push_back(static_cast<double>(t - l.body.value("t", t)) / 1000.0);
           }
           auto acked = (*consumer_q)->ack_batch(*got);
           if (!acked) {
@@ -183,8 +189,9 @@ std::vector<std::pair<std::string, double>> raw_redis_rates(const RedisOptions& 
       {"EVALSHA-sized Lua call: EVAL return 1 (-P 1)", "-P 1 EVAL 'return 1' 0"},
   };
   for (const auto& c : cases) {
-    const std::string cmd = fmt::format("redis-benchmark -h {} -p {} -n 100000 -c 8 -q {} 2>/dev/null", redis.host,
-                                        redis.port, c.args);
+    const std::string cmd =
+        fmt::format("redis-benchmark -h {} -p {} -n 100000 -c 8 -q {} 2>/dev/null", redis.host,
+                    redis.port, c.args);
     FILE* p = ::popen(cmd.c_str(), "r");
     if (!p) continue;
     std::string text;
@@ -212,8 +219,10 @@ int run_bench_queue(const GlobalOptions& g, const QueueBenchArgs& a) {
         char* end = nullptr;
         const long v = std::strtol(cur.c_str(), &end, 10);
         if (cur.empty() || !end || *end != '\0' || v < 1 || v > 100000) {
-          return fail(Error{ErrorCode::kInvalidInput,
-                            fmt::format("--runners: expected comma-separated counts in 1..100000; got \"{}\"", cur)});
+          return fail(Error{
+              ErrorCode::kInvalidInput,
+              fmt::format("--runners: expected comma-separated counts in 1..100000; got \"{}\"",
+                          cur)});
         }
         counts.push_back(static_cast<int>(v));
         cur.clear();
@@ -239,41 +248,52 @@ int run_bench_queue(const GlobalOptions& g, const QueueBenchArgs& a) {
   }
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int max_threads = a.threads > 0 ? a.threads : hw;
-  const std::string where = own ? fmt::format("private redis-server on 127.0.0.1:{} (appendonly yes)", redis.port)
-                                : fmt::format("{}:{}", redis.host, redis.port);
+  const std::string where =
+      own ? fmt::format("private redis-server on 127.0.0.1:{} (appendonly yes)", redis.port)
+          : fmt::format("{}:{}", redis.host, redis.port);
   if (!g.json) {
-    fmt::print("atrex bench queue: no-op tasks through one Redis ({}), claim/ack batches of {}, {:.1f} s per point, "
-               "{} hardware threads\n",
-               where, a.batch, a.seconds, hw);
-    fmt::print("{:>8} {:>8} {:>12} {:>10} {:>10} {:>10}\n", "runners", "threads", "tasks/s", "p50 ms", "p99 ms",
-               "refused");
+    fmt::print(
+        "atrex bench queue: no-op tasks through one Redis ({}), claim/ack batches of {}, {:.1f} s "
+        "per point, "
+        "{} hardware threads\n",
+        where, a.batch, a.seconds, hw);
+    fmt::print("{:>8} {:>8} {:>12} {:>10} {:>10} {:>10}\n", "runners", "threads", "tasks/s",
+               "p50 ms", "p99 ms", "refused");
   }
   std::vector<PhaseResult> sat;
   const std::string base = fmt::format("bench-{}", ::getpid());
   for (int n : counts) {
     const int threads = std::min(n, max_threads);
-    auto r = run_phase(redis, fmt::format("{}-{}", base, n), n, threads, a.batch, a.seconds, 0, a.max_length);
+    auto r = run_phase(redis, fmt::format("{}-{}", base, n), n, threads, a.batch, a.seconds, 0,
+                       a.max_length);
     if (!r.error.empty()) return fail(Error{ErrorCode::kUnavailable, "bench queue: " + r.error});
     if (!g.json) {
-      fmt::print("{:>8} {:>8} {:>12.0f} {:>10.2f} {:>10.2f} {:>10}\n", r.runners, r.threads, r.tasks_per_s, r.p50_ms,
-                 r.p99_ms, r.full_refusals);
+      fmt::print("{:>8} {:>8} {:>12.0f} {:>10.2f} {:>10.2f} {:>10}\n", r.runners, r.threads,
+                 r.tasks_per_s, r.p50_ms, r.p99_ms, r.full_refusals);
       std::fflush(stdout);
     }
     sat.push_back(r);
   }
-  const auto peak = *std::max_element(sat.begin(), sat.end(),
-                                      [](const PhaseResult& x, const PhaseResult& y) { return x.tasks_per_s < y.tasks_per_s; });
+  const auto peak = *std::max_element(
+      sat.begin(), sat.end(),
+      [](const PhaseResult& x, const PhaseResult& y) { return x.tasks_per_s < y.tasks_per_s; });
   // Latency at half the peak rate: the queue is not the bottleneck, so this is the latency a
   // runner sees in a healthy sweep.
-  auto half = run_phase(redis, base + "-half", peak.runners, peak.threads, a.batch, a.seconds, peak.tasks_per_s / 2,
-                        a.max_length);
-  if (!half.error.empty()) return fail(Error{ErrorCode::kUnavailable, "bench queue: " + half.error});
-  auto raw = a.skip_redis_benchmark ? std::vector<std::pair<std::string, double>>{} : raw_redis_rates(redis);
+  auto half = run_phase(redis, base + "-half", peak.runners, peak.threads, a.batch, a.seconds,
+                        peak.tasks_per_s / 2, a.max_length);
+  if (!half.error.empty())
+    return fail(Error{ErrorCode::kUnavailable, "bench queue: " + half.error});
+  auto raw = a.skip_redis_benchmark ? std::vector<std::pair<std::string, double>>{}
+                                    : raw_redis_rates(redis);
   if (g.json) {
     Json points = Json::array();
     for (const auto& r : sat) {
-      points.push_back(Json{{"runners", r.runners}, {"threads", r.threads}, {"tasks_per_s", r.tasks_per_s},
-                            {"p50_ms", r.p50_ms}, {"p99_ms", r.p99_ms}, {"refused_batches", r.full_refusals}});
+      points.push_back(Json{{"runners", r.runners},
+                            {"threads", r.threads},
+                            {"tasks_per_s", r.tasks_per_s},
+                            {"p50_ms", r.p50_ms},
+                            {"p99_ms", r.p99_ms},
+                            {"refused_batches", r.full_refusals}});
     }
     Json rawj = Json::object();
     for (const auto& [k, v] : raw) rawj[k] = v;
@@ -282,17 +302,22 @@ int run_bench_queue(const GlobalOptions& g, const QueueBenchArgs& a) {
                             {"batch", a.batch},
                             {"seconds", a.seconds},
                             {"saturated", points},
-                            {"half_peak", {{"runners", half.runners}, {"offered_per_s", half.offered_per_s},
-                                           {"tasks_per_s", half.tasks_per_s}, {"p50_ms", half.p50_ms},
-                                           {"p99_ms", half.p99_ms}}},
+                            {"half_peak",
+                             {{"runners", half.runners},
+                              {"offered_per_s", half.offered_per_s},
+                              {"tasks_per_s", half.tasks_per_s},
+                              {"p50_ms", half.p50_ms},
+                              {"p99_ms", half.p99_ms}}},
                             {"redis_benchmark_rps", rawj}}
                            .dump(2));
     return 0;
   }
   fmt::print("peak: {:.0f} tasks/s with {} runners\n", peak.tasks_per_s, peak.runners);
-  fmt::print("at half the peak ({:.0f} tasks/s offered, {} runners): {:.0f} tasks/s, enqueue->start p50 {:.2f} ms, "
-             "p99 {:.2f} ms\n",
-             half.offered_per_s, half.runners, half.tasks_per_s, half.p50_ms, half.p99_ms);
+  fmt::print(
+      "at half the peak ({:.0f} tasks/s offered, {} runners): {:.0f} tasks/s, enqueue->start p50 "
+      "{:.2f} ms, "
+      "p99 {:.2f} ms\n",
+      half.offered_per_s, half.runners, half.tasks_per_s, half.p50_ms, half.p99_ms);
   if (raw.empty()) {
     fmt::print("redis-benchmark: not run (missing, or --no-redis-benchmark)\n");
   } else {
@@ -305,22 +330,31 @@ int run_bench_queue(const GlobalOptions& g, const QueueBenchArgs& a) {
 }  // namespace
 
 void add_bench_commands(CLI::App& app, GlobalOptions& g, int& rc) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks that print their figures (run them on a quiet machine)");
+  auto* bench = app.add_subcommand(
+      "bench", "Benchmarks that print their figures (run them on a quiet machine)");
   bench->require_subcommand(1);
   static QueueBenchArgs q;
-  auto* qc = bench->add_subcommand(
-      "queue", "No-op tasks through one Redis (Streams queue, batched claims/acks) with 1…256 simulated runners: "
-               "tasks/s and enqueue->start latency per runner count, latency at half the peak rate, and the raw "
-               "redis-benchmark rate of the same server");
-  qc->add_option("--redis", q.redis_url, "redis://host:port of the server to measure; default: a private redis-server");
-  qc->add_option("--runners", q.runners, "Comma-separated simulated runner counts")->capture_default_str();
-  qc->add_option("--seconds", q.seconds, "Measured seconds per point (after a quarter of it as warm-up)")
+  auto* qc = bench->add_subcommand("queue",
+                                   "No-op tasks through one Redis (Streams queue, batched "
+                                   "claims/acks) with 1…256 simulated runners: "
+                                   "tasks/s and enqueue->start latency per runner count, latency "
+                                   "at half the peak rate, and the raw "
+                                   "redis-benchmark rate of the same server");
+  qc->add_option("--redis", q.redis_url,
+                 "redis://host:port of the server to measure; default: a private redis-server");
+  qc->add_option("--runners", q.runners, "Comma-separated simulated runner counts")
+      ->capture_default_str();
+  qc->add_option("--seconds", q.seconds,
+                 "Measured seconds per point (after a quarter of it as warm-up)")
       ->capture_default_str();
   qc->add_option("--batch", q.batch, "Tasks per enqueue / claim / ack call")->capture_default_str();
-  qc->add_option("--threads", q.threads, "Threads the simulated runners share (0: hardware threads)")
+  qc->add_option("--threads", q.threads,
+                 "Threads the simulated runners share (0: hardware threads)")
       ->capture_default_str();
-  qc->add_option("--max-length", q.max_length, "Queue bound (backpressure) during the run")->capture_default_str();
-  qc->add_flag("--no-redis-benchmark", q.skip_redis_benchmark, "Do not run redis-benchmark for comparison");
+  qc->add_option("--max-length", q.max_length, "Queue bound (backpressure) during the run")
+      ->capture_default_str();
+  qc->add_flag("--no-redis-benchmark", q.skip_redis_benchmark,
+               "Do not run redis-benchmark for comparison");
   qc->add_flag("--json", g.json, "Machine-readable output (atrex.bench-queue/1)");
   qc->callback([&] { rc = run_bench_queue(g, q); });
   add_bench_connections_command(*bench, rc);

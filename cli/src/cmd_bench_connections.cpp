@@ -62,7 +62,8 @@ class ParkedClients {
         }
       }
       const std::string consumer = fmt::format("idle-worker-{}", i);
-      redisAppendCommand(c, "XREADGROUP GROUP idle %s COUNT 1 BLOCK 0 STREAMS %s >", consumer.c_str(), kIdleStream);
+      redisAppendCommand(c, "XREADGROUP GROUP idle %s COUNT 1 BLOCK 0 STREAMS %s >",
+                         consumer.c_str(), kIdleStream);
       int done = 0;
       while (!done) {
         if (redisBufferWrite(c, &done) != REDIS_OK) break;
@@ -88,7 +89,8 @@ class ParkedClients {
         continue;
       }
       std::string error;
-      if (redisBufferRead(c) != REDIS_OK) error = c->errstr[0] ? c->errstr : "connection closed by the server";
+      if (redisBufferRead(c) != REDIS_OK)
+        error = c->errstr[0] ? c->errstr : "connection closed by the server";
       void* reply = nullptr;
       while (error.empty() && redisGetReplyFromReader(c, &reply) == REDIS_OK && reply) {
         auto* r = static_cast<redisReply*>(reply);
@@ -161,12 +163,14 @@ rlim_t raise_fd_limit() {
 int run_bench_connections(const ConnectionsBenchArgs& a) {
   const std::vector<int> counts = parse_counts(a.counts);
   if (counts.empty()) {
-    return fail(Error{ErrorCode::kInvalidInput,
-                      fmt::format("--counts: expected increasing comma-separated counts in 0..200000; got \"{}\"",
-                                  a.counts)});
+    return fail(Error{
+        ErrorCode::kInvalidInput,
+        fmt::format("--counts: expected increasing comma-separated counts in 0..200000; got \"{}\"",
+                    a.counts)});
   }
   if (a.runners < 1 || a.batch < 1 || a.seconds <= 0 || a.rate < 0) {
-    return fail(Error{ErrorCode::kInvalidInput, "--runners and --batch must be >= 1, --seconds > 0, --rate >= 0"});
+    return fail(Error{ErrorCode::kInvalidInput,
+                      "--runners and --batch must be >= 1, --seconds > 0, --rate >= 0"});
   }
   const rlim_t fds = raise_fd_limit();
   std::unique_ptr<LocalRedisServer> own;
@@ -182,17 +186,21 @@ int run_bench_connections(const ConnectionsBenchArgs& a) {
     if (o->tls) {
       // Thousands of parked TLS sessions would each need a relay thread here: measure the server
       // through its plain port.
-      return fail(invalid_input(fmt::format("--redis rediss://{}:{}: bench connections parks plain hiredis connections; give "
-                                            "the server's plain redis:// port",
-                                            o->host, o->port))
-                      .value());
+      return fail(
+          invalid_input(
+              fmt::format(
+                  "--redis rediss://{}:{}: bench connections parks plain hiredis connections; give "
+                  "the server's plain redis:// port",
+                  o->host, o->port))
+              .value());
     }
     redis = *o;
   }
   auto admin = RedisConnection::connect(redis);
   if (!admin) return fail(admin.error());
   (void)(*admin)->command({"DEL", kIdleStream});
-  if (auto r = (*admin)->command({"XGROUP", "CREATE", kIdleStream, "idle", "$", "MKSTREAM"}); !r) return fail(r.error());
+  if (auto r = (*admin)->command({"XGROUP", "CREATE", kIdleStream, "idle", "$", "MKSTREAM"}); !r)
+    return fail(r.error());
   std::string maxclients = "?";
   if (auto r = (*admin)->command({"CONFIG", "GET", "maxclients"}); r && r->elements.size() == 2) {
     maxclients = r->elements[1].str;
@@ -201,16 +209,19 @@ int run_bench_connections(const ConnectionsBenchArgs& a) {
     auto r = (*admin)->command({"INFO", "everything"});
     return r ? r->str : std::string();
   };
-  const int threads = static_cast<int>(std::min<unsigned>(static_cast<unsigned>(a.runners),
-                                                           std::max(1u, std::thread::hardware_concurrency())));
-  fmt::print("atrex bench connections: idle workers (one blocked XREADGROUP connection each) parked on {} ({}), "
-             "maxclients {}, this process may open {} files; queue measured with {} simulated runners on {} "
-             "threads, {:.1f} s per point\n",
-             own ? "a private redis-server" : fmt::format("{}:{}", redis.host, redis.port),
-             own ? "appendonly yes" : "its own settings",
-             maxclients, fds, a.runners, threads, a.seconds);
-  fmt::print("{:>8} {:>8} {:>8} {:>9} {:>9} {:>11} {:>10} {:>12} {:>9} {:>9}\n", "idle", "parked", "refused",
-             "clients", "blocked", "RSS KiB/c", "redis RSS", "tasks/s", "p50 ms", "p99 ms");
+  const int threads = static_cast<int>(std::min<unsigned>(
+      static_cast<unsigned>(a.runners), std::max(1u, std::thread::hardware_concurrency())));
+  fmt::print(
+      "atrex bench connections: idle workers (one blocked XREADGROUP connection each) parked on {} "
+      "({}), "
+      "maxclients {}, this process may open {} files; queue measured with {} simulated runners on "
+      "{} "
+      "threads, {:.1f} s per point\n",
+      own ? "a private redis-server" : fmt::format("{}:{}", redis.host, redis.port),
+      own ? "appendonly yes" : "its own settings", maxclients, fds, a.runners, threads, a.seconds);
+  fmt::print("{:>8} {:>8} {:>8} {:>9} {:>9} {:>11} {:>10} {:>12} {:>9} {:>9}\n", "idle", "parked",
+             "refused", "clients", "blocked", "RSS KiB/c", "redis RSS", "tasks/s", "p50 ms",
+             "p99 ms");
   ParkedClients parked(redis);
   const double rss0 = info_field(info(), "used_memory_rss");
   double rate = a.rate;
@@ -221,15 +232,16 @@ int run_bench_connections(const ConnectionsBenchArgs& a) {
     const std::string i = info();
     const double rss = info_field(i, "used_memory_rss");
     const double per_client = parked.parked() > 0 ? (rss - rss0) / parked.parked() / 1024.0 : 0.0;
-    const PhaseResult sat = run_phase(redis, fmt::format("{}-{}", base, n), a.runners, threads, a.batch, a.seconds, 0,
-                                      100000);
+    const PhaseResult sat = run_phase(redis, fmt::format("{}-{}", base, n), a.runners, threads,
+                                      a.batch, a.seconds, 0, 100000);
     if (rate <= 0 && sat.error.empty()) rate = sat.tasks_per_s / 2;
-    const PhaseResult paced = sat.error.empty() ? run_phase(redis, fmt::format("{}-{}-paced", base, n), a.runners,
-                                                            threads, a.batch, a.seconds, rate, 100000)
-                                                : sat;
-    fmt::print("{:>8} {:>8} {:>8} {:>9.0f} {:>9.0f} {:>11.1f} {:>9.0f}M ", n, parked.parked(), parked.refused(),
-               info_field(i, "connected_clients"), info_field(i, "blocked_clients"), per_client,
-               rss / 1048576.0);
+    const PhaseResult paced = sat.error.empty()
+                                  ? run_phase(redis, fmt::format("{}-{}-paced", base, n), a.runners,
+                                              threads, a.batch, a.seconds, rate, 100000)
+                                  : sat;
+    fmt::print("{:>8} {:>8} {:>8} {:>9.0f} {:>9.0f} {:>11.1f} {:>9.0f}M ", n, parked.parked(),
+               parked.refused(), info_field(i, "connected_clients"),
+               info_field(i, "blocked_clients"), per_client, rss / 1048576.0);
     if (!sat.error.empty()) {
       fmt::print("the queue's own connections failed: {}\n", sat.error);
     } else {
@@ -237,7 +249,8 @@ int run_bench_connections(const ConnectionsBenchArgs& a) {
     }
     std::fflush(stdout);
   }
-  fmt::print("tasks/s: saturated; p50/p99: enqueue->start latency at {:.0f} tasks/s offered\n", rate);
+  fmt::print("tasks/s: saturated; p50/p99: enqueue->start latency at {:.0f} tasks/s offered\n",
+             rate);
   if (!parked.first_refusal().empty()) fmt::print("first refusal: {}\n", parked.first_refusal());
   (void)(*admin)->command({"DEL", kIdleStream});
   return 0;
@@ -248,15 +261,21 @@ int run_bench_connections(const ConnectionsBenchArgs& a) {
 void add_bench_connections_command(CLI::App& bench, int& rc) {
   static ConnectionsBenchArgs c;
   auto* cc = bench.add_subcommand(
-      "connections", "Idle workers parked on one Redis (a blocked XREADGROUP connection each), counts up to past "
-                     "maxclients: connections held or refused, Redis memory per client, and the queue's tasks/s "
-                     "and enqueue->start latency with them parked");
-  cc->add_option("--redis", c.redis_url, "redis://host:port of the server to measure; default: a private redis-server");
-  cc->add_option("--counts", c.counts, "Increasing comma-separated idle-worker counts")->capture_default_str();
-  cc->add_option("--runners", c.runners, "Simulated runners moving tasks at each point")->capture_default_str();
+      "connections",
+      "Idle workers parked on one Redis (a blocked XREADGROUP connection each), counts up to past "
+      "maxclients: connections held or refused, Redis memory per client, and the queue's tasks/s "
+      "and enqueue->start latency with them parked");
+  cc->add_option("--redis", c.redis_url,
+                 "redis://host:port of the server to measure; default: a private redis-server");
+  cc->add_option("--counts", c.counts, "Increasing comma-separated idle-worker counts")
+      ->capture_default_str();
+  cc->add_option("--runners", c.runners, "Simulated runners moving tasks at each point")
+      ->capture_default_str();
   cc->add_option("--batch", c.batch, "Tasks per enqueue / claim / ack call")->capture_default_str();
-  cc->add_option("--seconds", c.seconds, "Measured seconds per point and mode")->capture_default_str();
-  cc->add_option("--rate", c.rate, "Tasks/s offered for the latency column (0: half the peak with no idle worker)")
+  cc->add_option("--seconds", c.seconds, "Measured seconds per point and mode")
+      ->capture_default_str();
+  cc->add_option("--rate", c.rate,
+                 "Tasks/s offered for the latency column (0: half the peak with no idle worker)")
       ->capture_default_str();
   cc->callback([&] { rc = run_bench_connections(c); });
 }

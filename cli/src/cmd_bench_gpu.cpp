@@ -28,7 +28,8 @@ Result<CandidateRef> default_candidate(const std::string& op, const std::string&
   ATREX_ASSIGN_OR_RETURN(auto catalog, agent::TemplateCatalog::embedded());
   const auto found = catalog.find(op, backend);
   if (found.empty()) {
-    return not_found(fmt::format("no built-in {} template for {}; pass a candidate file with --candidate", backend, op));
+    return not_found(fmt::format(
+        "no built-in {} template for {}; pass a candidate file with --candidate", backend, op));
   }
   CandidateRef c;
   c.source = agent::render(*found.front(), agent::default_params(*found.front()));
@@ -39,7 +40,8 @@ Result<CandidateRef> default_candidate(const std::string& op, const std::string&
   return c;
 }
 
-Result<CandidateRef> candidate_from(const std::string& file, const std::string& op, const std::string& backend) {
+Result<CandidateRef> candidate_from(const std::string& file, const std::string& op,
+                                    const std::string& backend) {
   if (file.empty()) return default_candidate(op, backend);
   ATREX_ASSIGN_OR_RETURN(auto source, read_text_file(file));
   CandidateRef c;
@@ -103,8 +105,9 @@ int run_bench_timing(const GlobalOptions& g, const TimingArgs& a) {
       if (!recs) return fail(recs.error());
       for (const auto& rec : *recs) {
         if (rec.status != EvalStatus::kOk || !rec.timing) {
-          return fail(Error{ErrorCode::kInternal, fmt::format("rms_norm shape {} ({} timing): {} {}", rec.shape_id, mode,
-                                                              eval_status_name(rec.status), rec.error)});
+          return fail(Error{ErrorCode::kInternal,
+                            fmt::format("rms_norm shape {} ({} timing): {} {}", rec.shape_id, mode,
+                                        eval_status_name(rec.status), rec.error)});
         }
         medians[mode][rec.shape_id].push_back(rec.timing->time_us_median);
         roofline_us[rec.shape_id] = rec.t_roofline_us;
@@ -115,48 +118,66 @@ int run_bench_timing(const GlobalOptions& g, const TimingArgs& a) {
   if (g.json) {
     Json rows = Json::array();
     for (const auto& id : *ids) {
-      rows.push_back(Json{{"shape_id", id}, {"t_roofline_us", roofline_us[id]},
-                          {"eager_round_medians_us", medians["eager"][id]}, {"graph_round_medians_us", medians["graph"][id]},
-                          {"cupti_round_medians_us", medians["cupti"][id]}, {"eager_method", methods["eager"]},
-                          {"graph_method", methods["graph"]}, {"cupti_method", methods["cupti"]}});
+      rows.push_back(Json{{"shape_id", id},
+                          {"t_roofline_us", roofline_us[id]},
+                          {"eager_round_medians_us", medians["eager"][id]},
+                          {"graph_round_medians_us", medians["graph"][id]},
+                          {"cupti_round_medians_us", medians["cupti"][id]},
+                          {"eager_method", methods["eager"]},
+                          {"graph_method", methods["graph"]},
+                          {"cupti_method", methods["cupti"]}});
     }
-    fmt::print("{}\n", Json{{"schema", "atrex.bench-timing/1"}, {"calibration", *cal}, {"rms_norm", rows}}.dump(2));
+    fmt::print(
+        "{}\n",
+        Json{{"schema", "atrex.bench-timing/1"}, {"calibration", *cal}, {"rms_norm", rows}}.dump(
+            2));
     return 0;
   }
   const Json& dev = (*cal)["device"];
   const Json clocks = cal->value("clocks_before", Json::object());
-  fmt::print("timer calibration on {} (SM {} MHz, memory {} MHz, clocks as found; {} SMs, L2 {} MiB)\n",
-             dev.value("name", "?"), clocks.value("sm_mhz", 0), clocks.value("mem_mhz", 0), dev.value("sm_count", 0),
-             dev.value("l2_bytes", 0) >> 20);
+  fmt::print(
+      "timer calibration on {} (SM {} MHz, memory {} MHz, clocks as found; {} SMs, L2 {} MiB)\n",
+      dev.value("name", "?"), clocks.value("sm_mhz", 0), clocks.value("mem_mhz", 0),
+      dev.value("sm_count", 0), dev.value("l2_bytes", 0) >> 20);
   fmt::print("{:<34} {:<27} {:>11} {:>9}  {}\n", "kernel", "method", "median us", "spread", "note");
   const double b2b = cal->value("empty_kernel_back_to_back_us", 0.0);
   for (const auto& row : (*cal)["empty_kernel"]) {
     const double m = row["median_us"].get<double>();
     fmt::print("{:<34} {:<27} {:>11.3f} {:>8.2f}%  harness overhead (target <= 1 us): {:.3f} us\n",
-               "empty kernel <<<1,32>>>", row["method"].get<std::string>(), m, 100 * row["spread"].get<double>(), m);
+               "empty kernel <<<1,32>>>", row["method"].get<std::string>(), m,
+               100 * row["spread"].get<double>(), m);
   }
-  fmt::print("{:<34} {:<27} {:>11.3f} {:>9}  device time of the kernel alone (1000 back to back in a graph)\n",
-             "empty kernel <<<1,32>>>", "graph, back to back", b2b, "");
+  fmt::print(
+      "{:<34} {:<27} {:>11.3f} {:>9}  device time of the kernel alone (1000 back to back in a "
+      "graph)\n",
+      "empty kernel <<<1,32>>>", "graph, back to back", b2b, "");
   const double copy_bytes = cal->value("copy_kernel_bytes", 0.0);
   const double memcpy_bw = cal->value("memcpy_copy_bytes_per_s", 0.0);
   for (const auto& row : (*cal)["copy_kernel"]) {
     const double m = row["median_us"].get<double>();
     const double bw = 2 * copy_bytes / (m * 1e-6);
-    fmt::print("{:<34} {:<27} {:>11.1f} {:>8.2f}%  {:.2f} TB/s = {:.1f}% of cudaMemcpy's {:.2f} TB/s (target spread <= 1%)\n",
-               fmt::format("copy kernel {:.0f} GiB", copy_bytes / (1 << 30)), row["method"].get<std::string>(), m,
-               100 * row["spread"].get<double>(), bw / 1e12, 100 * bw / memcpy_bw, memcpy_bw / 1e12);
+    fmt::print(
+        "{:<34} {:<27} {:>11.1f} {:>8.2f}%  {:.2f} TB/s = {:.1f}% of cudaMemcpy's {:.2f} TB/s "
+        "(target spread <= 1%)\n",
+        fmt::format("copy kernel {:.0f} GiB", copy_bytes / (1 << 30)),
+        row["method"].get<std::string>(), m, 100 * row["spread"].get<double>(), bw / 1e12,
+        100 * bw / memcpy_bw, memcpy_bw / 1e12);
   }
   for (const auto& id : *ids) {
     for (const std::string mode : {"eager", "graph", "cupti"}) {
       const auto& v = medians[mode][id];
-      fmt::print("{:<34} {:<27} {:>11.3f} {:>8.2f}%  T_roofline {:.3f} us ({} rounds, fresh child each; target spread "
-                 "<= 3% below 10 us)\n",
-                 fmt::format("rms_norm shape {}", id), methods[mode], stats::median(v), 100 * stats::relative_spread(v), roofline_us[id], v.size());
+      fmt::print(
+          "{:<34} {:<27} {:>11.3f} {:>8.2f}%  T_roofline {:.3f} us ({} rounds, fresh child each; "
+          "target spread "
+          "<= 3% below 10 us)\n",
+          fmt::format("rms_norm shape {}", id), methods[mode], stats::median(v),
+          100 * stats::relative_spread(v), roofline_us[id], v.size());
     }
   }
   const Json after = cal->value("clocks_after", Json::object());
   fmt::print("clocks after: SM {} MHz, {} C, {} W, throttle reasons {}\n", after.value("sm_mhz", 0),
-             after.value("temperature_c", 0), after.value("power_w", 0.0), after.value("throttle", Json::array()).dump());
+             after.value("temperature_c", 0), after.value("power_w", 0.0),
+             after.value("throttle", Json::array()).dump());
   return 0;
 }
 
@@ -176,8 +197,11 @@ int run_bench_eval(const GlobalOptions& g, const EvalBenchArgs& a) {
   if (!suite) return fail(suite.error());
   const auto* info = suite->find(a.op);
   const auto* def = problems::find_native_operator(a.op);
-  if (!info || !def) return fail(Error{ErrorCode::kNotFound, "no native operator " + a.op + " (see `atrex problems list`)"});
-  const std::string backend = a.backend != "auto" ? a.backend : (runner::probe_environment().has_gpu() ? "cuda" : "cpu");
+  if (!info || !def)
+    return fail(
+        Error{ErrorCode::kNotFound, "no native operator " + a.op + " (see `atrex problems list`)"});
+  const std::string backend =
+      a.backend != "auto" ? a.backend : (runner::probe_environment().has_gpu() ? "cuda" : "cpu");
   auto ids = shape_ids(*info, *def, a.shapes);
   if (!ids) return fail(ids.error());
   auto hw = hardware_for("auto", backend, *suite);
@@ -189,9 +213,12 @@ int run_bench_eval(const GlobalOptions& g, const EvalBenchArgs& a) {
   fs::remove_all(cache, ec);
   Json runs = Json::array();
   if (!g.json) {
-    fmt::print("full evaluation of {} ({} shapes, {} seeds, performance gate) on the {} backend, candidate {}\n", a.op,
-               ids->size(), a.seeds, backend, cand->file_name);
-    fmt::print("{:<6} {:>9} {:>10} {:>12} {:>9}  {}\n", "cache", "wall s", "compile s", "per shape s", "ok", "per 15 shapes");
+    fmt::print(
+        "full evaluation of {} ({} shapes, {} seeds, performance gate) on the {} backend, "
+        "candidate {}\n",
+        a.op, ids->size(), a.seeds, backend, cand->file_name);
+    fmt::print("{:<6} {:>9} {:>10} {:>12} {:>9}  {}\n", "cache", "wall s", "compile s",
+               "per shape s", "ok", "per 15 shapes");
   }
   for (const std::string phase : {"cold", "warm"}) {
     runner::EvaluatorOptions o;
@@ -211,13 +238,17 @@ int run_bench_eval(const GlobalOptions& g, const EvalBenchArgs& a) {
     const auto t0 = std::chrono::steady_clock::now();
     // The compile gate on its own first, to split its cost out; evaluate() then hits the cache.
     const auto& env = runner::probe_environment();
-    const std::string arch = backend == "cuda" ? (env.has_gpu() ? env.gpus.front().cuda_arch() : "sm_90a") : "native";
+    const std::string arch =
+        backend == "cuda" ? (env.has_gpu() ? env.gpus.front().cuda_arch() : "sm_90a") : "native";
     auto compiled = ev.compile_cache().compile(t.candidate, arch, t.settings.compile_timeout_s);
     if (!compiled) return fail(compiled.error());
-    if (!compiled->ok) return fail(Error{ErrorCode::kInvalidInput, "the candidate does not compile:\n" + compiled->log});
+    if (!compiled->ok)
+      return fail(
+          Error{ErrorCode::kInvalidInput, "the candidate does not compile:\n" + compiled->log});
     const double compile_s = compiled->wall_s;
     auto recs = ev.evaluate(t);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!recs) return fail(recs.error());
     int ok = 0;
     std::map<std::string, double> phases;  // summed over shapes; "process" = child start/exit
@@ -231,20 +262,31 @@ int run_bench_eval(const GlobalOptions& g, const EvalBenchArgs& a) {
       phases["process"] += std::max(0.0, r.wall_s - inside);
     }
     const double per_shape = wall / static_cast<double>(recs->size());
-    runs.push_back(Json{{"cache", phase}, {"wall_s", wall}, {"compile_s", compile_s}, {"shapes", recs->size()}, {"ok", ok},
+    runs.push_back(Json{{"cache", phase},
+                        {"wall_s", wall},
+                        {"compile_s", compile_s},
+                        {"shapes", recs->size()},
+                        {"ok", ok},
                         {"phases_s", phases}});
     if (!g.json) {
-      fmt::print("{:<6} {:>9.2f} {:>10.2f} {:>12.3f} {:>5}/{:<3}  {:.2f} s (target: {} s on an H200)\n", phase, wall,
-                 compile_s, per_shape, ok, recs->size(), per_shape * 15, phase == "cold" ? 15 : 5);
+      fmt::print(
+          "{:<6} {:>9.2f} {:>10.2f} {:>12.3f} {:>5}/{:<3}  {:.2f} s (target: {} s on an H200)\n",
+          phase, wall, compile_s, per_shape, ok, recs->size(), per_shape * 15,
+          phase == "cold" ? 15 : 5);
       std::string split;
-      for (const auto& [k, v] : phases) split += fmt::format("{}{} {:.2f} s", split.empty() ? "" : ", ", k, v);
+      for (const auto& [k, v] : phases)
+        split += fmt::format("{}{} {:.2f} s", split.empty() ? "" : ", ", k, v);
       fmt::print("       where the shapes' time went: {}\n", split);
     }
   }
   fs::remove_all(cache, ec);
   if (g.json) {
-    fmt::print("{}\n", Json{{"schema", "atrex.bench-eval/1"}, {"operator", a.op}, {"backend", backend},
-                            {"candidate", cand->file_name}, {"runs", runs}}.dump(2));
+    fmt::print("{}\n", Json{{"schema", "atrex.bench-eval/1"},
+                            {"operator", a.op},
+                            {"backend", backend},
+                            {"candidate", cand->file_name},
+                            {"runs", runs}}
+                           .dump(2));
   }
   return 0;
 }
@@ -253,27 +295,38 @@ int run_bench_eval(const GlobalOptions& g, const EvalBenchArgs& a) {
 
 void add_gpu_bench_commands(CLI::App& bench, GlobalOptions& g, int& rc) {
   static TimingArgs t;
-  auto* tc = bench.add_subcommand(
-      "timing", "Calibrate the GPU timer (needs a GPU): harness overhead on an empty kernel, a 1 GiB copy kernel "
-                "against cudaMemcpy's bandwidth, and rms_norm's tiny shapes, eager against CUDA-graph timing, with the "
-                "run-to-run spread of each");
+  auto* tc = bench.add_subcommand("timing",
+                                  "Calibrate the GPU timer (needs a GPU): harness overhead on an "
+                                  "empty kernel, a 1 GiB copy kernel "
+                                  "against cudaMemcpy's bandwidth, and rms_norm's tiny shapes, "
+                                  "eager against CUDA-graph timing, with the "
+                                  "run-to-run spread of each");
   tc->add_option("--device", t.device, "GPU index")->capture_default_str();
   tc->add_option("--rounds", t.rounds, "Evaluation rounds per timing mode (a fresh child each)")
-      ->capture_default_str()->check(CLI::Range(1, 50));
-  tc->add_option("--candidate", t.candidate, "rms_norm CUDA candidate to time (default: the built-in template)");
-  tc->add_option("--shapes", t.shapes, "rms_norm shapes (as `atrex eval --shapes`)")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 50));
+  tc->add_option("--candidate", t.candidate,
+                 "rms_norm CUDA candidate to time (default: the built-in template)");
+  tc->add_option("--shapes", t.shapes, "rms_norm shapes (as `atrex eval --shapes`)")
+      ->capture_default_str();
   tc->add_flag("--json", g.json, "Machine-readable output (atrex.bench-timing/1)");
   tc->callback([&] { rc = run_bench_timing(g, t); });
 
   static EvalBenchArgs e;
-  auto* ec = bench.add_subcommand(
-      "eval", "Cost of a full evaluation of one operator (every shape, all seeds, performance gate), with a cold "
-              "compile cache and again warm");
+  auto* ec = bench.add_subcommand("eval",
+                                  "Cost of a full evaluation of one operator (every shape, all "
+                                  "seeds, performance gate), with a cold "
+                                  "compile cache and again warm");
   ec->add_option("--operator", e.op, "Operator")->capture_default_str();
-  ec->add_option("--candidate", e.candidate, "Candidate file (default: the operator's first built-in template)");
-  ec->add_option("--backend", e.backend, "auto, cuda or cpu")->check(CLI::IsMember({"auto", "cuda", "cpu"}))->capture_default_str();
+  ec->add_option("--candidate", e.candidate,
+                 "Candidate file (default: the operator's first built-in template)");
+  ec->add_option("--backend", e.backend, "auto, cuda or cpu")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
   ec->add_option("--shapes", e.shapes, "Shapes (as `atrex eval --shapes`)")->capture_default_str();
-  ec->add_option("--seeds", e.seeds, "Correctness seeds per shape")->capture_default_str()->check(CLI::Range(1, 100));
+  ec->add_option("--seeds", e.seeds, "Correctness seeds per shape")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   ec->add_option("--device", e.device, "GPU index")->capture_default_str();
   ec->add_flag("--json", g.json, "Machine-readable output (atrex.bench-eval/1)");
   ec->callback([&] { rc = run_bench_eval(g, e); });

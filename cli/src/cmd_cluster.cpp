@@ -56,7 +56,8 @@ struct SubmitArgs {
   std::string backend;
   std::string hardware;
   std::string redis_url;
-  scheduler::ClusterOptions cluster;  // the flags' values; only the flags given override the sweep file
+  scheduler::ClusterOptions
+      cluster;  // the flags' values; only the flags given override the sweep file
   std::vector<std::pair<CLI::Option*, const char*>> cluster_flags;  // flag -> its key in to_json()
 };
 
@@ -69,13 +70,16 @@ scheduler::ClusterOptions cluster_options(const SubmitArgs& a, const Json& file_
     if (opt->count() > 0) given[key] = flags[key];
   }
   o = scheduler::cluster_options_from_json(given, o);
-  if (!o.job_template.empty()) o.job_template = std::filesystem::absolute(o.job_template);  // resume runs elsewhere
-  if (!o.metrics_targets.empty()) o.metrics_targets = std::filesystem::absolute(o.metrics_targets);  // workers run elsewhere
+  if (!o.job_template.empty())
+    o.job_template = std::filesystem::absolute(o.job_template);  // resume runs elsewhere
+  if (!o.metrics_targets.empty())
+    o.metrics_targets = std::filesystem::absolute(o.metrics_targets);  // workers run elsewhere
   return o;
 }
 
 int submit(const GlobalOptions& g, SubmitArgs& a) {
-  auto spec = a.file.empty() ? scheduler::parse_sweep(scheduler::embedded_default_sweep(), "<embedded default sweep>")
+  auto spec = a.file.empty() ? scheduler::parse_sweep(scheduler::embedded_default_sweep(),
+                                                      "<embedded default sweep>")
                              : scheduler::load_sweep_file(a.file);
   if (!spec) return fail(spec.error());
   // One URL, or several to shard sweeps over: submit_sweep picks one (docs/sweeps.md).
@@ -97,12 +101,16 @@ int submit(const GlobalOptions& g, SubmitArgs& a) {
   auto manifest = scheduler::submit_sweep(*resolved, cluster, say);
   if (!manifest) return fail(manifest.error());
   if (g.json) {
-    fmt::print("{}\n", Json{{"schema", "atrex.submit/1"}, {"sweep_id", resolved->sweep_id},
-                            {"results", resolved->output.string()}, {"redis", (*manifest)["redis"]},
-                            {"workers", (*manifest)["workers"]}}.dump(2));
+    fmt::print("{}\n", Json{{"schema", "atrex.submit/1"},
+                            {"sweep_id", resolved->sweep_id},
+                            {"results", resolved->output.string()},
+                            {"redis", (*manifest)["redis"]},
+                            {"workers", (*manifest)["workers"]}}
+                           .dump(2));
   } else {
-    fmt::print("submitted sweep {} ({}); results in {}\nfollow it with: atrex sweep status {}\n", resolved->spec.name,
-               resolved->sweep_id, resolved->output.string(), resolved->output.string());
+    fmt::print("submitted sweep {} ({}); results in {}\nfollow it with: atrex sweep status {}\n",
+               resolved->spec.name, resolved->sweep_id, resolved->output.string(),
+               resolved->output.string());
   }
   return 0;
 }
@@ -113,31 +121,44 @@ int status(const GlobalOptions& g, const std::string& dir) {
   const Json& m = st->manifest;
   if (g.json) {
     auto q = [](const QueueStats& s) {
-      return Json{{"ready", s.ready}, {"leased", s.leased}, {"dead", s.dead}, {"enqueued_total", s.enqueued_total},
+      return Json{{"ready", s.ready},
+                  {"leased", s.leased},
+                  {"dead", s.dead},
+                  {"enqueued_total", s.enqueued_total},
                   {"acked_total", s.acked_total}};
     };
-    fmt::print("{}\n", Json{{"schema", "atrex.sweep-status/1"}, {"sweep_id", m.value("sweep_id", "")},
-                            {"status", m.value("status", "")}, {"operators_done", st->done}, {"operators_total", st->total},
-                            {"eval_queue", q(st->eval)}, {"agent_queue", q(st->agent)},
-                            {"dead_letters", st->dead_letters}, {"workers_alive", st->workers_alive}}.dump(2));
+    fmt::print("{}\n", Json{{"schema", "atrex.sweep-status/1"},
+                            {"sweep_id", m.value("sweep_id", "")},
+                            {"status", m.value("status", "")},
+                            {"operators_done", st->done},
+                            {"operators_total", st->total},
+                            {"eval_queue", q(st->eval)},
+                            {"agent_queue", q(st->agent)},
+                            {"dead_letters", st->dead_letters},
+                            {"workers_alive", st->workers_alive}}
+                           .dump(2));
     return 0;
   }
-  fmt::print("sweep {} ({}): {}\n", m.value("name", ""), m.value("sweep_id", ""), m.value("status", ""));
+  fmt::print("sweep {} ({}): {}\n", m.value("name", ""), m.value("sweep_id", ""),
+             m.value("status", ""));
   fmt::print("  operators finished: {}/{}\n", st->done, st->total);
-  fmt::print("  evaluations: {} queued, {} running, {} done, {} dead-lettered (of {} enqueued)\n", st->eval.ready,
-             st->eval.leased, st->eval.acked_total, st->eval.dead, st->eval.enqueued_total);
-  fmt::print("  agent tasks: {} queued, {} running, {} done, {} dead-lettered\n", st->agent.ready, st->agent.leased,
-             st->agent.acked_total, st->agent.dead);
+  fmt::print("  evaluations: {} queued, {} running, {} done, {} dead-lettered (of {} enqueued)\n",
+             st->eval.ready, st->eval.leased, st->eval.acked_total, st->eval.dead,
+             st->eval.enqueued_total);
+  fmt::print("  agent tasks: {} queued, {} running, {} done, {} dead-lettered\n", st->agent.ready,
+             st->agent.leased, st->agent.acked_total, st->agent.dead);
   for (const auto& d : st->dead_letters) {
-    fmt::print("  dead-lettered {} task: {} {}{} after {} deliveries: {}\n", d.value("kind", ""), d.value("agent", ""),
-               d.value("operator", ""), d.value("candidate", "").empty() ? "" : " " + d.value("candidate", ""),
+    fmt::print("  dead-lettered {} task: {} {}{} after {} deliveries: {}\n", d.value("kind", ""),
+               d.value("agent", ""), d.value("operator", ""),
+               d.value("candidate", "").empty() ? "" : " " + d.value("candidate", ""),
                d.value("deliveries", 0), d.value("error", ""));
   }
   fmt::print("  workers: {}\n", st->workers_text);
   return 0;
 }
 
-int wait(const GlobalOptions& g, const std::string& dir, int timeout_s, const std::string& metrics_listen) {
+int wait(const GlobalOptions& g, const std::string& dir, int timeout_s,
+         const std::string& metrics_listen) {
   auto listen = metrics_listen_flag(metrics_listen);
   if (!listen) return fail(listen.error());
   std::unique_ptr<metrics::Exposition> exposition;
@@ -145,11 +166,14 @@ int wait(const GlobalOptions& g, const std::string& dir, int timeout_s, const st
   if (*listen) {
     auto m = read_json_file(std::filesystem::path(dir) / "manifest.json");
     if (!m) return fail(with_context(m.error(), "not a sweep results folder"));
-    // The workers' target folder: the results folder's, or the site's shared one (cluster.metrics_targets).
+    // The workers' target folder: the results folder's, or the site's shared one
+    // (cluster.metrics_targets).
     const std::string shared = m->value("cluster", Json::object()).value("metrics_targets", "");
-    auto e = metrics::start_exposition(**listen, shared.empty() ? scheduler::metrics_targets_dir(dir) : std::filesystem::path(shared),
-                                       m->value("name", ""), "sweep", "sweep-wait",
-                                       shared.empty() ? "sweep-wait" : m->value("sweep_id", "") + "-sweep-wait");
+    auto e = metrics::start_exposition(
+        **listen,
+        shared.empty() ? scheduler::metrics_targets_dir(dir) : std::filesystem::path(shared),
+        m->value("name", ""), "sweep", "sweep-wait",
+        shared.empty() ? "sweep-wait" : m->value("sweep_id", "") + "-sweep-wait");
     if (!e) return fail(e.error());
     exposition = std::move(*e);
     sm.emplace(*exposition->registry);
@@ -157,7 +181,8 @@ int wait(const GlobalOptions& g, const std::string& dir, int timeout_s, const st
   }
   install_stop_handlers();
   auto say = [](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
-  auto out = scheduler::wait_sweep(dir, std::chrono::seconds(timeout_s), say, &g_stop, sm ? &*sm : nullptr);
+  auto out = scheduler::wait_sweep(dir, std::chrono::seconds(timeout_s), say, &g_stop,
+                                   sm ? &*sm : nullptr);
   if (!out) return fail(out.error());
   if (g.json) {
     auto report = read_json_file(out->report_json);
@@ -165,7 +190,8 @@ int wait(const GlobalOptions& g, const std::string& dir, int timeout_s, const st
     fmt::print("{}\n", report->dump(2));
     return 0;
   }
-  for (const auto& a : out->agents) fmt::print("\nagent {}\n{}", a.agent, scoring::agent_table_text(a));
+  for (const auto& a : out->agents)
+    fmt::print("\nagent {}\n{}", a.agent, scoring::agent_table_text(a));
   fmt::print("\nreports: {} and {}\n", out->report_md.string(), out->report_json.string());
   return 0;
 }
@@ -174,12 +200,16 @@ int wait(const GlobalOptions& g, const std::string& dir, int timeout_s, const st
 
 void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int& rc) {
   static SubmitArgs a;
-  auto* submit_cmd = sweep.add_subcommand("submit", "Submit a sweep to a cluster: tasks through Redis, workers started "
-                                                    "by a launcher (local processes or Slurm job arrays)");
+  auto* submit_cmd =
+      sweep.add_subcommand("submit",
+                           "Submit a sweep to a cluster: tasks through Redis, workers started "
+                           "by a launcher (local processes or Slurm job arrays)");
   submit_cmd->add_option("file", a.file, "Sweep file (YAML); without it the embedded default");
-  submit_cmd->add_option("--redis", a.redis_url,
-                         "redis://[[user]:password@]host[:port][/db], or a comma-separated list of them: the sweep "
-                         "goes to one, picked from its sweep id and kept in its manifest")
+  submit_cmd
+      ->add_option("--redis", a.redis_url,
+                   "redis://[[user]:password@]host[:port][/db], or a comma-separated list of them: "
+                   "the sweep "
+                   "goes to one, picked from its sweep id and kept in its manifest")
       ->envname("ATREX_REDIS_URL")
       ->required();
   submit_cmd->add_option("--out", a.out, "Results folder (shared by all workers)");
@@ -191,62 +221,87 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
            ->check(CLI::IsMember({"local", "slurm"}))
            ->capture_default_str(),
        "launcher");
-  flag(submit_cmd->add_option("--runners", a.cluster.runners, "Runner processes (local) / runner array tasks (slurm)")
+  flag(submit_cmd
+           ->add_option("--runners", a.cluster.runners,
+                        "Runner processes (local) / runner array tasks (slurm)")
            ->check(CLI::PositiveNumber)
            ->capture_default_str(),
        "runners");
-  flag(submit_cmd->add_option("--lease-timeout", a.cluster.lease_timeout_s,
-                              "Seconds without a heartbeat after which a worker's task goes to another worker")
+  flag(submit_cmd
+           ->add_option(
+               "--lease-timeout", a.cluster.lease_timeout_s,
+               "Seconds without a heartbeat after which a worker's task goes to another worker")
            ->check(CLI::Range(3, 86400))
            ->capture_default_str(),
        "lease_timeout_s");
-  flag(submit_cmd->add_option("--max-deliveries", a.cluster.max_deliveries,
-                              "Deliveries of a task (its workers died or failed it) before it is dead-lettered")
+  flag(submit_cmd
+           ->add_option(
+               "--max-deliveries", a.cluster.max_deliveries,
+               "Deliveries of a task (its workers died or failed it) before it is dead-lettered")
            ->check(CLI::Range(1, 100))
            ->capture_default_str(),
        "max_deliveries");
-  flag(submit_cmd->add_option("--prefetch", a.cluster.prefetch,
-                              "Tasks a runner claims ahead and compiles while it measures the current one (0 = none)")
+  flag(submit_cmd
+           ->add_option("--prefetch", a.cluster.prefetch,
+                        "Tasks a runner claims ahead and compiles while it measures the current "
+                        "one (0 = none)")
            ->check(CLI::Range(0, 16))
            ->capture_default_str(),
        "prefetch");
-  flag(submit_cmd->add_option("--metrics", a.cluster.metrics,
-                              "ADDR:PORT every worker serves Prometheus metrics on (port 0: any free port; default "
-                              "none); their file_sd targets go to <results>/metrics/targets/")
-           ->check([](const std::string& v) {
-             auto r = metrics::parse_listen_address(v, "--metrics");
-             return r ? std::string() : r.error().message;
-           }),
-       "metrics");
-  flag(submit_cmd->add_option("--metrics-targets", a.cluster.metrics_targets,
-                              "Folder a Prometheus watches (file_sd) for the workers' target files, shared by sweeps "
-                              "(files <sweep id>-<worker>.json; default <results>/metrics/targets/<worker>.json)"),
+  flag(
+      submit_cmd
+          ->add_option(
+              "--metrics", a.cluster.metrics,
+              "ADDR:PORT every worker serves Prometheus metrics on (port 0: any free port; default "
+              "none); their file_sd targets go to <results>/metrics/targets/")
+          ->check([](const std::string& v) {
+            auto r = metrics::parse_listen_address(v, "--metrics");
+            return r ? std::string() : r.error().message;
+          }),
+      "metrics");
+  flag(submit_cmd->add_option(
+           "--metrics-targets", a.cluster.metrics_targets,
+           "Folder a Prometheus watches (file_sd) for the workers' target files, shared by sweeps "
+           "(files <sweep id>-<worker>.json; default <results>/metrics/targets/<worker>.json)"),
        "metrics_targets");
-  flag(submit_cmd->add_option("--agent-workers", a.cluster.agent_workers, "Agent worker processes / array tasks")
+  flag(submit_cmd
+           ->add_option("--agent-workers", a.cluster.agent_workers,
+                        "Agent worker processes / array tasks")
            ->check(CLI::PositiveNumber)
            ->capture_default_str(),
        "agent_workers");
-  flag(submit_cmd->add_option("--gpu-partition", a.cluster.gpu_partition, "slurm: partition of the runners of GPU sweeps"),
+  flag(submit_cmd->add_option("--gpu-partition", a.cluster.gpu_partition,
+                              "slurm: partition of the runners of GPU sweeps"),
        "gpu_partition");
-  flag(submit_cmd->add_option("--cpu-partition", a.cluster.cpu_partition,
-                              "slurm: partition of the agent workers and of the runners of cpu sweeps"),
+  flag(submit_cmd->add_option(
+           "--cpu-partition", a.cluster.cpu_partition,
+           "slurm: partition of the agent workers and of the runners of cpu sweeps"),
        "cpu_partition");
-  flag(submit_cmd->add_option("--gpus-per-runner", a.cluster.gpus_per_runner,
-                              "slurm: GPUs per runner array task (--gres=gpu:N), one runner process each")
+  flag(submit_cmd
+           ->add_option("--gpus-per-runner", a.cluster.gpus_per_runner,
+                        "slurm: GPUs per runner array task (--gres=gpu:N), one runner process each")
            ->check(CLI::PositiveNumber)
            ->capture_default_str(),
        "gpus_per_runner");
-  flag(submit_cmd->add_option("--time", a.cluster.time_limit, "slurm: time limit of each array task")->capture_default_str(),
-       "time_limit");
-  flag(submit_cmd->add_option("--throttle", a.cluster.array_throttle, "slurm: at most N tasks of each array at once (%N)")
+  flag(
+      submit_cmd->add_option("--time", a.cluster.time_limit, "slurm: time limit of each array task")
+          ->capture_default_str(),
+      "time_limit");
+  flag(submit_cmd
+           ->add_option("--throttle", a.cluster.array_throttle,
+                        "slurm: at most N tasks of each array at once (%N)")
            ->check(CLI::NonNegativeNumber),
        "array_throttle");
-  flag(submit_cmd->add_option("--sbatch-arg", a.cluster.sbatch_args,
-                              "slurm: extra sbatch option for both arrays, repeatable (--sbatch-arg=--account=X)")
+  flag(submit_cmd
+           ->add_option(
+               "--sbatch-arg", a.cluster.sbatch_args,
+               "slurm: extra sbatch option for both arrays, repeatable (--sbatch-arg=--account=X)")
            ->allow_extra_args(false),
        "sbatch_args");
-  flag(submit_cmd->add_option("--job-template", a.cluster.job_template,
-                              "slurm: job script template replacing the built-in deploy/slurm/worker.sbatch")
+  flag(submit_cmd
+           ->add_option(
+               "--job-template", a.cluster.job_template,
+               "slurm: job script template replacing the built-in deploy/slurm/worker.sbatch")
            ->check(CLI::ExistingFile),
        "job_template");
   submit_cmd->add_flag("--json", g.json, "Machine-readable output");
@@ -254,17 +309,20 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
 
   static std::string dir, wait_metrics_listen;
   static int timeout_s = 7 * 24 * 3600;
-  auto* status_cmd = sweep.add_subcommand("status", "Progress of a submitted sweep: operators, queues, workers");
+  auto* status_cmd =
+      sweep.add_subcommand("status", "Progress of a submitted sweep: operators, queues, workers");
   status_cmd->add_option("results", dir, "The sweep's results folder")->required();
   status_cmd->add_flag("--json", g.json, "Machine-readable output (atrex.sweep-status/1)");
   status_cmd->callback([&] { rc = status(g, dir); });
-  auto* wait_cmd = sweep.add_subcommand("wait", "Wait for a submitted sweep, then write and print its reports");
+  auto* wait_cmd =
+      sweep.add_subcommand("wait", "Wait for a submitted sweep, then write and print its reports");
   wait_cmd->add_option("results", dir, "The sweep's results folder")->required();
   wait_cmd->add_option("--timeout", timeout_s, "Give up after this many seconds (exit 1)");
   wait_cmd->add_flag("--json", g.json, "Print the atrex.report/1 JSON");
-  wait_cmd->add_option("--metrics-listen", wait_metrics_listen,
-                       "Serve the sweep's Prometheus metrics (progress, queues, S_agg) at http://ADDR:PORT/metrics "
-                       "while waiting (port 0: any free port)");
+  wait_cmd->add_option(
+      "--metrics-listen", wait_metrics_listen,
+      "Serve the sweep's Prometheus metrics (progress, queues, S_agg) at http://ADDR:PORT/metrics "
+      "while waiting (port 0: any free port)");
   wait_cmd->callback([&] { rc = wait(g, dir, timeout_s, wait_metrics_listen); });
   auto* cancel_cmd = sweep.add_subcommand("cancel", "Stop a submitted sweep's workers");
   cancel_cmd->add_option("results", dir, "The sweep's results folder")->required();
@@ -272,25 +330,35 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
     auto r = scheduler::cancel_sweep(dir);
     rc = r ? 0 : fail(r.error());
   });
-  auto* resume_cmd = sweep.add_subcommand("resume", "Re-enqueue what is neither done nor in flight; restart workers "
-                                                    "when none is alive");
+  auto* resume_cmd =
+      sweep.add_subcommand("resume",
+                           "Re-enqueue what is neither done nor in flight; restart workers "
+                           "when none is alive");
   resume_cmd->add_option("results", dir, "The sweep's results folder")->required();
   resume_cmd->callback([&] {
-    auto r = scheduler::resume_sweep(dir, [](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); });
+    auto r = scheduler::resume_sweep(
+        dir, [](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); });
     rc = r ? 0 : fail(r.error());
   });
 
   static std::string redis_url, sweep_id, name, metrics_listen;
   static int device = 0;
-  auto* runner = app.add_subcommand("runner", "Runner daemon: evaluates tasks of one sweep from Redis on one GPU "
-                                              "(or the CPU); SIGTERM/SIGUSR1 stop it after the current shape (the task goes back to the queue)");
-  runner->add_option("--redis", redis_url, "The sweep's Redis: one redis:// URL (its manifest's redis_url)")->required();
+  auto* runner =
+      app.add_subcommand("runner",
+                         "Runner daemon: evaluates tasks of one sweep from Redis on one GPU "
+                         "(or the CPU); SIGTERM/SIGUSR1 stop it after the current shape (the task "
+                         "goes back to the queue)");
+  runner
+      ->add_option("--redis", redis_url,
+                   "The sweep's Redis: one redis:// URL (its manifest's redis_url)")
+      ->required();
   runner->add_option("--sweep", sweep_id, "Sweep id")->required();
   runner->add_option("--device", device, "GPU index")->capture_default_str();
   runner->add_option("--name", name, "Consumer name (default: runner-<host>-<pid>)");
-  const char* listen_help = "Serve Prometheus metrics at http://ADDR:PORT/metrics (port 0: any free port) and write a "
-                            "file_sd target to <results>/metrics/targets/<name>.json (default: the sweep's "
-                            "cluster.metrics, else none)";
+  const char* listen_help =
+      "Serve Prometheus metrics at http://ADDR:PORT/metrics (port 0: any free port) and write a "
+      "file_sd target to <results>/metrics/targets/<name>.json (default: the sweep's "
+      "cluster.metrics, else none)";
   runner->add_option("--metrics-listen", metrics_listen, listen_help);
   runner->callback([&] {
     auto listen = metrics_listen_flag(metrics_listen);
@@ -299,11 +367,15 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
       return;
     }
     take_stop_signals_on_a_thread();
-    rc = scheduler::run_runner_daemon(redis_url, sweep_id, device, name.empty() ? default_name("runner") : name, g_stop,
-                                      *listen);
+    rc = scheduler::run_runner_daemon(
+        redis_url, sweep_id, device, name.empty() ? default_name("runner") : name, g_stop, *listen);
   });
-  auto* worker = app.add_subcommand("agent-worker", "Agent worker daemon: runs AKA generations of one sweep from Redis");
-  worker->add_option("--redis", redis_url, "The sweep's Redis: one redis:// URL (its manifest's redis_url)")->required();
+  auto* worker = app.add_subcommand(
+      "agent-worker", "Agent worker daemon: runs AKA generations of one sweep from Redis");
+  worker
+      ->add_option("--redis", redis_url,
+                   "The sweep's Redis: one redis:// URL (its manifest's redis_url)")
+      ->required();
   worker->add_option("--sweep", sweep_id, "Sweep id")->required();
   worker->add_option("--name", name, "Consumer name (default: agent-worker-<host>-<pid>)");
   worker->add_option("--metrics-listen", metrics_listen, listen_help);
@@ -314,8 +386,8 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
       return;
     }
     take_stop_signals_on_a_thread();
-    rc = scheduler::run_agent_worker_daemon(redis_url, sweep_id, name.empty() ? default_name("agent-worker") : name,
-                                            g_stop, *listen);
+    rc = scheduler::run_agent_worker_daemon(
+        redis_url, sweep_id, name.empty() ? default_name("agent-worker") : name, g_stop, *listen);
   });
 }
 

@@ -32,7 +32,8 @@ struct EvalArgs {
 Result<std::string> backend_for(const EvalArgs& a) {
   if (a.backend != "auto") {
     if (a.backend != "cpu" && a.backend != "cuda" && a.backend != "hip") {
-      return invalid_input(fmt::format("--backend: expected auto, cpu, cuda or hip; got \"{}\"", a.backend));
+      return invalid_input(
+          fmt::format("--backend: expected auto, cpu, cuda or hip; got \"{}\"", a.backend));
     }
     return a.backend;
   }
@@ -40,7 +41,8 @@ Result<std::string> backend_for(const EvalArgs& a) {
   if (ext == ".cu") return std::string("cuda");
   if (ext == ".hip") return std::string("hip");
   if (ext == ".cpp" || ext == ".cc" || ext == ".cxx") return std::string("cpu");
-  return invalid_input(fmt::format("{}: cannot tell the backend from the extension \"{}\"; pass --backend", a.file, ext));
+  return invalid_input(fmt::format(
+      "{}: cannot tell the backend from the extension \"{}\"; pass --backend", a.file, ext));
 }
 
 // kUnavailable (exit code 3) when `backend` cannot run here: cuda without a GPU (or atrex built
@@ -50,27 +52,31 @@ Result<void> backend_available(const std::string& backend) {
     const auto& env = runner::probe_environment();
     if (env.has_gpu()) return ok();
     return make_error(ErrorCode::kUnavailable,
-                      fmt::format("the cuda backend needs a GPU and this machine has none ({})", env.gpu_probe_error));
+                      fmt::format("the cuda backend needs a GPU and this machine has none ({})",
+                                  env.gpu_probe_error));
   }
   if (backend == "hip") {
     const auto& hip = runner::probe_hip_environment();
     if (!hip.gpus.empty()) return ok();
     return make_error(ErrorCode::kUnavailable,
-                      fmt::format("the hip backend needs an AMD GPU and this machine has none ({})", hip.probe_error));
+                      fmt::format("the hip backend needs an AMD GPU and this machine has none ({})",
+                                  hip.probe_error));
   }
   return ok();
 }
 
 void print_table(const std::vector<EvalRecord>& recs) {
-  fmt::print("{:>5}  {:<13} {:>12} {:>9} {:>13} {:>7}  {}\n", "shape", "status", "time us", "IQR us", "T_roofline us",
-             "S_j", "note");
+  fmt::print("{:>5}  {:<13} {:>12} {:>9} {:>13} {:>7}  {}\n", "shape", "status", "time us",
+             "IQR us", "T_roofline us", "S_j", "note");
   for (const auto& r : recs) {
     std::string note = r.error;
     if (note.find('\n') != std::string::npos) note = note.substr(0, note.find('\n'));
     if (note.size() > 90) note = note.substr(0, 87) + "...";
-    if (r.above_roofline) note = "faster than the roofline: check the profile or the timing " + note;
+    if (r.above_roofline)
+      note = "faster than the roofline: check the profile or the timing " + note;
     if (!r.low_signal_outputs.empty()) note += " (low-signal outputs judged relatively)";
-    fmt::print("{:>5}  {:<13} {:>12} {:>9} {:>13.4g} {:>7}  {}\n", r.shape_id, eval_status_name(r.status),
+    fmt::print("{:>5}  {:<13} {:>12} {:>9} {:>13.4g} {:>7}  {}\n", r.shape_id,
+               eval_status_name(r.status),
                r.timing ? fmt::format("{:.3f}", r.timing->time_us_median) : "-",
                r.timing ? fmt::format("{:.3f}", r.timing->time_us_iqr) : "-", r.t_roofline_us,
                r.s_j ? fmt::format("{:.4f}", *r.s_j) : "-", note);
@@ -90,7 +96,8 @@ void print_defenses(const std::vector<EvalRecord>& recs, const scoring::Operator
   }
   if (!probed.empty()) fmt::print("range probe: {}\n", probed);
   if (!os.unlaunched_kernels.empty()) {
-    fmt::print("kernels defined but launched on none of the timed shapes: {}\n", fmt::join(os.unlaunched_kernels, ", "));
+    fmt::print("kernels defined but launched on none of the timed shapes: {}\n",
+               fmt::join(os.unlaunched_kernels, ", "));
   }
 }
 
@@ -135,7 +142,8 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   const auto available = backend_available(*backend);
   if (!available) (void)fail(available.error());
   if (!g.json) {
-    fmt::print("evaluating {} ({}) on {} shape(s) of {}; hardware profile {}\n", a.file, *backend, ids->size(), a.op, hw->name);
+    fmt::print("evaluating {} ({}) on {} shape(s) of {}; hardware profile {}\n", a.file, *backend,
+               ids->size(), a.op, hw->name);
   }
   auto recs = ev.evaluate(t, [&](const EvalRecord& r) {
     if (!g.json) fmt::print(stderr, "  shape {:>4}: {}\n", r.shape_id, eval_status_name(r.status));
@@ -147,24 +155,31 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
     if (auto w = write_text_file_atomic(a.out, lines); !w) return fail(w.error());
   }
   auto score = scoring::score_agent(*suite, "manual", *recs);
-  const auto& os = *std::find_if(score.operators.begin(), score.operators.end(), [&](auto& x) { return x.name == a.op; });
+  const auto& os = *std::find_if(score.operators.begin(), score.operators.end(),
+                                 [&](auto& x) { return x.name == a.op; });
   if (g.json) {
     Json arr = Json::array();
     for (const auto& r : *recs) arr.push_back(to_json(r));
-    fmt::print("{}\n", Json{{"schema", "atrex.eval-summary/1"}, {"operator", a.op}, {"s_i", os.s_i},
-                            {"shapes_correct", os.shapes_correct}, {"shapes_evaluated", os.shapes_evaluated},
-                            {"records", arr}}.dump(2));
+    fmt::print("{}\n", Json{{"schema", "atrex.eval-summary/1"},
+                            {"operator", a.op},
+                            {"s_i", os.s_i},
+                            {"shapes_correct", os.shapes_correct},
+                            {"shapes_evaluated", os.shapes_evaluated},
+                            {"records", arr}}
+                           .dump(2));
   } else {
     print_table(*recs);
     print_defenses(*recs, os);
-    fmt::print("S_i({}) = {:.4f}  (median S_j over {} of {} correct shapes; device {})\n", a.op, os.s_i, os.shapes_correct,
-               os.shapes_evaluated, recs->empty() ? "" : recs->front().device);
+    fmt::print("S_i({}) = {:.4f}  (median S_j over {} of {} correct shapes; device {})\n", a.op,
+               os.s_i, os.shapes_correct, os.shapes_evaluated,
+               recs->empty() ? "" : recs->front().device);
   }
   // With a named profile the shapes were recorded `rejected` (and written to --out); the exit
   // code still says that this machine cannot run the backend, not that the candidate failed.
   if (!available) return exit_code_for(available.error());
   // Exit code from the gates themselves, so that --no-perf (no S_j) still reports correctness.
-  const bool all_ok = std::all_of(recs->begin(), recs->end(), [](const EvalRecord& r) { return r.status == EvalStatus::kOk; });
+  const bool all_ok = std::all_of(recs->begin(), recs->end(),
+                                  [](const EvalRecord& r) { return r.status == EvalStatus::kOk; });
   return all_ok && !recs->empty() ? 0 : 1;
 }
 
@@ -210,17 +225,26 @@ int run_compile(const GlobalOptions& g, const CompileArgs& a) {
     if (!out) return fail(out.error());
     if (!out->ok) rc = 1;
     if (g.json) {
-      results.push_back(Json{{"file", file}, {"backend", *backend}, {"arch", arch}, {"ok", out->ok},
-                             {"cache_hit", out->cache_hit}, {"wall_s", out->wall_s}, {"key", out->key},
+      results.push_back(Json{{"file", file},
+                             {"backend", *backend},
+                             {"arch", arch},
+                             {"ok", out->ok},
+                             {"cache_hit", out->cache_hit},
+                             {"wall_s", out->wall_s},
+                             {"key", out->key},
                              {"log", out->log}});
     } else {
-      fmt::print("{:<60} {:<5} {:<8} {:<6} {:6.2f} s{}  {}\n", file, *backend, arch, out->ok ? "ok" : "FAILED", out->wall_s,
-                 out->cache_hit ? " (cache hit)" : "", out->key.substr(0, 16));
+      fmt::print("{:<60} {:<5} {:<8} {:<6} {:6.2f} s{}  {}\n", file, *backend, arch,
+                 out->ok ? "ok" : "FAILED", out->wall_s, out->cache_hit ? " (cache hit)" : "",
+                 out->key.substr(0, 16));
       if (!out->ok) fmt::print("{}\n", out->log);
     }
   }
-  if (g.json) fmt::print("{}\n", Json{{"schema", "atrex.compile/1"}, {"cache_dir", runner::default_cache_dir().string()},
-                                      {"results", results}}.dump(2));
+  if (g.json)
+    fmt::print("{}\n", Json{{"schema", "atrex.compile/1"},
+                            {"cache_dir", runner::default_cache_dir().string()},
+                            {"results", results}}
+                           .dump(2));
   return rc;
 }
 
@@ -228,7 +252,8 @@ int run_compile(const GlobalOptions& g, const CompileArgs& a) {
 
 // `all`, `smallest[:N]` / `largest[:N]` (the N shapes with the fewest / most input elements,
 // default 1) or "0,3,5".
-Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, const problems::OperatorDef& def,
+Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op,
+                                           const problems::OperatorDef& def,
                                            const std::string& spec) {
   std::vector<std::string> ids;
   if (spec == "all") {
@@ -244,7 +269,8 @@ Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, con
       char* end = nullptr;
       const long v = count[0] == ':' ? std::strtol(count.c_str() + 1, &end, 10) : 0;
       if (count[0] != ':' || v <= 0 || !end || *end != '\0') {
-        return invalid_input(fmt::format("--shapes: expected `{0}` or `{0}:N` with N >= 1; got \"{1}\"", word, spec));
+        return invalid_input(fmt::format(
+            "--shapes: expected `{0}` or `{0}:N` with N >= 1; got \"{1}\"", word, spec));
       }
       n = static_cast<size_t>(v);
     }
@@ -264,8 +290,9 @@ Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, con
   for (size_t i = 0; i <= spec.size(); ++i) {
     if (i == spec.size() || spec[i] == ',') {
       if (!cur.empty() && !op.find_shape(cur)) {
-        return not_found(fmt::format("--shapes: operator {} has no shape \"{}\" (ids 0..{}; see `atrex problems show {}`)",
-                                     op.name, cur, op.shapes.size() - 1, op.name));
+        return not_found(fmt::format(
+            "--shapes: operator {} has no shape \"{}\" (ids 0..{}; see `atrex problems show {}`)",
+            op.name, cur, op.shapes.size() - 1, op.name));
       }
       if (!cur.empty()) ids.push_back(cur);
       cur.clear();
@@ -273,69 +300,100 @@ Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op, con
       cur += spec[i];
     }
   }
-  if (ids.empty()) return invalid_input("--shapes: expected `all`, `smallest[:N]`, `largest[:N]` or a comma-separated list of shape ids");
+  if (ids.empty())
+    return invalid_input(
+        "--shapes: expected `all`, `smallest[:N]`, `largest[:N]` or a comma-separated list of "
+        "shape ids");
   return ids;
 }
 
 Result<problems::HardwareProfile> hardware_for(const std::string& name, const std::string& backend,
                                                const problems::Suite& suite) {
-  if (name == "host-cpu" || (name == "auto" && backend == "cpu")) return runner::cached_host_profile();
+  if (name == "host-cpu" || (name == "auto" && backend == "cpu"))
+    return runner::cached_host_profile();
   ATREX_ASSIGN_OR_RETURN(auto profiles, problems::load_default_hardware_profiles(suite.dir()));
   if (name != "auto") return problems::find_hardware_profile(profiles, name);
   ATREX_TRY(backend_available(backend == "hip" ? backend : "cuda"));
   if (backend == "hip") {
     const auto& hip = runner::probe_hip_environment();
     if (auto m = problems::match_hardware_profile(profiles, hip.gpus.front().name)) return *m;
-    return not_found(fmt::format("no hardware profile matches the AMD GPU \"{}\"; pass --hardware NAME (see `atrex hardware list`)",
-                                 hip.gpus.front().name));
+    return not_found(
+        fmt::format("no hardware profile matches the AMD GPU \"{}\"; pass --hardware NAME (see "
+                    "`atrex hardware list`)",
+                    hip.gpus.front().name));
   }
   const auto& env = runner::probe_environment();
   if (auto m = problems::match_hardware_profile(profiles, env.gpus.front().name)) return *m;
-  return not_found(fmt::format("no hardware profile matches the GPU \"{}\"; pass --hardware NAME (see `atrex hardware list`)",
-                               env.gpus.front().name));
+  return not_found(
+      fmt::format("no hardware profile matches the GPU \"{}\"; pass --hardware NAME (see `atrex "
+                  "hardware list`)",
+                  env.gpus.front().name));
 }
-
 
 void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc) {
   static CompileArgs a;
-  auto* c = app.add_subcommand("compile", "Run only the compile gate for candidates, filling the shared compile cache "
-                                          "($ATREX_CACHE_DIR). Exit code 0: all compiled; 1: some failed; 2: bad input");
+  auto* c = app.add_subcommand(
+      "compile",
+      "Run only the compile gate for candidates, filling the shared compile cache "
+      "($ATREX_CACHE_DIR). Exit code 0: all compiled; 1: some failed; 2: bad input");
   c->add_option("files", a.files, "Candidate sources (.cu cuda, .cpp cpu, .hip hip)")->required();
-  c->add_option("--backend", a.backend, "auto (from the extension), cpu, cuda or hip")->capture_default_str();
-  c->add_option("--arch", a.arch, "Target: auto (the local GPU, else sm_90a for cuda and $ATREX_HIP_ARCH or gfx942 for hip), "
-                                   "e.g. sm_90a, sm_100, gfx942, gfx90a")
+  c->add_option("--backend", a.backend, "auto (from the extension), cpu, cuda or hip")
       ->capture_default_str();
-  c->add_option("--timeout", a.timeout_s, "Compiler time limit per file, seconds")->capture_default_str();
+  c->add_option(
+       "--arch", a.arch,
+       "Target: auto (the local GPU, else sm_90a for cuda and $ATREX_HIP_ARCH or gfx942 for hip), "
+       "e.g. sm_90a, sm_100, gfx942, gfx90a")
+      ->capture_default_str();
+  c->add_option("--timeout", a.timeout_s, "Compiler time limit per file, seconds")
+      ->capture_default_str();
   c->add_flag("--json", g.json, "Machine-readable output (atrex.compile/1)");
   c->callback([&] { rc = run_compile(g, a); });
 }
 
 void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
   static EvalArgs a;
-  auto* e = app.add_subcommand("eval", "Run the compile, correctness and performance gates for one candidate. "
-                                       "Exit code 0: every shape passed; 1: some failed; 2: bad input; 3: the backend "
-                                       "cannot run here (cuda without a GPU, hip without an AMD GPU)");
+  auto* e = app.add_subcommand(
+      "eval",
+      "Run the compile, correctness and performance gates for one candidate. "
+      "Exit code 0: every shape passed; 1: some failed; 2: bad input; 3: the backend "
+      "cannot run here (cuda without a GPU, hip without an AMD GPU)");
   e->add_option("file", a.file, "Candidate source (.cu cuda, .cpp cpu, .hip hip)")->required();
   e->add_option("--operator", a.op, "Operator (see `atrex problems list`)")->required();
-  e->add_option("--backend", a.backend, "auto (from the extension), cpu, cuda or hip")->capture_default_str();
-  e->add_option("--shapes", a.shapes, "`all`, `smallest[:N]`, `largest[:N]` (by input elements) or comma-separated shape ids")->capture_default_str();
-  e->add_option("--hardware", a.hardware, "Profile for T_roofline: auto or a name from `atrex hardware list`")->capture_default_str();
-  e->add_option("--seeds", a.seeds, "Correctness seeds per shape")->capture_default_str()->check(CLI::Range(1, 1000));
+  e->add_option("--backend", a.backend, "auto (from the extension), cpu, cuda or hip")
+      ->capture_default_str();
+  e->add_option(
+       "--shapes", a.shapes,
+       "`all`, `smallest[:N]`, `largest[:N]` (by input elements) or comma-separated shape ids")
+      ->capture_default_str();
+  e->add_option("--hardware", a.hardware,
+                "Profile for T_roofline: auto or a name from `atrex hardware list`")
+      ->capture_default_str();
+  e->add_option("--seeds", a.seeds, "Correctness seeds per shape")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   e->add_flag("--no-perf", a.no_perf, "Skip the performance gate");
-  e->add_option("--timeout", a.timeout_s, "Wall-clock limit of one shape, seconds")->capture_default_str();
+  e->add_option("--timeout", a.timeout_s, "Wall-clock limit of one shape, seconds")
+      ->capture_default_str();
   e->add_option("--out", a.out, "Also write the atrex.eval/1 records (JSONL) here");
-  e->add_option("--roofline", a.roofline, "W/Q for T_roofline: released (roofline.json) or analytic")
-      ->check(CLI::IsMember({"released", "analytic"}))->capture_default_str();
+  e->add_option("--roofline", a.roofline,
+                "W/Q for T_roofline: released (roofline.json) or analytic")
+      ->check(CLI::IsMember({"released", "analytic"}))
+      ->capture_default_str();
   e->add_option("--timing-mode", a.timing_mode,
-                "GPU timing: auto (CUPTI kernel spans where CUPTI loads, else CUDA-graph replay when the call can be "
+                "GPU timing: auto (CUPTI kernel spans where CUPTI loads, else CUDA-graph replay "
+                "when the call can be "
                 "captured, else eager events), cupti, graph or eager")
-      ->check(CLI::IsMember({"auto", "cupti", "graph", "eager"}))->capture_default_str();
-  e->add_option("--unseen-shapes", a.unseen_shapes,
-                "Shapes the suite does not hold, derived from the chosen ones by changing a free dimension "
-                "(the token count), checked for correctness first; a failure fails every shape (0: none)")
-      ->check(CLI::Range(0, 64))->capture_default_str();
+      ->check(CLI::IsMember({"auto", "cupti", "graph", "eager"}))
+      ->capture_default_str();
+  e->add_option(
+       "--unseen-shapes", a.unseen_shapes,
+       "Shapes the suite does not hold, derived from the chosen ones by changing a free dimension "
+       "(the token count), checked for correctness first; a failure fails every shape (0: none)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   e->add_flag("--no-range-probe", a.no_range_probe,
-              "Skip the range probe (an input set scaled past the fp16 range, for the operators that define one)");
+              "Skip the range probe (an input set scaled past the fp16 range, for the operators "
+              "that define one)");
   e->add_flag("--json", g.json, "Machine-readable output (atrex.eval-summary/1)");
   e->callback([&] { rc = run_eval(g, a); });
 }

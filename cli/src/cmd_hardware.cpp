@@ -28,19 +28,22 @@ int roofline(const GlobalOptions& g, const std::string& hw_name, const std::stri
   }
   // host-cpu is this machine's measured profile, as the evaluator scores the cpu backend with:
   // read from the cache, measured now when there is none for this CPU.
-  auto hw = hw_name == "host-cpu" ? runner::cached_host_profile() : [&]() -> Result<problems::HardwareProfile> {
+  auto hw = hw_name == "host-cpu" ? runner::cached_host_profile()
+                                  : [&]() -> Result<problems::HardwareProfile> {
     ATREX_ASSIGN_OR_RETURN(auto profiles, problems::load_default_hardware_profiles(suite->dir()));
     return problems::find_hardware_profile(profiles, hw_name);
   }();
   if (!hw) return fail(hw.error());
   Json rows = Json::array();
   if (!g.json) {
-    fmt::print("hardware {}: HBM {:.2f} TB/s, bf16 {:.0f} TFLOP/s, fp8 {:.0f} TFLOP/s, fp32 {:.1f} TFLOP/s\n", hw->name,
-               hw->hbm_bytes_per_s / 1e12, peak(*hw, "bf16_tc") / 1e12, peak(*hw, "fp8_e4m3_tc") / 1e12,
-               peak(*hw, "fp32_strict") / 1e12);
+    fmt::print(
+        "hardware {}: HBM {:.2f} TB/s, bf16 {:.0f} TFLOP/s, fp8 {:.0f} TFLOP/s, fp32 {:.1f} "
+        "TFLOP/s\n",
+        hw->name, hw->hbm_bytes_per_s / 1e12, peak(*hw, "bf16_tc") / 1e12,
+        peak(*hw, "fp8_e4m3_tc") / 1e12, peak(*hw, "fp32_strict") / 1e12);
     if (hw_name == "host-cpu") fmt::print("  {} (kept in {})\n", hw->source_doc, hw->file.string());
-    fmt::print("{:<28} {:>5} {:>12} {:>11} {:>11} {:>11} {:>12}  {}\n", "operator", "shape", "W (GFLOP)", "Q (MB)",
-               "T_comp us", "T_mem us", "T_roofline", "bound");
+    fmt::print("{:<28} {:>5} {:>12} {:>11} {:>11} {:>11} {:>12}  {}\n", "operator", "shape",
+               "W (GFLOP)", "Q (MB)", "T_comp us", "T_mem us", "T_roofline", "bound");
   }
   for (const auto& op : suite->operators()) {
     if (!op_name.empty() && op.name != op_name) continue;
@@ -53,19 +56,29 @@ int roofline(const GlobalOptions& g, const std::string& hw_name, const std::stri
       for (const auto& [_, f] : counts->w_flops_by_dtype) w += f;
       const double q = counts->q_read_bytes + counts->q_write_bytes;
       if (g.json) {
-        rows.push_back(Json{{"operator", op.name}, {"shape_id", s.id}, {"w_flops", counts->w_flops_by_dtype},
-                            {"q_read_bytes", counts->q_read_bytes}, {"q_write_bytes", counts->q_write_bytes},
-                            {"t_compute_us", t->compute_s * 1e6}, {"t_memory_us", t->memory_s * 1e6},
-                            {"t_roofline_us", t->roofline_s * 1e6}, {"bound", t->bound}});
+        rows.push_back(Json{{"operator", op.name},
+                            {"shape_id", s.id},
+                            {"w_flops", counts->w_flops_by_dtype},
+                            {"q_read_bytes", counts->q_read_bytes},
+                            {"q_write_bytes", counts->q_write_bytes},
+                            {"t_compute_us", t->compute_s * 1e6},
+                            {"t_memory_us", t->memory_s * 1e6},
+                            {"t_roofline_us", t->roofline_s * 1e6},
+                            {"bound", t->bound}});
       } else {
-        fmt::print("{:<28} {:>5} {:>12.4f} {:>11.3f} {:>11.3f} {:>11.3f} {:>12.3f}  {}\n", op.name, s.id, w / 1e9, q / 1e6,
-                   t->compute_s * 1e6, t->memory_s * 1e6, t->roofline_s * 1e6, t->bound);
+        fmt::print("{:<28} {:>5} {:>12.4f} {:>11.3f} {:>11.3f} {:>11.3f} {:>12.3f}  {}\n", op.name,
+                   s.id, w / 1e9, q / 1e6, t->compute_s * 1e6, t->memory_s * 1e6,
+                   t->roofline_s * 1e6, t->bound);
       }
     }
   }
   if (g.json) {
-    fmt::print("{}\n", Json{{"schema", "atrex.roofline/1"}, {"hardware", hw->name}, {"hardware_source", hw->source_doc},
-                            {"hardware_file", hw->file.string()}, {"shapes", rows}}.dump(2));
+    fmt::print("{}\n", Json{{"schema", "atrex.roofline/1"},
+                            {"hardware", hw->name},
+                            {"hardware_source", hw->source_doc},
+                            {"hardware_file", hw->file.string()},
+                            {"shapes", rows}}
+                           .dump(2));
   }
   return 0;
 }
@@ -82,37 +95,53 @@ int roofline_audit(const GlobalOptions& g, const std::string& op_name, bool show
   if (!audit) return fail(audit.error());
   Json rows = Json::array();
   if (!g.json) {
-    fmt::print("analytical W/Q (atrex) against the released roofline.json; flagged: a shape differing by more than 5%\n");
-    fmt::print("{:<30} {:>7} {:>11} {:>11} {:>8}  {}\n", "operator", "shapes", "max |dW|", "max |dQ|", "flagged", "reason");
+    fmt::print(
+        "analytical W/Q (atrex) against the released roofline.json; flagged: a shape differing by "
+        "more than 5%\n");
+    fmt::print("{:<30} {:>7} {:>11} {:>11} {:>8}  {}\n", "operator", "shapes", "max |dW|",
+               "max |dQ|", "flagged", "reason");
   }
   for (const auto& a : *audit) {
     if (!op_name.empty() && a.op != op_name) continue;
     if (g.json) {
       Json shapes = Json::array();
       for (const auto& s : a.shapes) {
-        shapes.push_back(Json{{"shape_id", s.shape_id}, {"w_released", s.w_released}, {"w_analytic", s.w_analytic},
-                              {"q_released", s.q_released}, {"q_analytic", s.q_analytic}, {"w_diff", s.w_diff},
-                              {"q_diff", s.q_diff}, {"flagged", s.flagged}});
+        shapes.push_back(Json{{"shape_id", s.shape_id},
+                              {"w_released", s.w_released},
+                              {"w_analytic", s.w_analytic},
+                              {"q_released", s.q_released},
+                              {"q_analytic", s.q_analytic},
+                              {"w_diff", s.w_diff},
+                              {"q_diff", s.q_diff},
+                              {"flagged", s.flagged}});
       }
-      rows.push_back(Json{{"operator", a.op}, {"has_formula", a.has_formula}, {"flagged", a.flagged},
-                          {"max_abs_w_diff", a.max_abs_w_diff}, {"max_abs_q_diff", a.max_abs_q_diff},
-                          {"notes", a.notes}, {"shapes", shapes}});
+      rows.push_back(Json{{"operator", a.op},
+                          {"has_formula", a.has_formula},
+                          {"flagged", a.flagged},
+                          {"max_abs_w_diff", a.max_abs_w_diff},
+                          {"max_abs_q_diff", a.max_abs_q_diff},
+                          {"notes", a.notes},
+                          {"shapes", shapes}});
       continue;
     }
     if (!a.has_formula) {
-      fmt::print("{:<30} {:>7} {:>11} {:>11} {:>8}  no analytic formula yet\n", a.op, "-", "-", "-", "-");
+      fmt::print("{:<30} {:>7} {:>11} {:>11} {:>8}  no analytic formula yet\n", a.op, "-", "-", "-",
+                 "-");
       continue;
     }
-    fmt::print("{:<30} {:>7} {:>11} {:>11} {:>8}  {}\n", a.op, a.shapes.size(), pct(a.max_abs_w_diff),
-               pct(a.max_abs_q_diff), a.flagged, a.flagged ? (a.notes.empty() ? "(no explanation recorded)" : a.notes) : "");
+    fmt::print("{:<30} {:>7} {:>11} {:>11} {:>8}  {}\n", a.op, a.shapes.size(),
+               pct(a.max_abs_w_diff), pct(a.max_abs_q_diff), a.flagged,
+               a.flagged ? (a.notes.empty() ? "(no explanation recorded)" : a.notes) : "");
     if (show_shapes) {
       for (const auto& s : a.shapes) {
-        fmt::print("    shape {:>4}: W {:.4g} vs {:.4g} ({}), Q {:.4g} vs {:.4g} ({}){}\n", s.shape_id, s.w_analytic,
-                   s.w_released, pct(s.w_diff), s.q_analytic, s.q_released, pct(s.q_diff), s.flagged ? "  FLAG" : "");
+        fmt::print("    shape {:>4}: W {:.4g} vs {:.4g} ({}), Q {:.4g} vs {:.4g} ({}){}\n",
+                   s.shape_id, s.w_analytic, s.w_released, pct(s.w_diff), s.q_analytic,
+                   s.q_released, pct(s.q_diff), s.flagged ? "  FLAG" : "");
       }
     }
   }
-  if (g.json) fmt::print("{}\n", Json{{"schema", "atrex.roofline-audit/1"}, {"operators", rows}}.dump(2));
+  if (g.json)
+    fmt::print("{}\n", Json{{"schema", "atrex.roofline-audit/1"}, {"operators", rows}}.dump(2));
   return 0;
 }
 
@@ -141,38 +170,44 @@ int hardware_list(const GlobalOptions& g) {
   if (g.json) {
     Json a = Json::array();
     for (const auto& p : *profiles) a.push_back(profile_json(p));
-    Json host = host_cached ? profile_json(*cached) : Json{{"name", "host-cpu"}, {"file", cache_file}};
+    Json host =
+        host_cached ? profile_json(*cached) : Json{{"name", "host-cpu"}, {"file", cache_file}};
     host["cached"] = host_cached;  // false: measured on first use (or `atrex hardware measure`)
     a.push_back(host);
     fmt::print("{}\n", Json{{"schema", "atrex.hardware/1"}, {"profiles", a}}.dump(2));
     return 0;
   }
-  fmt::print("{:<16} {:<8} {:>9} {:>9} {:>9} {:>9}  {}\n", "profile", "arch", "HBM TB/s", "bf16 TF", "fp8 TF", "fp32 TF", "file");
+  fmt::print("{:<16} {:<8} {:>9} {:>9} {:>9} {:>9}  {}\n", "profile", "arch", "HBM TB/s", "bf16 TF",
+             "fp8 TF", "fp32 TF", "file");
   auto row = [](const problems::HardwareProfile& p) {
-    fmt::print("{:<16} {:<8} {:>9.2f} {:>9.1f} {:>9.1f} {:>9.1f}  {}\n", p.name, p.arch.empty() ? "-" : p.arch,
-               p.hbm_bytes_per_s / 1e12, peak(p, "bf16_tc") / 1e12, peak(p, "fp8_e4m3_tc") / 1e12,
-               peak(p, "fp32_strict") / 1e12, p.file.string());
+    fmt::print("{:<16} {:<8} {:>9.2f} {:>9.1f} {:>9.1f} {:>9.1f}  {}\n", p.name,
+               p.arch.empty() ? "-" : p.arch, p.hbm_bytes_per_s / 1e12, peak(p, "bf16_tc") / 1e12,
+               peak(p, "fp8_e4m3_tc") / 1e12, peak(p, "fp32_strict") / 1e12, p.file.string());
   };
   for (const auto& p : *profiles) row(p);
   if (host_cached) {
     row(*cached);
-    fmt::print("  host-cpu: {}, {} (cached; `atrex hardware measure` refreshes it)\n", cached->source_doc,
-               cached->retrieved_at);
+    fmt::print("  host-cpu: {}, {} (cached; `atrex hardware measure` refreshes it)\n",
+               cached->source_doc, cached->retrieved_at);
   } else {
     const std::string why =
         cached ? fmt::format("the cached profile in {} is of another CPU ({})", cache_file,
                              cached->match.empty() ? "unknown" : cached->match.front())
                : fmt::format("not measured yet; kept in {} once measured", cache_file);
-    fmt::print("host-cpu         (measured on demand: {}; `atrex hardware measure`, or `hardware: auto` on a CPU-only "
-               "machine)\n",
-               why);
+    fmt::print(
+        "host-cpu         (measured on demand: {}; `atrex hardware measure`, or `hardware: auto` "
+        "on a CPU-only "
+        "machine)\n",
+        why);
   }
   return 0;
 }
 
 // `atrex hardware measure --backend cuda`: the GPU's copy bandwidth and GEMM rate per dtype path.
 int gpu_measure(const GlobalOptions& g, const std::string& out, std::string name, int device) {
-  fmt::print(stderr, "measuring GPU {} (copy bandwidth, cuBLASLt GEMM rate per dtype; about a minute)...\n", device);
+  fmt::print(stderr,
+             "measuring GPU {} (copy bandwidth, cuBLASLt GEMM rate per dtype; about a minute)...\n",
+             device);
   auto m = runner::run_cuda_bench("measure", device);
   if (!m) return fail(m.error());
   if (name.empty() || name == "host-cpu") {
@@ -183,24 +218,30 @@ int gpu_measure(const GlobalOptions& g, const std::string& out, std::string name
   auto p = runner::gpu_profile(*m, name);
   if (!p) return fail(p.error());
   if (g.json) {
-    fmt::print("{}\n", Json{{"schema", "atrex.hardware-measure/1"}, {"name", p->name}, {"measurement", *m}}.dump(2));
+    fmt::print(
+        "{}\n",
+        Json{{"schema", "atrex.hardware-measure/1"}, {"name", p->name}, {"measurement", *m}}.dump(
+            2));
   } else {
-    fmt::print("{} ({}): copy {:.2f} TB/s (read+write), L2 {:.0f} MiB\n", p->name, p->arch, p->hbm_bytes_per_s / 1e12,
-               p->l2_bytes / (1 << 20));
-    for (const auto& [path, rate] : p->p_peak_flops_per_s) fmt::print("  {:<14} {:>8.1f} TFLOP/s\n", path, rate / 1e12);
+    fmt::print("{} ({}): copy {:.2f} TB/s (read+write), L2 {:.0f} MiB\n", p->name, p->arch,
+               p->hbm_bytes_per_s / 1e12, p->l2_bytes / (1 << 20));
+    for (const auto& [path, rate] : p->p_peak_flops_per_s)
+      fmt::print("  {:<14} {:>8.1f} TFLOP/s\n", path, rate / 1e12);
     fmt::print("{}\n", p->notes);
   }
   if (!out.empty()) {
     auto w = write_text_file_atomic(out, problems::hardware_profile_yaml(*p));
     if (!w) return fail(w.error());
-    fmt::print(stderr, "wrote {} (put its folder in ATREX_HARDWARE_DIR to score against it)\n", out);
+    fmt::print(stderr, "wrote {} (put its folder in ATREX_HARDWARE_DIR to score against it)\n",
+               out);
   }
   return 0;
 }
 
-int hardware_measure(const GlobalOptions& g, const std::string& out, const std::string& name, const std::string& backend,
-                     int device) {
-  const bool gpu = backend == "cuda" || (backend == "auto" && runner::probe_environment().has_gpu());
+int hardware_measure(const GlobalOptions& g, const std::string& out, const std::string& name,
+                     const std::string& backend, int device) {
+  const bool gpu =
+      backend == "cuda" || (backend == "auto" && runner::probe_environment().has_gpu());
   if (gpu) return gpu_measure(g, out, name, device);
   fmt::print(stderr, "measuring this host's CPU (copy bandwidth, fp32 FMA rate)...\n");
   problems::HardwareProfile p;
@@ -214,12 +255,17 @@ int hardware_measure(const GlobalOptions& g, const std::string& out, const std::
   }
   const double copy = p.hbm_bytes_per_s, fma = p.p_peak_flops_per_s["fp32_strict"];
   if (g.json) {
-    fmt::print("{}\n", Json{{"schema", "atrex.hardware-measure/1"}, {"name", p.name},
-                            {"cpu", p.match.empty() ? "" : p.match.front()}, {"copy_bytes_per_s", copy},
-                            {"fp32_flops_per_s", fma}, {"source", p.source_doc}, {"file", p.file.string()}}.dump(2));
+    fmt::print("{}\n", Json{{"schema", "atrex.hardware-measure/1"},
+                            {"name", p.name},
+                            {"cpu", p.match.empty() ? "" : p.match.front()},
+                            {"copy_bytes_per_s", copy},
+                            {"fp32_flops_per_s", fma},
+                            {"source", p.source_doc},
+                            {"file", p.file.string()}}
+                           .dump(2));
   } else {
-    fmt::print("{}: copy {:.1f} GB/s (read+write), fp32 FMA {:.1f} GFLOP/s\n{}\n", p.name, copy / 1e9, fma / 1e9,
-               p.source_doc);
+    fmt::print("{}: copy {:.1f} GB/s (read+write), fp32 FMA {:.1f} GFLOP/s\n{}\n", p.name,
+               copy / 1e9, fma / 1e9, p.source_doc);
     if (!p.file.empty()) fmt::print("cached as {}\n", p.file.string());
   }
   if (!out.empty()) {
@@ -235,18 +281,23 @@ int hardware_measure(const GlobalOptions& g, const std::string& out, const std::
 void add_roofline_command(CLI::App& app, GlobalOptions& g, int& rc) {
   static std::string hw, op;
   static bool audit = false, shapes = false;
-  auto* r = app.add_subcommand("roofline", "T_roofline per shape for a hardware profile (evaluator side), or "
-                                           "--audit: analytical W/Q against the released roofline.json");
-  r->add_option("--hardware", hw, "Hardware profile (see `atrex hardware list`); required without --audit");
+  auto* r = app.add_subcommand("roofline",
+                               "T_roofline per shape for a hardware profile (evaluator side), or "
+                               "--audit: analytical W/Q against the released roofline.json");
+  r->add_option("--hardware", hw,
+                "Hardware profile (see `atrex hardware list`); required without --audit");
   r->add_option("--operator", op, "Only this operator");
-  r->add_flag("--audit", audit, "Compare atrex's analytical W/Q with the released counts; flag > 5% differences");
+  r->add_flag("--audit", audit,
+              "Compare atrex's analytical W/Q with the released counts; flag > 5% differences");
   r->add_flag("--shapes", shapes, "With --audit: one line per shape");
-  r->add_flag("--json", g.json, "Machine-readable output (atrex.roofline/1, atrex.roofline-audit/1)");
+  r->add_flag("--json", g.json,
+              "Machine-readable output (atrex.roofline/1, atrex.roofline-audit/1)");
   r->callback([&] {
     if (audit) {
       rc = roofline_audit(g, op, shapes);
     } else if (hw.empty()) {
-      rc = fail(Error{ErrorCode::kInvalidInput, "roofline: --hardware is required (or pass --audit)"});
+      rc = fail(
+          Error{ErrorCode::kInvalidInput, "roofline: --hardware is required (or pass --audit)"});
     } else {
       rc = roofline(g, hw, op);
     }
@@ -254,7 +305,8 @@ void add_roofline_command(CLI::App& app, GlobalOptions& g, int& rc) {
 }
 
 void add_hardware_commands(CLI::App& app, GlobalOptions& g, int& rc) {
-  auto* h = app.add_subcommand("hardware", "Hardware profiles (peak FLOP/s per dtype path, memory bandwidth)");
+  auto* h = app.add_subcommand("hardware",
+                               "Hardware profiles (peak FLOP/s per dtype path, memory bandwidth)");
   h->require_subcommand(1);
   auto* l = h->add_subcommand("list", "List the known profiles");
   l->add_flag("--json", g.json, "Machine-readable output");
@@ -262,12 +314,16 @@ void add_hardware_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   static std::string out, name = "host-cpu";
   static std::string backend = "auto";
   static int device = 0;
-  auto* m = h->add_subcommand("measure", "Measure this machine's ceilings: GPU (copy bandwidth, GEMM rate per dtype) or "
-                                         "CPU (copy bandwidth, fp32 FMA rate); writes a hardware profile");
+  auto* m = h->add_subcommand(
+      "measure",
+      "Measure this machine's ceilings: GPU (copy bandwidth, GEMM rate per dtype) or "
+      "CPU (copy bandwidth, fp32 FMA rate); writes a hardware profile");
   m->add_option("--out", out, "Write the profile as YAML to this file");
-  m->add_option("--name", name, "Profile name (GPU default: measured-<GPU name>)")->capture_default_str();
+  m->add_option("--name", name, "Profile name (GPU default: measured-<GPU name>)")
+      ->capture_default_str();
   m->add_option("--backend", backend, "auto (the GPU when there is one), cuda or cpu")
-      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))->capture_default_str();
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
   m->add_option("--device", device, "GPU index (cuda)")->capture_default_str();
   m->add_flag("--json", g.json, "Machine-readable output");
   m->callback([&] { rc = hardware_measure(g, out, name, backend, device); });

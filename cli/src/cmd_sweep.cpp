@@ -30,7 +30,8 @@ void print_scores(const std::vector<scoring::AgentScore>& agents) {
 }
 
 int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
-  auto spec = a.file.empty() ? scheduler::parse_sweep(scheduler::embedded_default_sweep(), "<embedded default sweep>")
+  auto spec = a.file.empty() ? scheduler::parse_sweep(scheduler::embedded_default_sweep(),
+                                                      "<embedded default sweep>")
                              : scheduler::load_sweep_file(a.file);
   if (!spec) return fail(spec.error());
   scheduler::SweepOverrides ov;
@@ -44,8 +45,8 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
   if (!resolved) return fail(resolved.error());
   std::unique_ptr<metrics::Exposition> exposition;
   if (*listen) {
-    auto e = metrics::start_exposition(**listen, scheduler::metrics_targets_dir(resolved->output), resolved->spec.name,
-                                       "sweep", "sweep-run");
+    auto e = metrics::start_exposition(**listen, scheduler::metrics_targets_dir(resolved->output),
+                                       resolved->spec.name, "sweep", "sweep-run");
     if (!e) return fail(e.error());
     exposition = std::move(*e);
     fmt::print(stderr, "atrex: metrics at http://{}/metrics\n", exposition->server->target());
@@ -60,7 +61,9 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
   auto outcome = scheduler::run_local_sweep(*resolved, opt);
   if (!outcome) return fail(outcome.error());
   if (outcome->interrupted) {
-    fmt::print(stderr, "atrex: interrupted; everything evaluated so far is in {}; run the same command again to resume\n",
+    fmt::print(stderr,
+               "atrex: interrupted; everything evaluated so far is in {}; run the same command "
+               "again to resume\n",
                resolved->output.string());
     return 130;
   }
@@ -97,15 +100,18 @@ void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   static SweepArgs a;
   auto* sweep = app.add_subcommand("sweep", "Sweeps: agents x operators x shapes");
   sweep->require_subcommand(1);
-  auto* run = sweep->add_subcommand("run", "Run a whole sweep on this machine (in-process queue, local runner); "
-                                           "without FILE, the embedded default sweep");
+  auto* run =
+      sweep->add_subcommand("run",
+                            "Run a whole sweep on this machine (in-process queue, local runner); "
+                            "without FILE, the embedded default sweep");
   run->add_option("file", a.file, "Sweep file (YAML, atrex.sweep/1)");
   run->add_option("--out", a.out, "Results folder (default: the sweep file's `output`)");
   run->add_option("--backend", a.backend, "Override the sweep's backend: auto, cpu or cuda");
   run->add_option("--hardware", a.hardware, "Override the sweep's hardware profile");
   run->add_option("--agent-workers", a.agent_workers, "Agent worker threads (default: automatic)");
   run->add_option("--metrics-listen", a.metrics_listen,
-                  "Serve Prometheus metrics at http://ADDR:PORT/metrics while the sweep runs (port 0: any free port; "
+                  "Serve Prometheus metrics at http://ADDR:PORT/metrics while the sweep runs (port "
+                  "0: any free port; "
                   "its file_sd target goes to <results>/metrics/targets/)");
   run->add_flag("--json", g.json, "Print the atrex.report/1 JSON at the end");
   run->callback([&] { rc = sweep_run(g, a); });
@@ -114,8 +120,11 @@ void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc) {
 
 void add_report_command(CLI::App& app, GlobalOptions& g, int& rc) {
   static std::string dir;
-  auto* r = app.add_subcommand("report", "Re-score a results folder and rewrite report.json / report.md");
-  r->add_option("results", dir, "Results folder of a sweep")->required()->check(CLI::ExistingDirectory);
+  auto* r =
+      app.add_subcommand("report", "Re-score a results folder and rewrite report.json / report.md");
+  r->add_option("results", dir, "Results folder of a sweep")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   r->add_flag("--json", g.json, "Print the atrex.report/1 JSON");
   r->callback([&] { rc = report(g, dir); });
 }

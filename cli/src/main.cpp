@@ -20,7 +20,8 @@ Result<std::optional<metrics::ListenAddress>> metrics_listen_flag(const std::str
 }
 
 Result<problems::Suite> load_suite(const GlobalOptions& g) {
-  return problems::Suite::load(g.suite_dir.empty() ? problems::default_suite_dir() : std::filesystem::path(g.suite_dir));
+  return problems::Suite::load(g.suite_dir.empty() ? problems::default_suite_dir()
+                                                   : std::filesystem::path(g.suite_dir));
 }
 
 }  // namespace atrex::cli
@@ -29,14 +30,18 @@ int main(int argc, char** argv) {
   // A Redis or TLS peer that closes a connection must be an error of that write (EPIPE, then a
   // reconnect), not the end of a runner: hiredis writes with write(2) (hiredis README, "SIGPIPE").
   std::signal(SIGPIPE, SIG_IGN);
-  CLI::App app{"atrex: runs sweeps of kernel-writing agents on the Atrex-Bench suite and scores them against the "
-               "hardware roofline (S_j, S_i, S_agg)."};
+  CLI::App app{
+      "atrex: runs sweeps of kernel-writing agents on the Atrex-Bench suite and scores them "
+      "against the "
+      "hardware roofline (S_j, S_i, S_agg)."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "atrex 0.1.0");
   atrex::cli::GlobalOptions g;
   std::string log_level = "info";
-  app.add_option("--suite", g.suite_dir, "Problem suite folder (default: the bundled Atrex-Bench release)");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+  app.add_option("--suite", g.suite_dir,
+                 "Problem suite folder (default: the bundled Atrex-Bench release)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
   int rc = 0;
   atrex::cli::add_problems_commands(app, g, rc);
   atrex::cli::add_roofline_command(app, g, rc);

@@ -44,9 +44,12 @@ Result<std::string> InProcessQueue::enqueue(std::string_view stream, const Json&
   {
     std::lock_guard lock(mu_);
     Stream& s = stream_locked(stream);
-    if (options_.max_length > 0 && static_cast<int64_t>(s.ready.size() + s.pending.size()) >= options_.max_length) {
-      return make_error(ErrorCode::kUnavailable, fmt::format("queue {} is full ({} messages, max_length {}); retry later",
-                                                             stream, s.ready.size() + s.pending.size(), options_.max_length));
+    if (options_.max_length > 0 &&
+        static_cast<int64_t>(s.ready.size() + s.pending.size()) >= options_.max_length) {
+      return make_error(
+          ErrorCode::kUnavailable,
+          fmt::format("queue {} is full ({} messages, max_length {}); retry later", stream,
+                      s.ready.size() + s.pending.size(), options_.max_length));
     }
     id = fmt::format("{}-0", s.next_id++);
     s.ready.push_back(Message{id, body, 0, {}});
@@ -56,16 +59,19 @@ Result<std::string> InProcessQueue::enqueue(std::string_view stream, const Json&
   return id;
 }
 
-Result<std::vector<std::string>> InProcessQueue::enqueue_batch(std::string_view stream, const std::vector<Json>& bodies) {
+Result<std::vector<std::string>> InProcessQueue::enqueue_batch(std::string_view stream,
+                                                               const std::vector<Json>& bodies) {
   std::vector<std::string> ids;
   {
     std::lock_guard lock(mu_);
     Stream& s = stream_locked(stream);
     const auto held = static_cast<int64_t>(s.ready.size() + s.pending.size());
-    if (options_.max_length > 0 && !bodies.empty() && held + static_cast<int64_t>(bodies.size()) > options_.max_length) {
-      return make_error(ErrorCode::kUnavailable,
-                        fmt::format("queue {} is full ({} messages + {} would pass max_length {}); retry later", stream,
-                                    held, bodies.size(), options_.max_length));
+    if (options_.max_length > 0 && !bodies.empty() &&
+        held + static_cast<int64_t>(bodies.size()) > options_.max_length) {
+      return make_error(
+          ErrorCode::kUnavailable,
+          fmt::format("queue {} is full ({} messages + {} would pass max_length {}); retry later",
+                      stream, held, bodies.size(), options_.max_length));
     }
     for (const auto& b : bodies) {
       ids.push_back(fmt::format("{}-0", s.next_id++));
@@ -78,7 +84,8 @@ Result<std::vector<std::string>> InProcessQueue::enqueue_batch(std::string_view 
 }
 
 Result<std::vector<Lease>> InProcessQueue::claim(std::string_view stream, std::string_view consumer,
-                                                 size_t max_count, std::chrono::milliseconds block) {
+                                                 size_t max_count,
+                                                 std::chrono::milliseconds block) {
   std::unique_lock lock(mu_);
   const auto deadline = std::chrono::steady_clock::now() + block;
   std::vector<Lease> out;
@@ -89,7 +96,8 @@ Result<std::vector<Lease>> InProcessQueue::claim(std::string_view stream, std::s
       Message m = std::move(s.ready.front());
       s.ready.pop_front();
       ++m.delivery_count;
-      out.push_back(Lease{std::string(stream), m.id, m.body, m.delivery_count, std::string(consumer)});
+      out.push_back(
+          Lease{std::string(stream), m.id, m.body, m.delivery_count, std::string(consumer)});
       const std::string id = m.id;
       s.pending[id] = Pending{std::move(m), std::string(consumer), clock_.now()};
     }

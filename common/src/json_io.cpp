@@ -13,7 +13,8 @@ namespace fs = std::filesystem;
 Result<std::string> read_text_file(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return not_found(fmt::format("{}: no such file", path.string()));
-  if (fs::is_directory(path, ec)) return invalid_input(fmt::format("{}: is a directory, expected a file", path.string()));
+  if (fs::is_directory(path, ec))
+    return invalid_input(fmt::format("{}: is a directory, expected a file", path.string()));
   std::ifstream in(path, std::ios::binary);
   if (!in) return io_error(fmt::format("{}: cannot open for reading", path.string()));
   std::ostringstream ss;
@@ -58,7 +59,8 @@ Json yaml_scalar_to_json(const YAML::Node& node) {
   const std::string& s = node.Scalar();
   if (node.Tag() == "!") return s;  // explicitly quoted: keep as string
   int64_t i = 0;
-  if (YAML::convert<int64_t>::decode(node, i) && s.find_first_of(".eE") == std::string::npos) return i;
+  if (YAML::convert<int64_t>::decode(node, i) && s.find_first_of(".eE") == std::string::npos)
+    return i;
   double d = 0;
   if (YAML::convert<double>::decode(node, d)) return d;
   bool b = false;

@@ -19,44 +19,92 @@ const char* type_name(Type t) {
 const std::vector<MetricSpec>& catalogue() {
   static const std::vector<MetricSpec> table = {
       // runner (runner/src/runner_loop.cpp, runner/src/evaluator.cpp)
-      {"atrex_runner_tasks_total", Type::kCounter,
-       "Evaluation tasks this runner finished, by status: done (acked), released (given back to the queue: an "
+      {"atrex_runner_tasks_total",
+       Type::kCounter,
+       "Evaluation tasks this runner finished, by status: done (acked), released (given back to "
+       "the queue: an "
        "error or a stopping runner), invalid (the task could not be parsed)",
-       {"status"}, "tasks"},
-      {"atrex_runner_evaluations_total", Type::kCounter,
-       "Shape evaluation records this runner wrote, by operator and atrex.eval/1 status (ok, compile_error, "
+       {"status"},
+       "tasks"},
+      {"atrex_runner_evaluations_total",
+       Type::kCounter,
+       "Shape evaluation records this runner wrote, by operator and atrex.eval/1 status (ok, "
+       "compile_error, "
        "wrong_result, timeout, crashed, rejected)",
-       {"operator", "status"}, "records"},
-      {"atrex_runner_duplicate_records_total", Type::kCounter,
-       "Shape records already in the result store (a redelivered task; first write wins)", {}, "records"},
-      {"atrex_runner_evaluation_duration_seconds", Type::kHistogram,
-       "Wall time of one evaluation task: compile (or cache hit) and every shape's gates", {}, "seconds"},
-      {"atrex_runner_busy", Type::kGauge, "1 while this runner evaluates a task, else 0", {}, "boolean"},
-      {"atrex_runner_compile_cache_lookups_total", Type::kCounter,
-       "Compile gate lookups in the content-addressed compile cache, by result (hit, miss)", {"result"}, "lookups"},
-      {"atrex_runner_compiled_ahead_total", Type::kCounter,
-       "Candidates compiled while another task was measured (prefetch)", {}, "candidates"},
-      {"atrex_runner_lease_renewals_total", Type::kCounter,
-       "Lease renewals (heartbeats) of the tasks this runner holds, by result (ok, failed)", {"result"}, "renewals"},
+       {"operator", "status"},
+       "records"},
+      {"atrex_runner_duplicate_records_total",
+       Type::kCounter,
+       "Shape records already in the result store (a redelivered task; first write wins)",
+       {},
+       "records"},
+      {"atrex_runner_evaluation_duration_seconds",
+       Type::kHistogram,
+       "Wall time of one evaluation task: compile (or cache hit) and every shape's gates",
+       {},
+       "seconds"},
+      {"atrex_runner_busy",
+       Type::kGauge,
+       "1 while this runner evaluates a task, else 0",
+       {},
+       "boolean"},
+      {"atrex_runner_compile_cache_lookups_total",
+       Type::kCounter,
+       "Compile gate lookups in the content-addressed compile cache, by result (hit, miss)",
+       {"result"},
+       "lookups"},
+      {"atrex_runner_compiled_ahead_total",
+       Type::kCounter,
+       "Candidates compiled while another task was measured (prefetch)",
+       {},
+       "candidates"},
+      {"atrex_runner_lease_renewals_total",
+       Type::kCounter,
+       "Lease renewals (heartbeats) of the tasks this runner holds, by result (ok, failed)",
+       {"result"},
+       "renewals"},
       // agent worker (agent/src/worker.cpp)
-      {"atrex_agent_tasks_total", Type::kCounter,
-       "Agent tasks (AKA generations) this worker ended, by agent and status: done (final evaluation written), "
-       "dropout (next generation queued), released (given back), error (the (agent, operator) ended in error)",
-       {"agent", "status"}, "tasks"},
-      {"atrex_agent_candidates_total", Type::kCounter,
-       "Candidates the agent proposed and sent to a quick evaluation", {"agent"}, "candidates"},
-      {"atrex_agent_best_score_ratio", Type::kGauge,
-       "Best quick S_i (median S_j over the quick shapes) of (agent, operator) at the end of this worker's last "
+      {"atrex_agent_tasks_total",
+       Type::kCounter,
+       "Agent tasks (AKA generations) this worker ended, by agent and status: done (final "
+       "evaluation written), "
+       "dropout (next generation queued), released (given back), error (the (agent, operator) "
+       "ended in error)",
+       {"agent", "status"},
+       "tasks"},
+      {"atrex_agent_candidates_total",
+       Type::kCounter,
+       "Candidates the agent proposed and sent to a quick evaluation",
+       {"agent"},
+       "candidates"},
+      {"atrex_agent_best_score_ratio",
+       Type::kGauge,
+       "Best quick S_i (median S_j over the quick shapes) of (agent, operator) at the end of this "
+       "worker's last "
        "generation of it",
-       {"agent", "operator"}, "ratio"},
+       {"agent", "operator"},
+       "ratio"},
       // sweep (scheduler: `atrex sweep run`, `atrex sweep wait`)
-      {"atrex_sweep_operators_done", Type::kGauge, "(agent, operator) pairs with a final marker", {}, "operators"},
-      {"atrex_sweep_operators_planned", Type::kGauge, "(agent, operator) pairs of the sweep (agents x operators)", {},
+      {"atrex_sweep_operators_done",
+       Type::kGauge,
+       "(agent, operator) pairs with a final marker",
+       {},
        "operators"},
-      {"atrex_sweep_queue_tasks", Type::kGauge,
-       "Tasks in the sweep's queues (QueueStats), by queue (eval, agent) and state (queued, leased, dead)",
-       {"queue", "state"}, "tasks"},
-      {"atrex_sweep_s_agg_ratio", Type::kGauge, "S_agg = sum_i w_i S_i of the written report, by agent", {"agent"},
+      {"atrex_sweep_operators_planned",
+       Type::kGauge,
+       "(agent, operator) pairs of the sweep (agents x operators)",
+       {},
+       "operators"},
+      {"atrex_sweep_queue_tasks",
+       Type::kGauge,
+       "Tasks in the sweep's queues (QueueStats), by queue (eval, agent) and state (queued, "
+       "leased, dead)",
+       {"queue", "state"},
+       "tasks"},
+      {"atrex_sweep_s_agg_ratio",
+       Type::kGauge,
+       "S_agg = sum_i w_i S_i of the written report, by agent",
+       {"agent"},
        "ratio"},
   };
   return table;
@@ -75,7 +123,8 @@ const MetricSpec& spec(std::string_view name, Type type) {
   const MetricSpec* m = find_metric(name);
   if (m == nullptr || m->type != type) {
     // A typo in the code that names a metric: a bug, never the environment's doing.
-    fmt::print(stderr, "atrex: internal error: metric {} is not a {} of the catalogue\n", name, type_name(type));
+    fmt::print(stderr, "atrex: internal error: metric {} is not a {} of the catalogue\n", name,
+               type_name(type));
     std::abort();
   }
   return *m;
@@ -83,17 +132,20 @@ const MetricSpec& spec(std::string_view name, Type type) {
 
 }  // namespace
 
-prometheus::Family<prometheus::Counter>& counter_family(prometheus::Registry& registry, std::string_view name) {
+prometheus::Family<prometheus::Counter>& counter_family(prometheus::Registry& registry,
+                                                        std::string_view name) {
   const MetricSpec& m = spec(name, Type::kCounter);
   return prometheus::BuildCounter().Name(m.name).Help(m.help).Register(registry);
 }
 
-prometheus::Family<prometheus::Gauge>& gauge_family(prometheus::Registry& registry, std::string_view name) {
+prometheus::Family<prometheus::Gauge>& gauge_family(prometheus::Registry& registry,
+                                                    std::string_view name) {
   const MetricSpec& m = spec(name, Type::kGauge);
   return prometheus::BuildGauge().Name(m.name).Help(m.help).Register(registry);
 }
 
-prometheus::Family<prometheus::Histogram>& histogram_family(prometheus::Registry& registry, std::string_view name) {
+prometheus::Family<prometheus::Histogram>& histogram_family(prometheus::Registry& registry,
+                                                            std::string_view name) {
   const MetricSpec& m = spec(name, Type::kHistogram);
   return prometheus::BuildHistogram().Name(m.name).Help(m.help).Register(registry);
 }
@@ -104,9 +156,10 @@ RunnerMetrics::RunnerMetrics(prometheus::Registry& r)
     : tasks(counter_family(r, "atrex_runner_tasks_total")),
       evaluations(counter_family(r, "atrex_runner_evaluations_total")),
       duplicate_records(counter_family(r, "atrex_runner_duplicate_records_total").Add({})),
-      evaluation_duration(histogram_family(r, "atrex_runner_evaluation_duration_seconds")
-                              .Add({}, prometheus::Histogram::BucketBoundaries{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
-                                                                               120, 300, 600})),
+      evaluation_duration(
+          histogram_family(r, "atrex_runner_evaluation_duration_seconds")
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+                                                               60, 120, 300, 600})),
       busy(gauge_family(r, "atrex_runner_busy").Add({})),
       compile_lookups(counter_family(r, "atrex_runner_compile_cache_lookups_total")),
       compiled_ahead(counter_family(r, "atrex_runner_compiled_ahead_total").Add({})),
@@ -123,7 +176,8 @@ SweepMetrics::SweepMetrics(prometheus::Registry& r)
       queue_tasks(gauge_family(r, "atrex_sweep_queue_tasks")),
       s_agg(gauge_family(r, "atrex_sweep_s_agg_ratio")) {}
 
-void SweepMetrics::set_queue(const std::string& queue, int64_t queued, int64_t leased, int64_t dead) {
+void SweepMetrics::set_queue(const std::string& queue, int64_t queued, int64_t leased,
+                             int64_t dead) {
   queue_tasks.Add({{"queue", queue}, {"state", "queued"}}).Set(static_cast<double>(queued));
   queue_tasks.Add({{"queue", queue}, {"state", "leased"}}).Set(static_cast<double>(leased));
   queue_tasks.Add({{"queue", queue}, {"state", "dead"}}).Set(static_cast<double>(dead));

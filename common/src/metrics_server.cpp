@@ -17,24 +17,27 @@ namespace fs = std::filesystem;
 
 Result<ListenAddress> parse_listen_address(const std::string& value, const std::string& flag) {
   auto bad = [&](const std::string& why) {
-    return invalid_input(fmt::format("{}: expected ADDR:PORT (a numeric IPv4 address, or [IPv6], and a port 0-65535; "
-                                     "port 0 = any free port), {}; got \"{}\"",
-                                     flag, why, value));
+    return invalid_input(fmt::format(
+        "{}: expected ADDR:PORT (a numeric IPv4 address, or [IPv6], and a port 0-65535; "
+        "port 0 = any free port), {}; got \"{}\"",
+        flag, why, value));
   };
   const auto colon = value.rfind(':');
   if (colon == std::string::npos) return bad("no ':PORT'");
   std::string host = value.substr(0, colon);
   const std::string port_text = value.substr(colon + 1);
   int port = -1;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() || port < 0 ||
-      port > 65535) {
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
+      port < 0 || port > 65535) {
     return bad("the port is not a number in 0-65535");
   }
   unsigned char buf[16];
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
-    if (::inet_pton(AF_INET6, host.c_str(), buf) != 1) return bad("the address is not an IPv6 address");
+    if (::inet_pton(AF_INET6, host.c_str(), buf) != 1)
+      return bad("the address is not an IPv6 address");
   } else if (::inet_pton(AF_INET, host.c_str(), buf) != 1) {
     return bad("the address is not a numeric IPv4 address");
   }
@@ -50,22 +53,25 @@ std::string advertised_host(const std::string& bind_host) {
   return bind_host.find(':') != std::string::npos ? "[" + bind_host + "]" : bind_host;
 }
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const ListenAddress& address,
-                                                            std::shared_ptr<prometheus::Registry> registry) {
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(
+    const ListenAddress& address, std::shared_ptr<prometheus::Registry> registry) {
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   const bool v6 = address.host.find(':') != std::string::npos;
-  const std::string bind = fmt::format("{}:{}", v6 ? "[" + address.host + "]" : address.host, address.port);
+  const std::string bind =
+      fmt::format("{}:{}", v6 ? "[" + address.host + "]" : address.host, address.port);
   try {
     // civetweb throws (CivetException) when it cannot bind.
     s->exposer_ = std::make_unique<prometheus::Exposer>(bind, 2);
   } catch (const std::exception& e) {
-    return make_error(ErrorCode::kUnavailable, fmt::format("metrics endpoint {}: cannot listen: {}", bind, e.what()));
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("metrics endpoint {}: cannot listen: {}", bind, e.what()));
   }
   s->registry_ = std::move(registry);
   s->exposer_->RegisterCollectable(s->registry_);
   const auto ports = s->exposer_->GetListeningPorts();
   if (ports.empty() || ports.front() <= 0) {
-    return make_error(ErrorCode::kUnavailable, fmt::format("metrics endpoint {}: no listening port", bind));
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("metrics endpoint {}: no listening port", bind));
   }
   s->host_ = address.host;
   s->port_ = ports.front();
@@ -74,14 +80,18 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const ListenAddress&
 
 MetricsServer::~MetricsServer() = default;
 
-std::string MetricsServer::target() const { return fmt::format("{}:{}", advertised_host(host_), port_); }
+std::string MetricsServer::target() const {
+  return fmt::format("{}:{}", advertised_host(host_), port_);
+}
 
-Result<std::unique_ptr<TargetFile>> TargetFile::write(const fs::path& dir, const std::string& name,
-                                                      const std::string& target,
-                                                      const std::map<std::string, std::string>& labels) {
+Result<std::unique_ptr<TargetFile>> TargetFile::write(
+    const fs::path& dir, const std::string& name, const std::string& target,
+    const std::map<std::string, std::string>& labels) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return io_error(fmt::format("{}: cannot create the metrics target folder: {}", dir.string(), ec.message()));
+  if (ec)
+    return io_error(
+        fmt::format("{}: cannot create the metrics target folder: {}", dir.string(), ec.message()));
   nlohmann::json group = nlohmann::json::object();
   group["targets"] = nlohmann::json::array({target});
   group["labels"] = labels;
@@ -102,17 +112,18 @@ Exposition::~Exposition() {
   server.reset();
 }
 
-Result<std::unique_ptr<Exposition>> start_exposition(const ListenAddress& address, const fs::path& targets_dir,
-                                                     const std::string& sweep, const std::string& role,
-                                                     const std::string& worker, const std::string& file_name) {
+Result<std::unique_ptr<Exposition>> start_exposition(
+    const ListenAddress& address, const fs::path& targets_dir, const std::string& sweep,
+    const std::string& role, const std::string& worker, const std::string& file_name) {
   auto e = std::make_unique<Exposition>();
   e->registry = std::make_shared<prometheus::Registry>();
   auto server = MetricsServer::start(address, e->registry);
   if (!server) return tl::unexpected(server.error());
   e->server = std::move(*server);
   if (!targets_dir.empty()) {
-    auto file = TargetFile::write(targets_dir, file_name.empty() ? worker : file_name, e->server->target(),
-                                  {{"sweep", sweep}, {"role", role}, {"worker", worker}});
+    auto file =
+        TargetFile::write(targets_dir, file_name.empty() ? worker : file_name, e->server->target(),
+                          {{"sweep", sweep}, {"role", role}, {"worker", worker}});
     if (!file) return tl::unexpected(file.error());
     e->target_file = std::move(*file);
   }

@@ -17,8 +17,8 @@ const char* eval_status_name(EvalStatus s) {
 }
 
 Result<EvalStatus> parse_eval_status(std::string_view s) {
-  for (auto st : {EvalStatus::kOk, EvalStatus::kCompileError, EvalStatus::kWrongResult, EvalStatus::kTimeout,
-                  EvalStatus::kCrashed, EvalStatus::kRejected}) {
+  for (auto st : {EvalStatus::kOk, EvalStatus::kCompileError, EvalStatus::kWrongResult,
+                  EvalStatus::kTimeout, EvalStatus::kCrashed, EvalStatus::kRejected}) {
     if (s == eval_status_name(st)) return st;
   }
   return invalid_input(fmt::format("unknown eval status \"{}\"", s));
@@ -58,19 +58,21 @@ Result<void> read_opt(const JsonField& f, const char* key, T& out, double lo, do
   } else if constexpr (std::is_integral_v<T>) {
     auto v = child->as_int();
     if (!v) return tl::unexpected(v.error());
-    if (*v < lo || *v > hi) return child->fail(fmt::format("expected an integer in [{}, {}]", lo, hi));
+    if (*v < lo || *v > hi)
+      return child->fail(fmt::format("expected an integer in [{}, {}]", lo, hi));
     out = static_cast<T>(*v);
   } else {
     auto v = child->as_number();
     if (!v) return tl::unexpected(v.error());
-    if (*v < lo || *v > hi) return child->fail(fmt::format("expected a number in [{}, {}]", lo, hi));
+    if (*v < lo || *v > hi)
+      return child->fail(fmt::format("expected a number in [{}, {}]", lo, hi));
     out = *v;
   }
   return ok();
 }
 
 Json candidate_json(const CandidateRef& c, bool with_source) {
-  Json j{{"sha256", c.sha256}, {"backend", c.backend}, {"agent", c.agent},
+  Json j{{"sha256", c.sha256},         {"backend", c.backend},     {"agent", c.agent},
          {"generation", c.generation}, {"iteration", c.iteration}, {"file_name", c.file_name}};
   if (with_source) j["source"] = c.source;
   return j;
@@ -100,13 +102,22 @@ Result<CandidateRef> candidate_from_json(const JsonField& f) {
 }  // namespace
 
 Json to_json(const TimingSummary& t) {
-  return Json{{"time_us_median", t.time_us_median}, {"time_us_p25", t.time_us_p25},
-              {"time_us_p75", t.time_us_p75},       {"time_us_iqr", t.time_us_iqr},
-              {"time_us_min", t.time_us_min},       {"time_us_mean", t.time_us_mean},
-              {"n", t.n},                           {"samples_us", t.samples_us},
-              {"method", t.method},                 {"relative_standard_error", t.relative_standard_error},
-              {"graph_fallback", t.graph_fallback}, {"event_time_us_median", t.event_time_us_median ? Json(*t.event_time_us_median) : Json(nullptr)},
-              {"cupti_fallback", t.cupti_fallback}, {"cupti_unavailable", t.cupti_unavailable}, {"kernels", t.kernels},
+  return Json{{"time_us_median", t.time_us_median},
+              {"time_us_p25", t.time_us_p25},
+              {"time_us_p75", t.time_us_p75},
+              {"time_us_iqr", t.time_us_iqr},
+              {"time_us_min", t.time_us_min},
+              {"time_us_mean", t.time_us_mean},
+              {"n", t.n},
+              {"samples_us", t.samples_us},
+              {"method", t.method},
+              {"relative_standard_error", t.relative_standard_error},
+              {"graph_fallback", t.graph_fallback},
+              {"event_time_us_median",
+               t.event_time_us_median ? Json(*t.event_time_us_median) : Json(nullptr)},
+              {"cupti_fallback", t.cupti_fallback},
+              {"cupti_unavailable", t.cupti_unavailable},
+              {"kernels", t.kernels},
               {"cupti_records", t.cupti_records}};
 }
 
@@ -119,7 +130,8 @@ TimingSummary timing_summary_from_json(const Json& j) {
   t.time_us_min = j.value("time_us_min", 0.0);
   t.time_us_mean = j.value("time_us_mean", 0.0);
   t.n = j.value("n", 0);
-  if (j.contains("samples_us") && j["samples_us"].is_array()) t.samples_us = j["samples_us"].get<std::vector<double>>();
+  if (j.contains("samples_us") && j["samples_us"].is_array())
+    t.samples_us = j["samples_us"].get<std::vector<double>>();
   t.method = j.value("method", "");
   t.relative_standard_error = j.value("relative_standard_error", 0.0);
   t.graph_fallback = j.value("graph_fallback", "");
@@ -129,7 +141,8 @@ TimingSummary timing_summary_from_json(const Json& j) {
   t.cupti_fallback = j.value("cupti_fallback", "");
   t.cupti_unavailable = j.value("cupti_unavailable", "");
   if (j.contains("kernels") && j["kernels"].is_array()) t.kernels = j["kernels"];
-  if (j.contains("cupti_records") && j["cupti_records"].is_object()) t.cupti_records = j["cupti_records"];
+  if (j.contains("cupti_records") && j["cupti_records"].is_object())
+    t.cupti_records = j["cupti_records"];
   return t;
 }
 
@@ -137,14 +150,27 @@ Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSetti
   EvalSettings s = base;
   ATREX_TRY(f.expect_object());
   for (auto& [key, _] : f.value().items()) {
-    static const char* kKnown[] = {"seeds", "atol", "rtol", "performance", "warmup_iterations", "min_iterations",
-                                   "max_iterations", "min_time_s", "max_timing_s", "shape_timeout_s", "compile_timeout_s",
-                                   "roofline", "target_rse", "timing_mode", "range_probe", "unseen_shapes"};
+    static const char* kKnown[] = {"seeds",
+                                   "atol",
+                                   "rtol",
+                                   "performance",
+                                   "warmup_iterations",
+                                   "min_iterations",
+                                   "max_iterations",
+                                   "min_time_s",
+                                   "max_timing_s",
+                                   "shape_timeout_s",
+                                   "compile_timeout_s",
+                                   "roofline",
+                                   "target_rse",
+                                   "timing_mode",
+                                   "range_probe",
+                                   "unseen_shapes"};
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
     if (!known) {
-      return invalid_input(fmt::format("{}: field \"{}{}{}\" is not a known evaluation setting", f.source(),
-                                       f.path(), f.path().empty() ? "" : ".", key));
+      return invalid_input(fmt::format("{}: field \"{}{}{}\" is not a known evaluation setting",
+                                       f.source(), f.path(), f.path().empty() ? "" : ".", key));
     }
   }
   ATREX_TRY(read_opt(f, "seeds", s.seeds, 1, 1000));
@@ -164,27 +190,34 @@ Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSetti
   if (f.has("roofline")) {
     ATREX_ASSIGN_OR_RETURN(auto rf, f.at("roofline"));
     ATREX_ASSIGN_OR_RETURN(s.roofline, rf.as_string());
-    if (s.roofline != "released" && s.roofline != "analytic") return rf.fail("expected released or analytic");
+    if (s.roofline != "released" && s.roofline != "analytic")
+      return rf.fail("expected released or analytic");
   }
   if (f.has("timing_mode")) {
     ATREX_ASSIGN_OR_RETURN(auto tf, f.at("timing_mode"));
     ATREX_ASSIGN_OR_RETURN(s.timing_mode, tf.as_string());
-    if (s.timing_mode != "auto" && s.timing_mode != "cupti" && s.timing_mode != "graph" && s.timing_mode != "eager") {
+    if (s.timing_mode != "auto" && s.timing_mode != "cupti" && s.timing_mode != "graph" &&
+        s.timing_mode != "eager") {
       return tf.fail("expected auto, cupti, graph or eager");
     }
   }
   if (s.max_iterations < s.min_iterations) {
-    return invalid_input(fmt::format("{}: field \"{}\": max_iterations ({}) is below min_iterations ({})",
-                                     f.source(), f.path(), s.max_iterations, s.min_iterations));
+    return invalid_input(
+        fmt::format("{}: field \"{}\": max_iterations ({}) is below min_iterations ({})",
+                    f.source(), f.path(), s.max_iterations, s.min_iterations));
   }
   return s;
 }
 
 Json to_json(const EvalTask& t) {
-  return Json{{"schema", kEvalTaskSchema},   {"kind", "eval"},
-              {"task_id", t.task_id},       {"sweep_id", t.sweep_id},
-              {"operator", t.operator_name}, {"shape_ids", t.shape_ids},
-              {"hardware", t.hardware},      {"purpose", t.purpose},
+  return Json{{"schema", kEvalTaskSchema},
+              {"kind", "eval"},
+              {"task_id", t.task_id},
+              {"sweep_id", t.sweep_id},
+              {"operator", t.operator_name},
+              {"shape_ids", t.shape_ids},
+              {"hardware", t.hardware},
+              {"purpose", t.purpose},
               {"candidate", candidate_json(t.candidate, true)},
               {"settings", to_json(t.settings)}};
 }
@@ -192,7 +225,8 @@ Json to_json(const EvalTask& t) {
 Result<EvalTask> eval_task_from_json(const Json& j, const std::string& source) {
   JsonField root(j, source);
   ATREX_TRY(root.expect_object());
-  if (j.value("schema", "") != kEvalTaskSchema) return root.fail(fmt::format("expected schema \"{}\"", kEvalTaskSchema));
+  if (j.value("schema", "") != kEvalTaskSchema)
+    return root.fail(fmt::format("expected schema \"{}\"", kEvalTaskSchema));
   EvalTask t;
   try {
     t.task_id = j.at("task_id").get<std::string>();
@@ -252,7 +286,8 @@ Json to_json(const EvalRecord& r) {
 Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& source) {
   JsonField root(j, source);
   ATREX_TRY(root.expect_object());
-  if (j.value("schema", "") != kEvalRecordSchema) return root.fail(fmt::format("expected schema \"{}\"", kEvalRecordSchema));
+  if (j.value("schema", "") != kEvalRecordSchema)
+    return root.fail(fmt::format("expected schema \"{}\"", kEvalRecordSchema));
   EvalRecord r;
   try {
     r.task_id = j.value("task_id", "");
@@ -268,19 +303,23 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
     r.error = j.value("error", "");
     r.max_abs_error = j.value("max_abs_error", 0.0);
     r.max_rel_error = j.value("max_rel_error", 0.0);
-    if (j.contains("low_signal_outputs")) r.low_signal_outputs = j["low_signal_outputs"].get<std::vector<std::string>>();
+    if (j.contains("low_signal_outputs"))
+      r.low_signal_outputs = j["low_signal_outputs"].get<std::vector<std::string>>();
     r.seeds_passed = j.value("seeds_passed", 0);
-    if (j.contains("timing") && j["timing"].is_object()) r.timing = timing_summary_from_json(j["timing"]);
+    if (j.contains("timing") && j["timing"].is_object())
+      r.timing = timing_summary_from_json(j["timing"]);
     r.t_roofline_us = j.value("t_roofline_us", 0.0);
     if (j.contains("s_j") && j["s_j"].is_number()) r.s_j = j["s_j"].get<double>();
     r.above_roofline = j.value("above_roofline", false);
-    if (j.contains("dsl_share") && j["dsl_share"].is_number()) r.dsl_share = j["dsl_share"].get<double>();
+    if (j.contains("dsl_share") && j["dsl_share"].is_number())
+      r.dsl_share = j["dsl_share"].get<double>();
     if (j.contains("clocks")) r.clocks = j["clocks"];
     r.wall_s = j.value("wall_s", 0.0);
     if (j.contains("phases_s") && j["phases_s"].is_object()) r.phases_s = j["phases_s"];
     r.created_at = j.value("created_at", "");
     r.range_probe = j.value("range_probe", "");
-    if (j.contains("unseen_shapes") && j["unseen_shapes"].is_array()) r.unseen_shapes = j["unseen_shapes"];
+    if (j.contains("unseen_shapes") && j["unseen_shapes"].is_array())
+      r.unseen_shapes = j["unseen_shapes"];
     if (j.contains("unlaunched_kernels") && j["unlaunched_kernels"].is_array()) {
       r.unlaunched_kernels = j["unlaunched_kernels"].get<std::vector<std::string>>();
     }
@@ -295,7 +334,8 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
   return r;
 }
 
-EvalRecord new_eval_record(const EvalTask& task, const std::string& shape_id, const std::string& device) {
+EvalRecord new_eval_record(const EvalTask& task, const std::string& shape_id,
+                           const std::string& device) {
   EvalRecord r;
   r.task_id = task.task_id;
   r.sweep_id = task.sweep_id;

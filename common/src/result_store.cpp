@@ -4,7 +4,8 @@
 
 namespace atrex {
 
-Result<std::unique_ptr<MemoryResultStore>> MemoryResultStore::open_jsonl(const std::filesystem::path& jsonl) {
+Result<std::unique_ptr<MemoryResultStore>> MemoryResultStore::open_jsonl(
+    const std::filesystem::path& jsonl) {
   auto store = std::make_unique<MemoryResultStore>();
   std::error_code ec;
   if (std::filesystem::exists(jsonl, ec)) {
@@ -20,10 +21,13 @@ Result<std::unique_ptr<MemoryResultStore>> MemoryResultStore::open_jsonl(const s
       } catch (const Json::parse_error& e) {
         // A torn last line (process killed mid-write) is dropped: that record is re-done.
         if (in.peek() == EOF) break;
-        return invalid_input(fmt::format("{}:{}: not valid JSON: {}", jsonl.string(), line_no, e.what()));
+        return invalid_input(
+            fmt::format("{}:{}: not valid JSON: {}", jsonl.string(), line_no, e.what()));
       }
-      if (!entry.is_object() || !entry.contains("key") || !entry["key"].is_string() || !entry.contains("record")) {
-        return invalid_input(fmt::format("{}:{}: expected {{\"key\": string, \"record\": object}}", jsonl.string(), line_no));
+      if (!entry.is_object() || !entry.contains("key") || !entry["key"].is_string() ||
+          !entry.contains("record")) {
+        return invalid_input(fmt::format("{}:{}: expected {{\"key\": string, \"record\": object}}",
+                                         jsonl.string(), line_no));
       }
       const std::string key = entry["key"].get<std::string>();
       if (!store->index_.count(key)) {
@@ -61,7 +65,8 @@ Result<std::optional<Json>> MemoryResultStore::get(const std::string& key) {
   return std::optional<Json>{records_[it->second]};
 }
 
-Result<std::optional<Json>> MemoryResultStore::wait(const std::string& key, std::chrono::milliseconds timeout) {
+Result<std::optional<Json>> MemoryResultStore::wait(const std::string& key,
+                                                    std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return index_.count(key) > 0; });
   auto it = index_.find(key);

@@ -18,7 +18,8 @@ namespace atrex::testing {
 inline constexpr const char* kAclUser = "atrex";
 inline constexpr const char* kAclPassword = "acl-secret";
 inline constexpr const char* kDefaultPassword = "default-secret";
-inline constexpr const char* kAclRules[] = {"on", ">acl-secret", "~atrex:*", "&*", "+@all", "-@dangerous", "+config|get"};
+inline constexpr const char* kAclRules[] = {"on",    ">acl-secret", "~atrex:*",   "&*",
+                                            "+@all", "-@dangerous", "+config|get"};
 
 // Sets up the users on a running server: the ACL user first, then the default user's password
 // (the admin connection stays authenticated as the default user).

@@ -38,7 +38,8 @@ TEST(Yaml, SyntaxErrorNamesFileAndLine) {
   auto j = parse_yaml_to_json("a: [1, 2\nb: 3\n", "bad.yaml");
   ASSERT_FALSE(j);
   EXPECT_EQ(j.error().code, ErrorCode::kInvalidInput);
-  EXPECT_NE(j.error().message.find("bad.yaml: not valid YAML: line"), std::string::npos) << j.error().message;
+  EXPECT_NE(j.error().message.find("bad.yaml: not valid YAML: line"), std::string::npos)
+      << j.error().message;
 }
 
 TEST(ReadJsonFile, MissingFileIsNotFound) {

@@ -19,25 +19,29 @@ namespace fs = std::filesystem;
 
 TEST(MetricCatalogue, NamesFollowTheConventionAndLabelsAreBounded) {
   std::set<std::string> names;
-  const std::set<std::string> unbounded = {"task", "task_id", "candidate", "sha256", "shape", "shape_id", "id"};
+  const std::set<std::string> unbounded = {"task",  "task_id",  "candidate", "sha256",
+                                           "shape", "shape_id", "id"};
   for (const auto& m : catalogue()) {
     EXPECT_TRUE(names.insert(m.name).second) << "twice: " << m.name;
     EXPECT_EQ(m.name.rfind("atrex_", 0), 0u) << m.name;
     const bool total = m.name.size() > 6 && m.name.compare(m.name.size() - 6, 6, "_total") == 0;
-    EXPECT_EQ(total, m.type == Type::kCounter) << m.name << ": counters, and only they, end in _total";
+    EXPECT_EQ(total, m.type == Type::kCounter)
+        << m.name << ": counters, and only they, end in _total";
     EXPECT_FALSE(m.help.empty()) << m.name;
     EXPECT_FALSE(m.unit.empty()) << m.name;
     if (m.unit == "seconds" || m.unit == "ratio") {
       EXPECT_NE(m.name.find("_" + m.unit), std::string::npos) << m.name;
     }
-    for (const auto& l : m.labels) EXPECT_EQ(unbounded.count(l), 0u) << m.name << " has an unbounded label " << l;
+    for (const auto& l : m.labels)
+      EXPECT_EQ(unbounded.count(l), 0u) << m.name << " has an unbounded label " << l;
   }
   EXPECT_NE(find_metric("atrex_runner_evaluations_total"), nullptr);
   EXPECT_EQ(find_metric("atrex_runner_evaluations"), nullptr);
 }
 
 TEST(MetricsListen, BadAddressesAreInvalidInputNamingTheFlagAndValue) {
-  for (const std::string v : {"9100", "localhost:9100", "127.0.0.1:99999", "127.0.0.1:", "127.0.0.1:x", "[zz]:1"}) {
+  for (const std::string v :
+       {"9100", "localhost:9100", "127.0.0.1:99999", "127.0.0.1:", "127.0.0.1:x", "[zz]:1"}) {
     auto a = parse_listen_address(v, "--metrics-listen");
     ASSERT_FALSE(a) << v;
     EXPECT_EQ(a.error().code, ErrorCode::kInvalidInput);
@@ -72,12 +76,18 @@ TEST(MetricsServer, EphemeralPortServesTheRegistryAndItsTargetFileLivesWithIt) {
     rm.busy.Set(1);
     auto body = testing::http_get("127.0.0.1", port, "/metrics");
     ASSERT_TRUE(body);
-    EXPECT_NE(body->find("# TYPE atrex_runner_evaluations_total counter"), std::string::npos) << *body;
-    EXPECT_NE(body->find("# TYPE atrex_runner_evaluation_duration_seconds histogram"), std::string::npos);
+    EXPECT_NE(body->find("# TYPE atrex_runner_evaluations_total counter"), std::string::npos)
+        << *body;
+    EXPECT_NE(body->find("# TYPE atrex_runner_evaluation_duration_seconds histogram"),
+              std::string::npos);
     EXPECT_NE(body->find("# TYPE atrex_runner_busy gauge"), std::string::npos);
-    EXPECT_EQ(testing::sample_value(*body, R"(atrex_runner_evaluations_total{operator="rms_norm",status="ok"})"), 2.0);
-    EXPECT_EQ(testing::sample_value(*body, R"(atrex_runner_evaluations_total{operator="rms_norm",status="wrong_result"})"),
-              1.0);
+    EXPECT_EQ(testing::sample_value(
+                  *body, R"(atrex_runner_evaluations_total{operator="rms_norm",status="ok"})"),
+              2.0);
+    EXPECT_EQ(
+        testing::sample_value(
+            *body, R"(atrex_runner_evaluations_total{operator="rms_norm",status="wrong_result"})"),
+        1.0);
     EXPECT_EQ(testing::sample_value(*body, R"(atrex_runner_tasks_total{status="done"})"), 1.0);
     EXPECT_EQ(testing::sample_value(*body, "atrex_runner_evaluation_duration_seconds_count"), 1.0);
     EXPECT_EQ(testing::sample_value(*body, "atrex_runner_busy"), 1.0);
@@ -99,7 +109,8 @@ TEST(MetricsServer, EphemeralPortServesTheRegistryAndItsTargetFileLivesWithIt) {
 TEST(MetricsServer, PortInUseIsUnavailable) {
   auto first = MetricsServer::start({"127.0.0.1", 0}, std::make_shared<prometheus::Registry>());
   ASSERT_TRUE(first) << first.error().message;
-  auto second = MetricsServer::start({"127.0.0.1", (*first)->port()}, std::make_shared<prometheus::Registry>());
+  auto second = MetricsServer::start({"127.0.0.1", (*first)->port()},
+                                     std::make_shared<prometheus::Registry>());
   ASSERT_FALSE(second);
   EXPECT_EQ(second.error().code, ErrorCode::kUnavailable);
 }

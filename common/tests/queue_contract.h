@@ -25,7 +25,9 @@ class QueueFactory {
 
 class QueueContractTest : public ::testing::TestWithParam<std::shared_ptr<QueueFactory>> {
  protected:
-  std::unique_ptr<TaskQueue> make(QueueOptions options = {}) { return GetParam()->make(options, clock_); }
+  std::unique_ptr<TaskQueue> make(QueueOptions options = {}) {
+    return GetParam()->make(options, clock_);
+  }
   void advance(std::chrono::milliseconds d) { GetParam()->advance(clock_, d); }
   ManualClock clock_;
 };

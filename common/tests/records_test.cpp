@@ -86,8 +86,10 @@ TEST(Records, TimingModeAndTargetRseRoundTripAndAreValidated) {
   Json bad = Json::parse(R"({"timing_mode": "nvbench"})");
   auto b = eval_settings_from_json(JsonField(bad, "sweep.yaml", "evaluation"));
   ASSERT_FALSE(b);
-  EXPECT_NE(b.error().message.find("evaluation.timing_mode"), std::string::npos) << b.error().message;
-  EXPECT_NE(b.error().message.find("auto, cupti, graph or eager"), std::string::npos) << b.error().message;
+  EXPECT_NE(b.error().message.find("evaluation.timing_mode"), std::string::npos)
+      << b.error().message;
+  EXPECT_NE(b.error().message.find("auto, cupti, graph or eager"), std::string::npos)
+      << b.error().message;
 }
 
 }  // namespace
@@ -102,7 +104,8 @@ TEST(Records, DefenseFieldsRoundTripAndUnlaunchedKernelsStayAbsentWhenNotTraced)
   r.shape_id = "3";
   r.status = EvalStatus::kOk;
   r.range_probe = "x scaled by 2^11";
-  r.unseen_shapes = Json::array({Json{{"shape", "token_count = 2311 (hot shape 4 has 2500)"}, {"status", "ok"}}});
+  r.unseen_shapes =
+      Json::array({Json{{"shape", "token_count = 2311 (hot shape 4 has 2500)"}, {"status", "ok"}}});
   auto back = eval_record_from_json(to_json(r), "mem");
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->range_probe, "x scaled by 2^11");
@@ -128,7 +131,8 @@ TEST(Records, UnseenShapesAndRangeProbeSettingsAreReadAndBounded) {
   Json bad = Json::parse(R"({"unseen_shapes": -1})");
   auto e = eval_settings_from_json(JsonField(bad, "sweep.yaml", "evaluation"));
   ASSERT_FALSE(e);
-  EXPECT_NE(e.error().message.find("evaluation.unseen_shapes"), std::string::npos) << e.error().message;
+  EXPECT_NE(e.error().message.find("evaluation.unseen_shapes"), std::string::npos)
+      << e.error().message;
 }
 
 }  // namespace

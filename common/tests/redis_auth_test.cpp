@@ -30,7 +30,8 @@ TEST(RedisAuth, DefaultUserPasswordAndAclUserAuthenticate) {
   ASSERT_TRUE(who) << who.error().message;
   EXPECT_EQ(who->str, "default");
 
-  auto u = connect(testing::url_with(server, std::string(testing::kAclUser) + ":" + testing::kAclPassword));
+  auto u = connect(
+      testing::url_with(server, std::string(testing::kAclUser) + ":" + testing::kAclPassword));
   ASSERT_TRUE(u) << u.error().message;
   who = (*u)->command({"ACL", "WHOAMI"});
   ASSERT_TRUE(who) << who.error().message;
@@ -50,14 +51,17 @@ TEST(RedisAuth, WrongOrMissingCredentialsAreRefusedWithTheReason) {
   ASSERT_TRUE(server.running());
   const auto started = std::chrono::steady_clock::now();
   const std::string acl_user = testing::kAclUser;
-  for (const std::string& userinfo : {std::string(":wrong"), acl_user + ":wrong", std::string("nobody:acl-secret")}) {
+  for (const std::string& userinfo :
+       {std::string(":wrong"), acl_user + ":wrong", std::string("nobody:acl-secret")}) {
     auto c = connect(testing::url_with(server, userinfo));
     ASSERT_FALSE(c) << userinfo;
     EXPECT_EQ(c.error().code, ErrorCode::kInvalidInput) << c.error().message;
     EXPECT_NE(c.error().message.find("WRONGPASS"), std::string::npos) << c.error().message;
-    EXPECT_EQ(c.error().message.find("wrong"), std::string::npos) << "the password is not echoed: " << c.error().message;
+    EXPECT_EQ(c.error().message.find("wrong"), std::string::npos)
+        << "the password is not echoed: " << c.error().message;
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5)) << "refused at once, not retried";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5))
+      << "refused at once, not retried";
 
   auto anonymous = connect("redis://127.0.0.1:" + std::to_string(server.options().port));
   ASSERT_TRUE(anonymous) << anonymous.error().message;  // nothing is sent before the first command
@@ -65,7 +69,8 @@ TEST(RedisAuth, WrongOrMissingCredentialsAreRefusedWithTheReason) {
   ASSERT_FALSE(ping);
   EXPECT_EQ(ping.error().code, ErrorCode::kInvalidInput) << ping.error().message;
   EXPECT_NE(ping.error().message.find("NOAUTH"), std::string::npos) << ping.error().message;
-  EXPECT_NE(ping.error().message.find("redis://[user]:password@"), std::string::npos) << ping.error().message;
+  EXPECT_NE(ping.error().message.find("redis://[user]:password@"), std::string::npos)
+      << ping.error().message;
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ class RedisQueueFactory final : public RedisFactoryBase {
 // The same suite over rediss:// (the in-process TLS relay, redis_tls_test.cpp).
 class TlsRedisQueueFactory final : public RedisFactoryBase {
   RedisOptions redis() override {
-    return from_url(testing::shared_tls_redis().url("tls_ca=" + testing::shared_certificates()("ca.crt")));
+    return from_url(
+        testing::shared_tls_redis().url("tls_ca=" + testing::shared_certificates()("ca.crt")));
   }
 };
 
@@ -58,19 +59,21 @@ class TlsRedisQueueFactory final : public RedisFactoryBase {
 // queue command or Lua script touches must lie under the prefix (and be declared to the script).
 class AclUserRedisQueueFactory final : public RedisFactoryBase {
   RedisOptions redis() override {
-    return from_url(
-        testing::url_with(testing::shared_acl_redis(), std::string(testing::kAclUser) + ":" + testing::kAclPassword));
+    return from_url(testing::url_with(
+        testing::shared_acl_redis(), std::string(testing::kAclUser) + ":" + testing::kAclPassword));
   }
   std::string prefix() override { return "atrex:"; }
 };
 
-std::string redis_factory_name(const ::testing::TestParamInfo<std::shared_ptr<QueueFactory>>& info) {
+std::string redis_factory_name(
+    const ::testing::TestParamInfo<std::shared_ptr<QueueFactory>>& info) {
   static const char* const kNames[] = {"Redis", "RedisTls", "RedisAclUser"};
   return kNames[info.index];
 }
 
 INSTANTIATE_TEST_SUITE_P(Redis, QueueContractTest,
-                         ::testing::Values(std::make_shared<RedisQueueFactory>(), std::make_shared<TlsRedisQueueFactory>(),
+                         ::testing::Values(std::make_shared<RedisQueueFactory>(),
+                                           std::make_shared<TlsRedisQueueFactory>(),
                                            std::make_shared<AclUserRedisQueueFactory>()),
                          redis_factory_name);
 
@@ -184,7 +187,8 @@ TEST(LocalRedis, AServerAlreadyOnThePortIsNotMistakenForTheNewOne) {
   o.port = (*a)->port();
   auto b = LocalRedisServer::start(o);
   ASSERT_FALSE(b) << "a second server claimed port " << o.port;
-  EXPECT_NE(b.error().message.find("another server answers"), std::string::npos) << b.error().message;
+  EXPECT_NE(b.error().message.find("another server answers"), std::string::npos)
+      << b.error().message;
   auto c = RedisConnection::connect((*a)->options());
   ASSERT_TRUE(c);
   EXPECT_TRUE((*c)->command({"PING"})) << "the first server is untouched";

@@ -81,10 +81,13 @@ TEST_F(RedisTls, UnknownCaAndWrongHostAreRefusedWithTheReason) {
   auto c = connect(url("tls_ca=" + (*certs_)("other-ca.crt")));
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("TLS handshake failed"), std::string::npos) << c.error().message;
-  EXPECT_NE(c.error().message.find("certificate verify failed"), std::string::npos) << c.error().message;
-  EXPECT_NE(c.error().message.find(std::to_string(tls_port_)), std::string::npos) << c.error().message;
+  EXPECT_NE(c.error().message.find("certificate verify failed"), std::string::npos)
+      << c.error().message;
+  EXPECT_NE(c.error().message.find(std::to_string(tls_port_)), std::string::npos)
+      << c.error().message;
   // The certificate names 127.0.0.1 only: "localhost" does not match it.
-  auto wrong_host = connect(fmt::format("rediss://localhost:{}?tls_ca={}", tls_port_, (*certs_)("ca.crt")));
+  auto wrong_host =
+      connect(fmt::format("rediss://localhost:{}?tls_ca={}", tls_port_, (*certs_)("ca.crt")));
   ASSERT_FALSE(wrong_host);
   EXPECT_NE(wrong_host.error().message.find("certificate verify failed"), std::string::npos)
       << wrong_host.error().message;
@@ -103,13 +106,16 @@ TEST_F(RedisTls, ClientCertificateWhenTheServerRequiresOne) {
   auto pong = (*with)->command({"PING"});
   ASSERT_TRUE(pong) << pong.error().message;
   EXPECT_EQ(pong->str, "PONG");
-  auto missing = connect(url("tls_ca=" + (*certs_)("ca.crt") + "&tls_cert=/nonexistent.crt&tls_key=/nonexistent.key"));
+  auto missing = connect(
+      url("tls_ca=" + (*certs_)("ca.crt") + "&tls_cert=/nonexistent.crt&tls_key=/nonexistent.key"));
   ASSERT_FALSE(missing);
-  EXPECT_NE(missing.error().message.find("tls_cert \"/nonexistent.crt\""), std::string::npos) << missing.error().message;
+  EXPECT_NE(missing.error().message.find("tls_cert \"/nonexistent.crt\""), std::string::npos)
+      << missing.error().message;
 }
 
 TEST(RedisTlsUrl, ParsesTlsParametersAndRefusesBadOnes) {
-  auto o = parse_redis_url("rediss://runner:pw@redis.internal:6380/1?tls_ca=/etc/ca.pem&tls_cert=/c.pem&tls_key=/k.pem");
+  auto o = parse_redis_url(
+      "rediss://runner:pw@redis.internal:6380/1?tls_ca=/etc/ca.pem&tls_cert=/c.pem&tls_key=/k.pem");
   ASSERT_TRUE(o) << o.error().message;
   EXPECT_TRUE(o->tls);
   EXPECT_EQ(o->host, "redis.internal");

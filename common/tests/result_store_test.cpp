@@ -59,7 +59,8 @@ TEST(ResultStore, MalformedLineInTheMiddleIsAnErrorNamingFileAndLine) {
   }
   auto store = MemoryResultStore::open_jsonl(path);
   ASSERT_FALSE(store);
-  EXPECT_NE(store.error().message.find("results.jsonl:2"), std::string::npos) << store.error().message;
+  EXPECT_NE(store.error().message.find("results.jsonl:2"), std::string::npos)
+      << store.error().message;
   std::filesystem::remove_all(dir);
 }
 

@@ -8,7 +8,7 @@ namespace {
 TEST(SampleStats, QuantilesInterpolateBetweenSortedSamples) {
   const std::vector<double> s = {1, 2, 4, 8};
   EXPECT_DOUBLE_EQ(quantile_sorted(s, 0.0), 1);
-  EXPECT_DOUBLE_EQ(quantile_sorted(s, 0.5), 3);    // halfway between 2 and 4
+  EXPECT_DOUBLE_EQ(quantile_sorted(s, 0.5), 3);  // halfway between 2 and 4
   EXPECT_DOUBLE_EQ(quantile_sorted(s, 0.25), 1.75);
   EXPECT_DOUBLE_EQ(quantile_sorted(s, 1.0), 8);
   EXPECT_DOUBLE_EQ(quantile_sorted({}, 0.5), 0);

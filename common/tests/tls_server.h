@@ -30,13 +30,19 @@ class Certificates {
     const std::string d = dir_.string();
     const std::string script = fmt::format(
         "cd {0} && "
-        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -subj /CN=atrex-test-ca -days 2 && "
-        "openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.crt -subj /CN=other -days 2 && "
-        "openssl req -new -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1 && "
-        "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 "
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -subj "
+        "/CN=atrex-test-ca -days 2 && "
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.crt -subj "
+        "/CN=other -days 2 && "
+        "openssl req -new -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "
+        "/CN=127.0.0.1 && "
+        "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt "
+        "-days 2 "
         "-extfile san.ext && "
-        "openssl req -new -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=runner && "
-        "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 2",
+        "openssl req -new -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj "
+        "/CN=runner && "
+        "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt "
+        "-days 2",
         d);
     ok_ = std::system(("(" + script + ") > " + d + "/openssl.log 2>&1").c_str()) == 0;
   }
@@ -55,12 +61,15 @@ struct TlsRedis {
   std::unique_ptr<LocalRedisServer> server;
   int tls_port = 0;
   static std::unique_ptr<TlsRedis> start(const Certificates& certs, bool require_client_cert) {
-    EXPECT_TRUE(certs.ok()) << "openssl could not make the test certificates (install: deploy/install-deps.sh)";
+    EXPECT_TRUE(certs.ok())
+        << "openssl could not make the test certificates (install: deploy/install-deps.sh)";
     auto t = std::make_unique<TlsRedis>();
     t->tls_port = free_loopback_port();
     LocalRedisOptions o;
-    o.extra_args = {"--tls-port", std::to_string(t->tls_port), "--tls-cert-file", certs("server.crt"),
-                    "--tls-key-file", certs("server.key"), "--tls-ca-cert-file", certs("ca.crt"),
+    o.extra_args = {"--tls-port",         std::to_string(t->tls_port),
+                    "--tls-cert-file",    certs("server.crt"),
+                    "--tls-key-file",     certs("server.key"),
+                    "--tls-ca-cert-file", certs("ca.crt"),
                     "--tls-auth-clients", require_client_cert ? "yes" : "no"};
     auto s = LocalRedisServer::start(o);
     EXPECT_TRUE(s) << (s ? "" : s.error().message);

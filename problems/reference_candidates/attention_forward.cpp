@@ -60,7 +60,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
           const uint16_t* vr = vs + ((k0 + j) * heads + h) * dim;
           for (int64_t i = 0; i < dim; ++i) acc[i] += p[j] * bf16_to_float(vr[i]);
         }
-        for (int64_t i = 0; i < dim; ++i) os[(t * heads + h) * dim + i] = float_to_bf16(nk ? acc[i] / sum : 0.0f);
+        for (int64_t i = 0; i < dim; ++i)
+          os[(t * heads + h) * dim + i] = float_to_bf16(nk ? acc[i] / sum : 0.0f);
       }
     }
   }

@@ -16,15 +16,16 @@ constexpr int kChunks = 32;   // float4 chunks of head dim 128
 
 __device__ inline float4 load4(const __nv_bfloat16* p) {
   const uint2 u = *reinterpret_cast<const uint2*>(p);
-  const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&u.x), b = *reinterpret_cast<const __nv_bfloat162*>(&u.y);
+  const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162*>(&u.x),
+                       b = *reinterpret_cast<const __nv_bfloat162*>(&u.y);
   return make_float4(__low2float(a), __high2float(a), __low2float(b), __high2float(b));
 }
 
 // Grid: x = an upper bound of the query tiles (ceil(T / 64) + S), y = head.
-__global__ void __launch_bounds__(256) flash_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
-                                                    const __nv_bfloat16* v, const int32_t* cu_q, const int32_t* cu_k,
-                                                    __nv_bfloat16* out, int64_t seqs, int64_t heads, int dim,
-                                                    float scale) {
+__global__ void __launch_bounds__(256)
+    flash_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                 const int32_t* cu_q, const int32_t* cu_k, __nv_bfloat16* out, int64_t seqs,
+                 int64_t heads, int dim, float scale) {
   __shared__ float4 ks[kKeys][kChunks];
   __shared__ float4 vs[kKeys][kChunks];
   __shared__ long long tile_seq, tile_q0;
@@ -50,7 +51,8 @@ __global__ void __launch_bounds__(256) flash_kernel(const __nv_bfloat16* q, cons
 #pragma unroll
   for (int i = 0; i < kChunks / 4; ++i) {
     const int c = 4 * i + lane;
-    qv[i] = (active && c < chunks) ? load4(q + (t * heads + h) * dim + 4 * c) : make_float4(0, 0, 0, 0);
+    qv[i] =
+        (active && c < chunks) ? load4(q + (t * heads + h) * dim + 4 * c) : make_float4(0, 0, 0, 0);
     ov[i] = make_float4(0, 0, 0, 0);
   }
   float m = -INFINITY, l = 0.0f;
@@ -74,7 +76,8 @@ __global__ void __launch_bounds__(256) flash_kernel(const __nv_bfloat16* q, cons
       for (int i = 0; i < kChunks / 4; ++i) {
         if (4 * i + lane < chunks) {
           const float4 kk = ks[j][4 * i + lane];
-          dot = fmaf(qv[i].x, kk.x, fmaf(qv[i].y, kk.y, fmaf(qv[i].z, kk.z, fmaf(qv[i].w, kk.w, dot))));
+          dot = fmaf(qv[i].x, kk.x,
+                     fmaf(qv[i].y, kk.y, fmaf(qv[i].z, kk.z, fmaf(qv[i].w, kk.w, dot))));
         }
       }
       dot += __shfl_xor_sync(0xffffffffu, dot, 1);
@@ -86,7 +89,8 @@ __global__ void __launch_bounds__(256) flash_kernel(const __nv_bfloat16* q, cons
     const float alpha = expf(m - m_new);
     l *= alpha;
 #pragma unroll
-    for (int i = 0; i < kChunks / 4; ++i) ov[i].x *= alpha, ov[i].y *= alpha, ov[i].z *= alpha, ov[i].w *= alpha;
+    for (int i = 0; i < kChunks / 4; ++i)
+      ov[i].x *= alpha, ov[i].y *= alpha, ov[i].z *= alpha, ov[i].w *= alpha;
 #pragma unroll
     for (int j = 0; j < kKeys; ++j) {
       const float pj = expf(p[j] - m_new);
@@ -115,9 +119,10 @@ __global__ void __launch_bounds__(256) flash_kernel(const __nv_bfloat16* q, cons
   }
 }
 
-__global__ void attention_forward_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                         const int32_t* cu_q, const int32_t* cu_k, __nv_bfloat16* out,
-                                         int64_t tokens, int64_t seqs, int64_t heads, int64_t dim, float scale) {
+__global__ void attention_forward_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                         const __nv_bfloat16* v, const int32_t* cu_q,
+                                         const int32_t* cu_k, __nv_bfloat16* out, int64_t tokens,
+                                         int64_t seqs, int64_t heads, int64_t dim, float scale) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= tokens * heads) return;
   const int64_t h = idx / tokens, t = idx % tokens;
@@ -125,8 +130,10 @@ __global__ void attention_forward_kernel(const __nv_bfloat16* q, const __nv_bflo
   int64_t lo = 0, hi = seqs - 1;  // last sequence starting at or before t
   while (lo < hi) {
     const int64_t mid = (lo + hi + 1) / 2;
-    if (cu_q[mid] <= t) lo = mid;
-    else hi = mid - 1;
+    if (cu_q[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   const int64_t k0 = cu_k[lo], nk = cu_k[lo + 1] - cu_k[lo];
   const __nv_bfloat16* qr = q + (t * heads + h) * dim;
@@ -149,7 +156,8 @@ __global__ void attention_forward_kernel(const __nv_bfloat16* q, const __nv_bflo
     sum += p;
     for (int64_t i = 0; i < dim; ++i) acc[i] += p * __bfloat162float(vr[i]);
   }
-  for (int64_t i = 0; i < dim; ++i) out[(t * heads + h) * dim + i] = __float2bfloat16_rn(nk ? acc[i] / sum : 0.0f);
+  for (int64_t i = 0; i < dim; ++i)
+    out[(t * heads + h) * dim + i] = __float2bfloat16_rn(nk ? acc[i] / sum : 0.0f);
 }
 
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
@@ -165,18 +173,20 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(dim)));
   const int64_t seqs = cu_q->shape[0] - 1;
   if (dim <= 4 * kChunks && dim % 4 == 0 && seqs > 0) {
-    const dim3 grid(static_cast<unsigned>((tokens + kQueries - 1) / kQueries + seqs), static_cast<unsigned>(heads));
+    const dim3 grid(static_cast<unsigned>((tokens + kQueries - 1) / kQueries + seqs),
+                    static_cast<unsigned>(heads));
     flash_kernel<<<grid, kQueries * 4, 0, static_cast<cudaStream_t>(launch->stream)>>>(
         static_cast<const __nv_bfloat16*>(q->data), static_cast<const __nv_bfloat16*>(k->data),
         static_cast<const __nv_bfloat16*>(v->data), static_cast<const int32_t*>(cu_q->data),
-        static_cast<const int32_t*>(cu_k->data), static_cast<__nv_bfloat16*>(out->data), seqs, heads,
-        static_cast<int>(dim), scale);
+        static_cast<const int32_t*>(cu_k->data), static_cast<__nv_bfloat16*>(out->data), seqs,
+        heads, static_cast<int>(dim), scale);
     return cudaGetLastError() == cudaSuccess ? 0 : 2;
   }
-  attention_forward_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, static_cast<cudaStream_t>(launch->stream)>>>(
+  attention_forward_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0,
+                             static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const __nv_bfloat16*>(q->data), static_cast<const __nv_bfloat16*>(k->data),
       static_cast<const __nv_bfloat16*>(v->data), static_cast<const int32_t*>(cu_q->data),
-      static_cast<const int32_t*>(cu_k->data), static_cast<__nv_bfloat16*>(out->data), tokens, cu_q->shape[0] - 1, heads,
-      dim, scale);
+      static_cast<const int32_t*>(cu_k->data), static_cast<__nv_bfloat16*>(out->data), tokens,
+      cu_q->shape[0] - 1, heads, dim, scale);
   return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }

@@ -22,7 +22,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* as = atrex_input(launch, "a_scales");
   const DLTensor* bs = atrex_input(launch, "b_scales");
   const DLTensor* out = atrex_output(launch, "out");
-  const int64_t gn = atrex_param_int(launch, "group_n", 128), gk = atrex_param_int(launch, "group_k", 128);
+  const int64_t gn = atrex_param_int(launch, "group_n", 128),
+                gk = atrex_param_int(launch, "group_k", 128);
   if (!a || !b || !as || !bs || !out || a->ndim != 2 || b->ndim != 2 || gn < 1 || gk < 1) return 1;
   const int64_t m = a->shape[0], k = a->shape[1], n = b->shape[0], groups = k / gk;
   float table[256];
@@ -38,16 +39,19 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
         float acc = 0;
         for (int64_t kb = 0; kb < groups; ++kb) {
           float dot = 0;
-          for (int64_t i = kb * gk; i < (kb + 1) * gk; ++i) dot += table[ap[r * k + i]] * table[bp[c * k + i]];
+          for (int64_t i = kb * gk; i < (kb + 1) * gk; ++i)
+            dot += table[ap[r * k + i]] * table[bp[c * k + i]];
           acc += (dot * asp[r * groups + kb]) * bsp[(c / gn) * groups + kb];
         }
         o[r * n + c] = acc;
       }
     }
   };
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), m));
+  const int64_t threads =
+      std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), m));
   std::vector<std::thread> pool;
-  for (int64_t i = 0; i < threads; ++i) pool.emplace_back(work, m * i / threads, m * (i + 1) / threads);
+  for (int64_t i = 0; i < threads; ++i)
+    pool.emplace_back(work, m * i / threads, m * (i + 1) / threads);
   for (auto& th : pool) th.join();
   return 0;
 }

@@ -37,7 +37,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const int64_t batch = q->shape[0], tokens = q->shape[1], hq = q->shape[2], dk = q->shape[3];
   const int64_t hv = v->shape[2], dv = v->shape[3], chunks = h->shape[1];
   const int64_t cs = atrex_param_int(launch, "chunk_size", 64);
-  const float scale = static_cast<float>(atrex_param_float(launch, "scale", 1.0 / std::sqrt(static_cast<double>(dk))));
+  const float scale = static_cast<float>(
+      atrex_param_float(launch, "scale", 1.0 / std::sqrt(static_cast<double>(dk))));
   const int64_t per = hv / hq > 1 ? hv / hq : 1;
   const auto* qs = static_cast<const uint16_t*>(q->data);
   const auto* ks = static_cast<const uint16_t*>(k->data);

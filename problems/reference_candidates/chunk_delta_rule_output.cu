@@ -10,11 +10,14 @@
 
 namespace {
 
-__device__ float ld(const unsigned short* p, int64_t i) { return __bfloat162float(__ushort_as_bfloat16(p[i])); }
+__device__ float ld(const unsigned short* p, int64_t i) {
+  return __bfloat162float(__ushort_as_bfloat16(p[i]));
+}
 
-__global__ void chunk_o_kernel(const unsigned short* q, const unsigned short* k, const unsigned short* v,
-                               const unsigned short* h, const float* g, unsigned short* out, int64_t tokens,
-                               int64_t hq, int64_t hv, int64_t dk, int64_t dv, int64_t cs, int64_t chunks, float scale) {
+__global__ void chunk_o_kernel(const unsigned short* q, const unsigned short* k,
+                               const unsigned short* v, const unsigned short* h, const float* g,
+                               unsigned short* out, int64_t tokens, int64_t hq, int64_t hv,
+                               int64_t dk, int64_t dv, int64_t cs, int64_t chunks, float scale) {
   extern __shared__ float attn[];  // [cs]
   const int64_t row = blockIdx.x;
   const int64_t head = row % hv, t = (row / hv) % tokens, b = row / (hv * tokens);
@@ -37,8 +40,10 @@ __global__ void chunk_o_kernel(const unsigned short* q, const unsigned short* k,
     float inter = 0;
     for (int64_t d = 0; d < dk; ++d) inter += ld(qrow, d) * ld(hc, d * dv + j);
     float intra = 0;
-    for (int64_t s = start; s <= t; ++s) intra += attn[s - start] * ld(v, ((b * tokens + s) * hv + head) * dv + j);
-    out[((b * tokens + t) * hv + head) * dv + j] = __bfloat16_as_ushort(__float2bfloat16_rn((inter * eg + intra) * scale));
+    for (int64_t s = start; s <= t; ++s)
+      intra += attn[s - start] * ld(v, ((b * tokens + s) * hv + head) * dv + j);
+    out[((b * tokens + t) * hv + head) * dv + j] =
+        __bfloat16_as_ushort(__float2bfloat16_rn((inter * eg + intra) * scale));
   }
 }
 
@@ -55,14 +60,15 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const int64_t batch = q->shape[0], tokens = q->shape[1], hq = q->shape[2], dk = q->shape[3];
   const int64_t hv = v->shape[2], dv = v->shape[3], chunks = h->shape[1];
   const int64_t cs = atrex_param_int(launch, "chunk_size", 64);
-  const float scale = static_cast<float>(atrex_param_float(launch, "scale", 1.0 / std::sqrt(static_cast<double>(dk))));
+  const float scale = static_cast<float>(
+      atrex_param_float(launch, "scale", 1.0 / std::sqrt(static_cast<double>(dk))));
   const int64_t rows = batch * tokens * hv;
   if (rows == 0) return 0;
   chunk_o_kernel<<<static_cast<unsigned>(rows), 128, static_cast<size_t>(cs) * sizeof(float),
                    static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const unsigned short*>(q->data), static_cast<const unsigned short*>(k->data),
       static_cast<const unsigned short*>(v->data), static_cast<const unsigned short*>(h->data),
-      static_cast<const float*>(g->data), static_cast<unsigned short*>(out->data), tokens, hq, hv, dk, dv, cs, chunks,
-      scale);
+      static_cast<const float*>(g->data), static_cast<unsigned short*>(out->data), tokens, hq, hv,
+      dk, dv, cs, chunks, scale);
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }

@@ -10,14 +10,17 @@ namespace {
 
 constexpr int64_t kMaxKeyDim = 256;
 
-__device__ float ld(const unsigned short* p, int64_t i) { return __bfloat162float(__ushort_as_bfloat16(p[i])); }
+__device__ float ld(const unsigned short* p, int64_t i) {
+  return __bfloat162float(__ushort_as_bfloat16(p[i]));
+}
 __device__ float rbf(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
 __device__ unsigned short st(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
-__global__ void state_kernel(const unsigned short* k, const unsigned short* w, const unsigned short* u, const float* g,
-                             const int* idx, unsigned short* h_out, unsigned short* v_new, float* fin, int64_t batch,
-                             int64_t tokens, int64_t hk, int64_t hv, int64_t dk, int64_t dv, int64_t cs, int64_t chunks,
-                             int64_t slots) {
+__global__ void state_kernel(const unsigned short* k, const unsigned short* w,
+                             const unsigned short* u, const float* g, const int* idx,
+                             unsigned short* h_out, unsigned short* v_new, float* fin,
+                             int64_t batch, int64_t tokens, int64_t hk, int64_t hv, int64_t dk,
+                             int64_t dv, int64_t cs, int64_t chunks, int64_t slots) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * hv * dv) return;
   const int64_t j = i % dv, head = (i / dv) % hv, b = i / (dv * hv);
@@ -69,10 +72,12 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (dk > kMaxKeyDim) return 2;
   const int64_t cs = atrex_param_int(launch, "chunk_size", 64);
   const int64_t n = batch * hv * dv;
-  state_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, static_cast<cudaStream_t>(launch->stream)>>>(
+  state_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0,
+                 static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const unsigned short*>(k->data), static_cast<const unsigned short*>(w->data),
-      static_cast<const unsigned short*>(u->data), static_cast<const float*>(g->data), static_cast<const int*>(idx->data),
-      static_cast<unsigned short*>(h_out->data), static_cast<unsigned short*>(v_out->data),
-      static_cast<float*>(fin->data), batch, tokens, hk, hv, dk, dv, cs, chunks, slots);
+      static_cast<const unsigned short*>(u->data), static_cast<const float*>(g->data),
+      static_cast<const int*>(idx->data), static_cast<unsigned short*>(h_out->data),
+      static_cast<unsigned short*>(v_out->data), static_cast<float*>(fin->data), batch, tokens, hk,
+      hv, dk, dv, cs, chunks, slots);
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }

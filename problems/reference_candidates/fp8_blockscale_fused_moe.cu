@@ -13,7 +13,8 @@ namespace {
 
 __device__ float fp8_to_float(unsigned v) {
   const unsigned e = (v >> 3) & 15u, m = v & 7u;
-  const float mag = e ? __uint_as_float(((e + 120u) << 23) | (m << 20)) : static_cast<float>(m) * 0.001953125f;
+  const float mag =
+      e ? __uint_as_float(((e + 120u) << 23) | (m << 20)) : static_cast<float>(m) * 0.001953125f;
   return (v & 0x80u) ? -mag : mag;
 }
 
@@ -21,7 +22,8 @@ __device__ float fp8_to_float(unsigned v) {
 __device__ unsigned char float_to_fp8(float f) {
   const unsigned u = __float_as_uint(f), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
   if (a >= 0x43f00000u) return static_cast<unsigned char>(sign | 0x7fu);  // >= 480, inf, NaN
-  if (a < 0x3c800000u) return static_cast<unsigned char>(sign | __float2uint_rn(__uint_as_float(a) * 512.0f));
+  if (a < 0x3c800000u)
+    return static_cast<unsigned char>(sign | __float2uint_rn(__uint_as_float(a) * 512.0f));
   const unsigned r = a + 0x7ffffu + ((a >> 20) & 1u);
   return static_cast<unsigned char>(sign | (((r >> 23) - 120u) << 3) | ((r >> 20) & 7u));
 }
@@ -30,21 +32,26 @@ __device__ unsigned char float_to_fp8(float f) {
 // within an expert varies, but every output is computed independently of its position).
 __global__ void count_kernel(const int32_t* ids, int64_t pairs, int64_t experts, int32_t* count) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs;
+       i += stride) {
     if (ids[i] >= 0 && ids[i] < experts) atomicAdd(&count[ids[i]], 1);
   }
 }
-__global__ void scan_kernel(const int32_t* count, int64_t experts, int32_t* offset, int32_t* cursor) {
+__global__ void scan_kernel(const int32_t* count, int64_t experts, int32_t* offset,
+                            int32_t* cursor) {
   offset[0] = 0;
   for (int64_t e = 0; e < experts; ++e) {
     cursor[e] = offset[e];
     offset[e + 1] = offset[e] + count[e];
   }
 }
-__global__ void fill_kernel(const int32_t* ids, int64_t pairs, int64_t experts, int32_t* cursor, int32_t* pair_at) {
+__global__ void fill_kernel(const int32_t* ids, int64_t pairs, int64_t experts, int32_t* cursor,
+                            int32_t* pair_at) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs; i += stride) {
-    if (ids[i] >= 0 && ids[i] < experts) pair_at[atomicAdd(&cursor[ids[i]], 1)] = static_cast<int32_t>(i);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs;
+       i += stride) {
+    if (ids[i] >= 0 && ids[i] < experts)
+      pair_at[atomicAdd(&cursor[ids[i]], 1)] = static_cast<int32_t>(i);
   }
 }
 
@@ -55,9 +62,9 @@ constexpr int kTileK = 32;  // reduction step
 // 64 x 64 shared-memory tiles (fp32 accumulation). blockIdx.x: slot tile (an upper bound of
 // ceil(pairs / 64) + E; tile i is found from the offsets), blockIdx.y: column tile.
 template <class A, class B>
-__global__ void __launch_bounds__(256) grouped_gemm_kernel(const int32_t* offset, int64_t experts,
-                                                           const int32_t* pair_at, A a, B b, int64_t kdim,
-                                                           int64_t ncols, float* c) {
+__global__ void __launch_bounds__(256)
+    grouped_gemm_kernel(const int32_t* offset, int64_t experts, const int32_t* pair_at, A a, B b,
+                        int64_t kdim, int64_t ncols, float* c) {
   __shared__ float as[kTileK][kTile + 1];
   __shared__ float bs[kTileK][kTile + 1];
   int64_t e = 0, s0 = 0, s1 = 0, first = 0;
@@ -108,7 +115,8 @@ __global__ void __launch_bounds__(256) grouped_gemm_kernel(const int32_t* offset
 // act[pair, n] = silu(h1[pair, n]) * h1[pair, N + n] (torch's fp32 silu: x / (1 + exp(-x))).
 __global__ void silu_mul_kernel(const float* h1, int64_t pairs, int64_t inter, float* act) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs * inter; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs * inter;
+       i += stride) {
     const int64_t p = i / inter, n = i % inter;
     const float g = h1[p * 2 * inter + n];
     act[i] = g / (1.0f + expf(-g)) * h1[p * 2 * inter + inter + n];
@@ -121,17 +129,22 @@ struct ActRows {  // GEMM 2's rows
   __device__ float load(int64_t pair, int64_t k) const { return act[pair * inter + k]; }
 };
 
-unsigned grid_for(int64_t n) { return static_cast<unsigned>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536); }
+unsigned grid_for(int64_t n) {
+  return static_cast<unsigned>(n / 256 + 1 < 65536 ? n / 256 + 1 : 65536);
+}
 
 // Routing, GEMM 1 (x . W1^T into h1 [pairs, 2N]), silu * up, GEMM 2 (act . W2^T into y
 // [pairs, H]) in one stream-ordered scratch allocation; the caller combines y. 0 or an error code.
 template <class XRows, class W1Rows, class W2Rows>
-int moe_gemms(cudaStream_t stream, const int32_t* ids, int64_t pairs, int64_t experts, int64_t hidden, int64_t inter,
-              XRows x, W1Rows w1, W2Rows w2, float** y_out, void** scratch) {
+int moe_gemms(cudaStream_t stream, const int32_t* ids, int64_t pairs, int64_t experts,
+              int64_t hidden, int64_t inter, XRows x, W1Rows w1, W2Rows w2, float** y_out,
+              void** scratch) {
   const size_t ints = static_cast<size_t>(3 * experts + 1 + pairs);
   const size_t floats = static_cast<size_t>(pairs) * static_cast<size_t>(3 * inter + hidden);
   char* buf = nullptr;
-  if (cudaMallocAsync(reinterpret_cast<void**>(&buf), ints * 4 + 16 + floats * 4, stream) != cudaSuccess) return 2;
+  if (cudaMallocAsync(reinterpret_cast<void**>(&buf), ints * 4 + 16 + floats * 4, stream) !=
+      cudaSuccess)
+    return 2;
   *scratch = buf;
   auto* count = reinterpret_cast<int32_t*>(buf);
   int32_t* offset = count + experts;
@@ -146,11 +159,12 @@ int moe_gemms(cudaStream_t stream, const int32_t* ids, int64_t pairs, int64_t ex
   scan_kernel<<<1, 1, 0, stream>>>(count, experts, offset, cursor);
   fill_kernel<<<grid_for(pairs), 256, 0, stream>>>(ids, pairs, experts, cursor, pair_at);
   const auto tiles = static_cast<unsigned>((pairs + kTile - 1) / kTile + experts);
-  grouped_gemm_kernel<<<dim3(tiles, static_cast<unsigned>((2 * inter + kTile - 1) / kTile)), 256, 0, stream>>>(
-      offset, experts, pair_at, x, w1, hidden, 2 * inter, h1);
+  grouped_gemm_kernel<<<dim3(tiles, static_cast<unsigned>((2 * inter + kTile - 1) / kTile)), 256, 0,
+                        stream>>>(offset, experts, pair_at, x, w1, hidden, 2 * inter, h1);
   silu_mul_kernel<<<grid_for(pairs * inter), 256, 0, stream>>>(h1, pairs, inter, act);
-  grouped_gemm_kernel<<<dim3(tiles, static_cast<unsigned>((hidden + kTile - 1) / kTile)), 256, 0, stream>>>(
-      offset, experts, pair_at, ActRows{act, inter}, w2, inter, hidden, y);
+  grouped_gemm_kernel<<<dim3(tiles, static_cast<unsigned>((hidden + kTile - 1) / kTile)), 256, 0,
+                        stream>>>(offset, experts, pair_at, ActRows{act, inter}, w2, inter, hidden,
+                                  y);
   return 0;
 }
 
@@ -173,10 +187,11 @@ struct WRows {  // expert e's row j of a stacked [E * rows, cols] weight with [b
   }
 };
 
-__global__ void combine_kernel(const float* y, const float* weights, unsigned char* out, int64_t tokens, int64_t k,
-                               int64_t hidden) {
+__global__ void combine_kernel(const float* y, const float* weights, unsigned char* out,
+                               int64_t tokens, int64_t k, int64_t hidden) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < tokens * hidden; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < tokens * hidden;
+       i += stride) {
     const int64_t t = i / hidden, h = i % hidden;
     float acc = 0.0f;
     for (int64_t j = 0; j < k; ++j) acc += y[(t * k + j) * hidden + h] * weights[t * k + j];
@@ -196,24 +211,30 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* fc1 = atrex_input(launch, "fc1_scale");
   const DLTensor* fc2 = atrex_input(launch, "fc2_scale");
   const DLTensor* out = atrex_output(launch, "out");
-  if (!x || !w1 || !w2 || !w || !ids || !a_scale || !fc1 || !fc2 || !out || w2->ndim != 3 || ids->ndim != 2) return 1;
+  if (!x || !w1 || !w2 || !w || !ids || !a_scale || !fc1 || !fc2 || !out || w2->ndim != 3 ||
+      ids->ndim != 2)
+    return 1;
   const int64_t tokens = x->shape[0], hidden = x->shape[1], inter = w2->shape[2], k = ids->shape[1];
   const int64_t experts = w1->shape[0], pairs = tokens * k;
-  const int64_t bn = atrex_param_int(launch, "scale_block_n", 128), bk = atrex_param_int(launch, "scale_block_k", 128);
+  const int64_t bn = atrex_param_int(launch, "scale_block_n", 128),
+                bk = atrex_param_int(launch, "scale_block_k", 128);
   if (pairs == 0) return 0;
   auto stream = static_cast<cudaStream_t>(launch->stream);
   float* y = nullptr;
   void* scratch = nullptr;
-  const int rc = moe_gemms(
-      stream, static_cast<const int32_t*>(ids->data), pairs, experts, hidden, inter,
-      XRows{static_cast<const unsigned char*>(x->data), static_cast<const float*>(a_scale->data), hidden, k, bk},
-      WRows{static_cast<const unsigned char*>(w1->data), static_cast<const float*>(fc1->data), 2 * inter, hidden, bn, bk},
-      WRows{static_cast<const unsigned char*>(w2->data), static_cast<const float*>(fc2->data), hidden, inter, bk, bn},
-      &y, &scratch);
+  const int rc =
+      moe_gemms(stream, static_cast<const int32_t*>(ids->data), pairs, experts, hidden, inter,
+                XRows{static_cast<const unsigned char*>(x->data),
+                      static_cast<const float*>(a_scale->data), hidden, k, bk},
+                WRows{static_cast<const unsigned char*>(w1->data),
+                      static_cast<const float*>(fc1->data), 2 * inter, hidden, bn, bk},
+                WRows{static_cast<const unsigned char*>(w2->data),
+                      static_cast<const float*>(fc2->data), hidden, inter, bk, bn},
+                &y, &scratch);
   if (rc != 0) return rc;
-  combine_kernel<<<grid_for(tokens * hidden), 256, 0, stream>>>(y, static_cast<const float*>(w->data),
-                                                                static_cast<unsigned char*>(out->data), tokens, k,
-                                                                hidden);
+  combine_kernel<<<grid_for(tokens * hidden), 256, 0, stream>>>(
+      y, static_cast<const float*>(w->data), static_cast<unsigned char*>(out->data), tokens, k,
+      hidden);
   cudaFreeAsync(scratch, stream);
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }

@@ -17,7 +17,8 @@ static float bf16_to_float(uint16_t h) {
 static uint8_t float_to_fp8(float f) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0;
   const float a = std::fabs(f);
-  if (a < 0.015625f) return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f)));
+  if (a < 0.015625f)
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f)));
   int e;
   std::frexp(a, &e);  // a in [2^(e-1), 2^e)
   const float step = std::ldexp(1.0f, e - 4);
@@ -44,7 +45,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
     const float s = std::fmax(amax, 1e-12f) * (1.0f / 240.0f);
     const float inv = 1.0f / s;
     for (int64_t h = 0; h < hidden; ++h) {
-      qs[r * hidden + h] = float_to_fp8(std::fmin(std::fmax(bf16_to_float(xr[h]) * inv, -240.0f), 240.0f));
+      qs[r * hidden + h] =
+          float_to_fp8(std::fmin(std::fmax(bf16_to_float(xr[h]) * inv, -240.0f), 240.0f));
     }
     ss[r] = s;
   }

@@ -29,11 +29,13 @@ struct MaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
-__global__ void quant_kernel(const __nv_bfloat16* x, __nv_fp8_storage_t* q, float* scale, int64_t hidden) {
+__global__ void quant_kernel(const __nv_bfloat16* x, __nv_fp8_storage_t* q, float* scale,
+                             int64_t hidden) {
   __shared__ float smem[kThreads];
   const __nv_bfloat16* xr = x + blockIdx.x * hidden;
   float amax = 0.0f;
-  for (int64_t h = threadIdx.x; h < hidden; h += kThreads) amax = fmaxf(amax, fabsf(__bfloat162float(xr[h])));
+  for (int64_t h = threadIdx.x; h < hidden; h += kThreads)
+    amax = fmaxf(amax, fabsf(__bfloat162float(xr[h])));
   amax = block_reduce(amax, MaxOp{}, smem);
   const float s = fmaxf(amax, 1e-12f) * (1.0f / 240.0f);
   const float inv = 1.0f / s;
@@ -52,7 +54,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* scale = atrex_output(launch, "scale");
   if (!x || !q || !scale || x->ndim != 2) return 1;
   if (x->shape[0] == 0) return 0;
-  quant_kernel<<<static_cast<unsigned>(x->shape[0]), kThreads, 0, static_cast<cudaStream_t>(launch->stream)>>>(
+  quant_kernel<<<static_cast<unsigned>(x->shape[0]), kThreads, 0,
+                 static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const __nv_bfloat16*>(x->data), static_cast<__nv_fp8_storage_t*>(q->data),
       static_cast<float*>(scale->data), x->shape[1]);
   return cudaGetLastError() == cudaSuccess ? 0 : 2;

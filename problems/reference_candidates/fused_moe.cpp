@@ -25,7 +25,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* ids = atrex_input(launch, "topk_ids");
   const DLTensor* outs = atrex_output(launch, "out");
   if (!xs || !w1s || !w2s || !ws || !ids || !outs || w2s->ndim != 3 || ids->ndim != 2) return 1;
-  const int64_t tokens = xs->shape[0], hidden = xs->shape[1], inter = w2s->shape[2], experts = w2s->shape[0];
+  const int64_t tokens = xs->shape[0], hidden = xs->shape[1], inter = w2s->shape[2],
+                experts = w2s->shape[0];
   const int64_t k = ids->shape[1];
   const auto* x = static_cast<const uint16_t*>(xs->data);
   const auto* w1 = static_cast<const uint16_t*>(w1s->data);
@@ -62,9 +63,11 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
       }
     }
   };
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), tokens));
+  const int64_t threads =
+      std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), tokens));
   std::vector<std::thread> pool;
-  for (int64_t i = 0; i < threads; ++i) pool.emplace_back(work, tokens * i / threads, tokens * (i + 1) / threads);
+  for (int64_t i = 0; i < threads; ++i)
+    pool.emplace_back(work, tokens * i / threads, tokens * (i + 1) / threads);
   for (auto& th : pool) th.join();
   return 0;
 }

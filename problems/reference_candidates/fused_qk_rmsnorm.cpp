@@ -23,7 +23,8 @@ static float fp16_to_float(uint16_t h) {
 static uint16_t float_to_fp16(float f) {
   const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
   const float a = std::fabs(f);
-  if (a < 6.103515625e-05f) return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f)));
+  if (a < 6.103515625e-05f)
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f)));
   int e;
   std::frexp(a, &e);  // a in [2^(e-1), 2^e)
   const float step = std::ldexp(1.0f, e - 12);
@@ -40,7 +41,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* kw = atrex_input(launch, "k_weight");
   const DLTensor* out = atrex_output(launch, "out");
   if (!hs || !qw || !kw || !out || hs->ndim != 2) return 1;
-  const int64_t heads = atrex_param_int(launch, "head_num", 0), kv_heads = atrex_param_int(launch, "kv_head_num", 0);
+  const int64_t heads = atrex_param_int(launch, "head_num", 0),
+                kv_heads = atrex_param_int(launch, "kv_head_num", 0);
   const int64_t d = qw->shape[0], slots = heads + 2 * kv_heads;
   if (slots * d != hs->shape[1]) return 2;
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
@@ -56,7 +58,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
     }
     const uint16_t* w = slot < heads ? qws : kws;
     double sum_sq = 0;
-    for (int64_t j = 0; j < d; ++j) sum_sq += static_cast<double>(fp16_to_float(x[base + j])) * fp16_to_float(x[base + j]);
+    for (int64_t j = 0; j < d; ++j)
+      sum_sq += static_cast<double>(fp16_to_float(x[base + j])) * fp16_to_float(x[base + j]);
     const float r = 1.0f / std::sqrt(static_cast<float>(sum_sq / static_cast<double>(d)) + eps);
     for (int64_t j = 0; j < d; ++j) {
       const float normed = fp16_to_float(float_to_fp16(fp16_to_float(x[base + j]) * r));

@@ -10,8 +10,9 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-__global__ void qk_rmsnorm_kernel(const __half* hs, const __half* qw, const __half* kw, __half* out, int64_t units,
-                                  int64_t heads, int64_t kv_heads, int64_t d, float eps) {
+__global__ void qk_rmsnorm_kernel(const __half* hs, const __half* qw, const __half* kw, __half* out,
+                                  int64_t units, int64_t heads, int64_t kv_heads, int64_t d,
+                                  float eps) {
   const int64_t unit = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (unit >= units) return;  // whole warps leave together
@@ -22,7 +23,8 @@ __global__ void qk_rmsnorm_kernel(const __half* hs, const __half* qw, const __ha
   }
   const __half* w = slot < heads ? qw : kw;
   float sum_sq = 0.0f;
-  for (int64_t j = lane; j < d; j += 32) sum_sq += __half2float(hs[base + j]) * __half2float(hs[base + j]);
+  for (int64_t j = lane; j < d; j += 32)
+    sum_sq += __half2float(hs[base + j]) * __half2float(hs[base + j]);
   for (int off = 16; off > 0; off >>= 1) sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, off);
   const float r = rsqrtf(sum_sq / static_cast<float>(d) + eps);
   for (int64_t j = lane; j < d; j += 32) {
@@ -39,7 +41,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* kw = atrex_input(launch, "k_weight");
   const DLTensor* out = atrex_output(launch, "out");
   if (!hs || !qw || !kw || !out || hs->ndim != 2) return 1;
-  const int64_t heads = atrex_param_int(launch, "head_num", 0), kv_heads = atrex_param_int(launch, "kv_head_num", 0);
+  const int64_t heads = atrex_param_int(launch, "head_num", 0),
+                kv_heads = atrex_param_int(launch, "kv_head_num", 0);
   const int64_t d = qw->shape[0], slots = heads + 2 * kv_heads;
   if (slots * d != hs->shape[1]) return 2;
   const int64_t units = hs->shape[0] * slots;
@@ -48,7 +51,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   qk_rmsnorm_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0,
                       static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const __half*>(hs->data), static_cast<const __half*>(qw->data),
-      static_cast<const __half*>(kw->data), static_cast<__half*>(out->data), units, heads, kv_heads, d,
-      static_cast<float>(atrex_param_float(launch, "eps", 1e-6)));
+      static_cast<const __half*>(kw->data), static_cast<__half*>(out->data), units, heads, kv_heads,
+      d, static_cast<float>(atrex_param_float(launch, "eps", 1e-6)));
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }

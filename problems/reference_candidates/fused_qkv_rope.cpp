@@ -44,12 +44,15 @@ void store(uint16_t* p, int64_t i, float v, bool fp16) {
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* qkv = atrex_input(launch, "qkv");
   const DLTensor* pos = atrex_input(launch, "positions");
-  const DLTensor* outs[3] = {atrex_output(launch, "q"), atrex_output(launch, "k"), atrex_output(launch, "v")};
+  const DLTensor* outs[3] = {atrex_output(launch, "q"), atrex_output(launch, "k"),
+                             atrex_output(launch, "v")};
   if (!qkv || !pos || !outs[0] || !outs[1] || !outs[2]) return 1;
   const bool fp16 = qkv->dtype.code == kDLFloat;
   const int64_t tokens = qkv->shape[0];
-  const int64_t hq = atrex_param_int(launch, "num_heads", 0), hkv = atrex_param_int(launch, "num_kv_heads", 0);
-  const int64_t dim = atrex_param_int(launch, "head_dim", 0), rope = atrex_param_int(launch, "rope_dim", dim);
+  const int64_t hq = atrex_param_int(launch, "num_heads", 0),
+                hkv = atrex_param_int(launch, "num_kv_heads", 0);
+  const int64_t dim = atrex_param_int(launch, "head_dim", 0),
+                rope = atrex_param_int(launch, "rope_dim", dim);
   const float base = static_cast<float>(atrex_param_float(launch, "rope_base", 10000.0));
   const int64_t half = rope / 2, heads = hq + 2 * hkv;
   const auto* x = static_cast<const uint16_t*>(qkv->data);
@@ -67,8 +70,11 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
           continue;
         }
         const int64_t f = d % half;
-        const float angle = static_cast<float>(p[t]) * (1.0f / std::pow(base, static_cast<float>(2 * f) / static_cast<float>(rope)));
-        const float other = d < half ? -load(x, src + d + half, fp16) : load(x, src + d - half, fp16);
+        const float angle =
+            static_cast<float>(p[t]) *
+            (1.0f / std::pow(base, static_cast<float>(2 * f) / static_cast<float>(rope)));
+        const float other =
+            d < half ? -load(x, src + d + half, fp16) : load(x, src + d - half, fp16);
         store(dst, d, load(x, src + d, fp16) * std::cos(angle) + other * std::sin(angle), fp16);
       }
     }

@@ -26,7 +26,8 @@ static float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
 static uint8_t float_to_fp8(float f) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0;
   const float a = std::fabs(f);
-  if (a < 0.015625f) return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f)));
+  if (a < 0.015625f)
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f)));
   int e;
   std::frexp(a, &e);  // a in [2^(e-1), 2^e)
   const float step = std::ldexp(1.0f, e - 4);
@@ -61,7 +62,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
       ro[base + h] = float_to_bf16(v);
       sum_sq += static_cast<double>(v) * v;
     }
-    const float rstd = 1.0f / std::sqrt(static_cast<float>(sum_sq / static_cast<double>(hidden)) + eps);
+    const float rstd =
+        1.0f / std::sqrt(static_cast<float>(sum_sq / static_cast<double>(hidden)) + eps);
     auto normed = [&](int64_t h) {
       return round_bf16(round_bf16(bf16_to_float(ro[base + h]) * rstd) * bf16_to_float(ws[h]));
     };

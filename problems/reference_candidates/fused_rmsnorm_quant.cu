@@ -34,14 +34,15 @@ struct SumOp {
 
 __device__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-__global__ void rmsnorm_quant_kernel(const __nv_bfloat16* x, const __nv_bfloat16* residual, const __nv_bfloat16* w,
-                                     __nv_fp8_storage_t* q, float* scale, __nv_bfloat16* residual_out,
-                                     int64_t hidden, float eps) {
+__global__ void rmsnorm_quant_kernel(const __nv_bfloat16* x, const __nv_bfloat16* residual,
+                                     const __nv_bfloat16* w, __nv_fp8_storage_t* q, float* scale,
+                                     __nv_bfloat16* residual_out, int64_t hidden, float eps) {
   __shared__ float smem[kThreads];
   const int64_t base = blockIdx.x * hidden;
   float sum_sq = 0.0f;
   for (int64_t h = threadIdx.x; h < hidden; h += kThreads) {
-    const __nv_bfloat16 r = __float2bfloat16_rn(__bfloat162float(x[base + h]) + __bfloat162float(residual[base + h]));
+    const __nv_bfloat16 r =
+        __float2bfloat16_rn(__bfloat162float(x[base + h]) + __bfloat162float(residual[base + h]));
     residual_out[base + h] = r;
     sum_sq += __bfloat162float(r) * __bfloat162float(r);
   }
@@ -50,14 +51,16 @@ __global__ void rmsnorm_quant_kernel(const __nv_bfloat16* x, const __nv_bfloat16
   // Each thread re-reads only the residual_out elements it wrote itself.
   float amax = 0.0f;
   for (int64_t h = threadIdx.x; h < hidden; h += kThreads) {
-    const float n = round_bf16(round_bf16(__bfloat162float(residual_out[base + h]) * rstd) * __bfloat162float(w[h]));
+    const float n = round_bf16(round_bf16(__bfloat162float(residual_out[base + h]) * rstd) *
+                               __bfloat162float(w[h]));
     amax = fmaxf(amax, fabsf(n));
   }
   amax = block_reduce(amax, MaxOp{}, smem);
   float s = amax * (1.0f / 240.0f);
   if (s == 0.0f) s = 1.0f;
   for (int64_t h = threadIdx.x; h < hidden; h += kThreads) {
-    const float n = round_bf16(round_bf16(__bfloat162float(residual_out[base + h]) * rstd) * __bfloat162float(w[h]));
+    const float n = round_bf16(round_bf16(__bfloat162float(residual_out[base + h]) * rstd) *
+                               __bfloat162float(w[h]));
     q[base + h] = __nv_cvt_float_to_fp8(n / s, __NV_SATFINITE, __NV_E4M3);
   }
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
@@ -79,6 +82,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
                          static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const __nv_bfloat16*>(x->data), static_cast<const __nv_bfloat16*>(residual->data),
       static_cast<const __nv_bfloat16*>(weight->data), static_cast<__nv_fp8_storage_t*>(q->data),
-      static_cast<float*>(scale->data), static_cast<__nv_bfloat16*>(residual_out->data), x->shape[1], eps);
+      static_cast<float*>(scale->data), static_cast<__nv_bfloat16*>(residual_out->data),
+      x->shape[1], eps);
   return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }

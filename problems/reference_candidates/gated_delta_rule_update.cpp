@@ -52,28 +52,36 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!a_log || !a || !dt || !q || !k || !v || !bg || !idx || !out || !fin) return 1;
   const int64_t batch = q->shape[0], tokens = q->shape[1], hq = q->shape[2], dk = q->shape[3];
   const int64_t hv = v->shape[2], dv = v->shape[3], slots = fin->shape[0];
-  const float scale = static_cast<float>(atrex_param_float(launch, "scale", 1.0 / std::sqrt(static_cast<double>(dk))));
+  const float scale = static_cast<float>(
+      atrex_param_float(launch, "scale", 1.0 / std::sqrt(static_cast<double>(dk))));
   const float sp_beta = static_cast<float>(atrex_param_float(launch, "softplus_beta", 1.0));
-  const float sp_threshold = static_cast<float>(atrex_param_float(launch, "softplus_threshold", 20.0));
+  const float sp_threshold =
+      static_cast<float>(atrex_param_float(launch, "softplus_threshold", 20.0));
   const bool l2 = atrex_param_int(launch, "use_qk_l2norm", 1) != 0;
   const int64_t per = hv / hq > 1 ? hv / hq : 1;
   const auto* is = static_cast<const int32_t*>(idx->data);
-  std::vector<float> qn(static_cast<size_t>(dk)), kn(static_cast<size_t>(dk)), hk(static_cast<size_t>(dv));
+  std::vector<float> qn(static_cast<size_t>(dk)), kn(static_cast<size_t>(dk)),
+      hk(static_cast<size_t>(dv));
   for (int64_t b = 0; b < batch; ++b) {
     if (is[b] < 0 || is[b] >= slots) return 2;
     for (int64_t head = 0; head < hv; ++head) {
       const int64_t qh = head / per < hq - 1 ? head / per : hq - 1;
-      float* h = static_cast<float*>(fin->data) + (is[b] * hv + head) * dk * dv;  // starts as initial_state
+      float* h = static_cast<float*>(fin->data) +
+                 (is[b] * hv + head) * dk * dv;  // starts as initial_state
       const float rate = -std::exp(static_cast<const float*>(a_log->data)[head]);
       const float bias = bf16_to_float(static_cast<const uint16_t*>(dt->data)[head]);
       for (int64_t t = 0; t < tokens; ++t) {
         const int64_t row = (b * tokens + t) * hv + head;
-        load_row(static_cast<const uint16_t*>(q->data) + ((b * tokens + t) * hq + qh) * dk, dk, l2, qn.data());
-        load_row(static_cast<const uint16_t*>(k->data) + ((b * tokens + t) * hq + qh) * dk, dk, l2, kn.data());
+        load_row(static_cast<const uint16_t*>(q->data) + ((b * tokens + t) * hq + qh) * dk, dk, l2,
+                 qn.data());
+        load_row(static_cast<const uint16_t*>(k->data) + ((b * tokens + t) * hq + qh) * dk, dk, l2,
+                 kn.data());
         const float x = bf16_to_float(static_cast<const uint16_t*>(a->data)[row]) + bias;
-        const float sp = x * sp_beta > sp_threshold ? x : std::log1p(std::exp(x * sp_beta)) / sp_beta;
+        const float sp =
+            x * sp_beta > sp_threshold ? x : std::log1p(std::exp(x * sp_beta)) / sp_beta;
         const float decay = std::exp(sp * rate);
-        const float beta = 1.0f / (1.0f + std::exp(-bf16_to_float(static_cast<const uint16_t*>(bg->data)[row])));
+        const float beta =
+            1.0f / (1.0f + std::exp(-bf16_to_float(static_cast<const uint16_t*>(bg->data)[row])));
         for (int64_t j = 0; j < dv; ++j) hk[j] = 0;
         for (int64_t d = 0; d < dk; ++d) {
           for (int64_t j = 0; j < dv; ++j) {

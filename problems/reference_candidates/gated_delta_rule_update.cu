@@ -13,7 +13,9 @@ namespace {
 
 constexpr int64_t kMaxKeyDim = 256;
 
-__device__ float ld(const unsigned short* p, int64_t i) { return __bfloat162float(__ushort_as_bfloat16(p[i])); }
+__device__ float ld(const unsigned short* p, int64_t i) {
+  return __bfloat162float(__ushort_as_bfloat16(p[i]));
+}
 
 struct Params {
   int64_t tokens, hq, hv, dk, dv, slots;
@@ -22,8 +24,9 @@ struct Params {
 };
 
 __global__ void update_kernel(const float* a_log, const unsigned short* a, const unsigned short* dt,
-                              const unsigned short* q, const unsigned short* k, const unsigned short* v,
-                              const unsigned short* bg, const int* idx, unsigned short* out, float* fin, Params p) {
+                              const unsigned short* q, const unsigned short* k,
+                              const unsigned short* v, const unsigned short* bg, const int* idx,
+                              unsigned short* out, float* fin, Params p) {
   __shared__ float qn[kMaxKeyDim], kn[kMaxKeyDim], norms[2];
   const int64_t head = blockIdx.x % p.hv, b = blockIdx.x / p.hv, j = threadIdx.x;
   if (idx[b] < 0 || idx[b] >= p.slots) return;  // uniform over the block
@@ -84,14 +87,17 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* out = atrex_output(launch, "out");
   const DLTensor* fin = atrex_output(launch, "final_state");
   if (!a_log || !a || !dt || !q || !k || !v || !bg || !idx || !out || !fin) return 1;
-  Params p{q->shape[1], q->shape[2], v->shape[2], q->shape[3], v->shape[3], fin->shape[0], 0, 0, 0, true};
+  Params p{q->shape[1],   q->shape[2], v->shape[2], q->shape[3], v->shape[3],
+           fin->shape[0], 0,           0,           0,           true};
   if (p.dk > kMaxKeyDim || p.dv > 1024) return 2;
-  p.scale = static_cast<float>(atrex_param_float(launch, "scale", 1.0 / std::sqrt(static_cast<double>(p.dk))));
+  p.scale = static_cast<float>(
+      atrex_param_float(launch, "scale", 1.0 / std::sqrt(static_cast<double>(p.dk))));
   p.sp_beta = static_cast<float>(atrex_param_float(launch, "softplus_beta", 1.0));
   p.sp_threshold = static_cast<float>(atrex_param_float(launch, "softplus_threshold", 20.0));
   p.l2 = atrex_param_int(launch, "use_qk_l2norm", 1) != 0;
   const int64_t blocks = q->shape[0] * p.hv;
-  update_kernel<<<static_cast<unsigned>(blocks), static_cast<unsigned>(p.dv), 0, static_cast<cudaStream_t>(launch->stream)>>>(
+  update_kernel<<<static_cast<unsigned>(blocks), static_cast<unsigned>(p.dv), 0,
+                  static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const float*>(a_log->data), static_cast<const unsigned short*>(a->data),
       static_cast<const unsigned short*>(dt->data), static_cast<const unsigned short*>(q->data),
       static_cast<const unsigned short*>(k->data), static_cast<const unsigned short*>(v->data),

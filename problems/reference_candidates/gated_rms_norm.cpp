@@ -33,7 +33,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
   const bool norm_before_gate = atrex_param_int(launch, "norm_before_gate", 1) != 0;
   const AtrexParam* act_param = atrex_param(launch, "activation");
-  const std::string act_name = act_param && act_param->string_value ? act_param->string_value : "silu";
+  const std::string act_name =
+      act_param && act_param->string_value ? act_param->string_value : "silu";
   const bool sigmoid = act_name == "sigmoid";
   if (!sigmoid && act_name != "silu" && act_name != "swish") return 2;
   auto act = [&](float v) {
@@ -52,7 +53,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
     };
     double sum_sq = 0;
     for (int64_t h = 0; h < hidden; ++h) sum_sq += static_cast<double>(input(h)) * input(h);
-    const float rstd = 1.0f / std::sqrt(static_cast<float>(sum_sq / static_cast<double>(hidden)) + eps);
+    const float rstd =
+        1.0f / std::sqrt(static_cast<float>(sum_sq / static_cast<double>(hidden)) + eps);
     for (int64_t h = 0; h < hidden; ++h) {
       float o = (input(h) * rstd) * bf16_to_float(ws[h]);
       if (norm_before_gate) o *= act(bf16_to_float(zs[base + h]));

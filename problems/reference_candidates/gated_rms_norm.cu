@@ -38,9 +38,9 @@ struct Gate {
   }
 };
 
-__global__ void gated_rms_norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* z,
-                                      __nv_bfloat16* out, int64_t hidden, float eps, bool norm_before_gate,
-                                      Gate act) {
+__global__ void gated_rms_norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                      const __nv_bfloat16* z, __nv_bfloat16* out, int64_t hidden,
+                                      float eps, bool norm_before_gate, Gate act) {
   __shared__ float smem[kThreads];
   const int64_t base = blockIdx.x * hidden;
   float sum_sq = 0.0f;
@@ -72,13 +72,14 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const AtrexParam* act_param = atrex_param(launch, "activation");
   const char* act_name = act_param && act_param->string_value ? act_param->string_value : "silu";
   const bool sigmoid = std::strcmp(act_name, "sigmoid") == 0;
-  if (!sigmoid && std::strcmp(act_name, "silu") != 0 && std::strcmp(act_name, "swish") != 0) return 2;
+  if (!sigmoid && std::strcmp(act_name, "silu") != 0 && std::strcmp(act_name, "swish") != 0)
+    return 2;
   if (x->shape[0] == 0) return 0;
   gated_rms_norm_kernel<<<static_cast<unsigned>(x->shape[0]), kThreads, 0,
                           static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const __nv_bfloat16*>(x->data), static_cast<const __nv_bfloat16*>(weight->data),
-      static_cast<const __nv_bfloat16*>(z->data), static_cast<__nv_bfloat16*>(out->data), x->shape[1],
-      static_cast<float>(atrex_param_float(launch, "eps", 1e-6)), atrex_param_int(launch, "norm_before_gate", 1) != 0,
-      Gate{sigmoid});
+      static_cast<const __nv_bfloat16*>(z->data), static_cast<__nv_bfloat16*>(out->data),
+      x->shape[1], static_cast<float>(atrex_param_float(launch, "eps", 1e-6)),
+      atrex_param_int(launch, "norm_before_gate", 1) != 0, Gate{sigmoid});
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }

@@ -39,12 +39,14 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
     for (int64_t h = 0; h < hidden; ++h) sum += bf16_to_float(xr[h]);
     const double mean = sum / static_cast<double>(hidden);
     double m2 = 0;
-    for (int64_t h = 0; h < hidden; ++h) m2 += (bf16_to_float(xr[h]) - mean) * (bf16_to_float(xr[h]) - mean);
-    const float rstd = 1.0f / std::sqrt(static_cast<float>(m2 / static_cast<double>(hidden)) + 1e-5f);
+    for (int64_t h = 0; h < hidden; ++h)
+      m2 += (bf16_to_float(xr[h]) - mean) * (bf16_to_float(xr[h]) - mean);
+    const float rstd =
+        1.0f / std::sqrt(static_cast<float>(m2 / static_cast<double>(hidden)) + 1e-5f);
     const float meanf = static_cast<float>(mean);
     for (int64_t h = 0; h < hidden; ++h) {
-      os[r * hidden + h] =
-          float_to_bf16(((bf16_to_float(xr[h]) - meanf) * rstd) * bf16_to_float(ws[h]) + bf16_to_float(bs[h]));
+      os[r * hidden + h] = float_to_bf16(
+          ((bf16_to_float(xr[h]) - meanf) * rstd) * bf16_to_float(ws[h]) + bf16_to_float(bs[h]));
     }
   }
   return 0;

@@ -27,8 +27,8 @@ struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
 
-__global__ void layer_norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b,
-                                  __nv_bfloat16* out, int64_t hidden) {
+__global__ void layer_norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                  const __nv_bfloat16* b, __nv_bfloat16* out, int64_t hidden) {
   __shared__ float smem[kThreads];
   const int64_t base = blockIdx.x * hidden;
   float sum = 0.0f;
@@ -41,7 +41,8 @@ __global__ void layer_norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w
   }
   const float rstd = rsqrtf(block_reduce(m2, SumOp{}, smem) / static_cast<float>(hidden) + 1e-5f);
   for (int64_t h = threadIdx.x; h < hidden; h += kThreads) {
-    const float v = ((__bfloat162float(x[base + h]) - mean) * rstd) * __bfloat162float(w[h]) + __bfloat162float(b[h]);
+    const float v = ((__bfloat162float(x[base + h]) - mean) * rstd) * __bfloat162float(w[h]) +
+                    __bfloat162float(b[h]);
     out[base + h] = __float2bfloat16_rn(v);
   }
 }
@@ -56,8 +57,10 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!x || !weight || !bias || !out || weight->ndim != 1) return 1;
   const int64_t hidden = weight->shape[0], rows = atrex_numel(x) / hidden;
   if (rows == 0) return 0;
-  layer_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(launch->stream)>>>(
+  layer_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0,
+                      static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const __nv_bfloat16*>(x->data), static_cast<const __nv_bfloat16*>(weight->data),
-      static_cast<const __nv_bfloat16*>(bias->data), static_cast<__nv_bfloat16*>(out->data), hidden);
+      static_cast<const __nv_bfloat16*>(bias->data), static_cast<__nv_bfloat16*>(out->data),
+      hidden);
   return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }

@@ -28,12 +28,16 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* b = atrex_input(launch, "bias");
   const DLTensor* post = atrex_input(launch, "post_mul_mat");
   const DLTensor* out = atrex_output(launch, "out");
-  if (!x || !w || !b || !post || !out || x->ndim != 2 || w->ndim != 2 || w->shape[1] != x->shape[1]) return 1;
+  if (!x || !w || !b || !post || !out || x->ndim != 2 || w->ndim != 2 || w->shape[1] != x->shape[1])
+    return 1;
   const int64_t t_count = x->shape[0], hidden = x->shape[1], n_count = w->shape[0];
   // Widen once so the inner loop is a plain fp32 dot product.
-  std::vector<float> xf(static_cast<size_t>(t_count * hidden)), wf(static_cast<size_t>(n_count * hidden));
-  for (size_t i = 0; i < xf.size(); ++i) xf[i] = bf16_to_float(static_cast<const uint16_t*>(x->data)[i]);
-  for (size_t i = 0; i < wf.size(); ++i) wf[i] = bf16_to_float(static_cast<const uint16_t*>(w->data)[i]);
+  std::vector<float> xf(static_cast<size_t>(t_count * hidden)),
+      wf(static_cast<size_t>(n_count * hidden));
+  for (size_t i = 0; i < xf.size(); ++i)
+    xf[i] = bf16_to_float(static_cast<const uint16_t*>(x->data)[i]);
+  for (size_t i = 0; i < wf.size(); ++i)
+    wf[i] = bf16_to_float(static_cast<const uint16_t*>(w->data)[i]);
   const auto* bs = static_cast<const uint16_t*>(b->data);
   const auto* ps = static_cast<const uint16_t*>(post->data);
   auto* os = static_cast<uint16_t*>(out->data);

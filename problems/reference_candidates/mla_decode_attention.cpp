@@ -57,7 +57,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
         const uint16_t* vr = kvs + (start + j) * qk;
         for (int64_t i = 0; i < rank; ++i) acc[i] += p[j] * bf16_to_float(vr[i]);
       }
-      for (int64_t i = 0; i < rank; ++i) os[(b * heads + h) * rank + i] = float_to_bf16(nk ? acc[i] / sum : 0.0f);
+      for (int64_t i = 0; i < rank; ++i)
+        os[(b * heads + h) * rank + i] = float_to_bf16(nk ? acc[i] / sum : 0.0f);
     }
     start += nk;
   }

@@ -10,9 +10,9 @@
 
 constexpr int kMaxRank = 512;
 
-__global__ void mla_decode_kernel(const __nv_bfloat16* q, const __nv_bfloat16* kv, const int32_t* lens,
-                                  __nv_bfloat16* out, int64_t batch, int64_t heads, int64_t qk, int64_t rank,
-                                  float scale) {
+__global__ void mla_decode_kernel(const __nv_bfloat16* q, const __nv_bfloat16* kv,
+                                  const int32_t* lens, __nv_bfloat16* out, int64_t batch,
+                                  int64_t heads, int64_t qk, int64_t rank, float scale) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= batch * heads) return;
   const int64_t b = idx / heads;
@@ -38,7 +38,8 @@ __global__ void mla_decode_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k
     sum += p;
     for (int64_t i = 0; i < rank; ++i) acc[i] += p * __bfloat162float(kr[i]);
   }
-  for (int64_t i = 0; i < rank; ++i) out[idx * rank + i] = __float2bfloat16_rn(nk ? acc[i] / sum : 0.0f);
+  for (int64_t i = 0; i < rank; ++i)
+    out[idx * rank + i] = __float2bfloat16_rn(nk ? acc[i] / sum : 0.0f);
 }
 
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
@@ -46,11 +47,13 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* kv = atrex_input(launch, "kv_cache");
   const DLTensor* lens = atrex_input(launch, "seq_lens");
   const DLTensor* out = atrex_output(launch, "out");
-  if (!q || !kv || !lens || !out || q->ndim != 3 || out->ndim != 3 || out->shape[2] > kMaxRank) return 1;
+  if (!q || !kv || !lens || !out || q->ndim != 3 || out->ndim != 3 || out->shape[2] > kMaxRank)
+    return 1;
   const int64_t batch = q->shape[0], heads = q->shape[1], qk = q->shape[2], n = batch * heads;
-  mla_decode_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, static_cast<cudaStream_t>(launch->stream)>>>(
+  mla_decode_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0,
+                      static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const __nv_bfloat16*>(q->data), static_cast<const __nv_bfloat16*>(kv->data),
-      static_cast<const int32_t*>(lens->data), static_cast<__nv_bfloat16*>(out->data), batch, heads, qk, out->shape[2],
-      static_cast<float>(1.0 / sqrt(static_cast<double>(qk))));
+      static_cast<const int32_t*>(lens->data), static_cast<__nv_bfloat16*>(out->data), batch, heads,
+      qk, out->shape[2], static_cast<float>(1.0 / sqrt(static_cast<double>(qk))));
   return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }

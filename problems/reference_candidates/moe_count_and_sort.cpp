@@ -25,6 +25,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   cs[0] = 0;
   for (int64_t e = 0; e < num_experts; ++e) cs[e + 1] = cs[e] + c[e];
   std::vector<int32_t> next(cs, cs + num_experts);
-  for (int64_t i = 0; i < pairs; ++i) s[next[static_cast<size_t>(id[i])]++] = static_cast<int32_t>(i);
+  for (int64_t i = 0; i < pairs; ++i)
+    s[next[static_cast<size_t>(id[i])]++] = static_cast<int32_t>(i);
   return 0;
 }

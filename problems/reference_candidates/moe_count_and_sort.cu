@@ -9,8 +9,8 @@ namespace {
 
 constexpr int kThreads = 1024;
 
-__global__ void count_sort_kernel(const int32_t* ids, int64_t pairs, int64_t experts, int32_t* sorted, int32_t* counts,
-                                  int32_t* cumsum) {
+__global__ void count_sort_kernel(const int32_t* ids, int64_t pairs, int64_t experts,
+                                  int32_t* sorted, int32_t* counts, int32_t* cumsum) {
   extern __shared__ int32_t smem[];
   int32_t* count = smem;             // [E]
   int32_t* cursor = smem + experts;  // [E]
@@ -32,7 +32,8 @@ __global__ void count_sort_kernel(const int32_t* ids, int64_t pairs, int64_t exp
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < pairs; i += kThreads) {
-    if (ids[i] >= 0 && ids[i] < experts) sorted[atomicAdd(&cursor[ids[i]], 1)] = static_cast<int32_t>(i);
+    if (ids[i] >= 0 && ids[i] < experts)
+      sorted[atomicAdd(&cursor[ids[i]], 1)] = static_cast<int32_t>(i);
   }
 }
 
@@ -47,7 +48,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!ids || !sorted || !counts || !cumsum || num_experts < 1 || num_experts > 6000) return 1;
   const size_t smem = static_cast<size_t>(2 * num_experts) * sizeof(int32_t);
   count_sort_kernel<<<1, kThreads, smem, static_cast<cudaStream_t>(launch->stream)>>>(
-      static_cast<const int32_t*>(ids->data), atrex_numel(ids), num_experts, static_cast<int32_t*>(sorted->data),
-      static_cast<int32_t*>(counts->data), static_cast<int32_t*>(cumsum->data));
+      static_cast<const int32_t*>(ids->data), atrex_numel(ids), num_experts,
+      static_cast<int32_t*>(sorted->data), static_cast<int32_t*>(counts->data),
+      static_cast<int32_t*>(cumsum->data));
   return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }

@@ -15,7 +15,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* ids = atrex_output(launch, "topk_ids");
   if (!gating || !weights || !ids || gating->ndim != 2) return 1;
   const int64_t rows = gating->shape[0], experts = gating->shape[1];
-  const int64_t k = atrex_param_int(launch, "top_k", 0), groups = atrex_param_int(launch, "num_expert_groups", 0);
+  const int64_t k = atrex_param_int(launch, "top_k", 0),
+                groups = atrex_param_int(launch, "num_expert_groups", 0);
   const int64_t topk_group = atrex_param_int(launch, "topk_group", 0);
   if (k < 1 || k > experts) return 2;
   const auto* g = static_cast<const float*>(gating->data);
@@ -33,9 +34,11 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
       const int64_t size = experts / groups;
       std::vector<float> best(static_cast<size_t>(groups));
       std::vector<int32_t> rank(static_cast<size_t>(groups));
-      for (int64_t q = 0; q < groups; ++q) best[q] = *std::max_element(p.begin() + q * size, p.begin() + (q + 1) * size);
+      for (int64_t q = 0; q < groups; ++q)
+        best[q] = *std::max_element(p.begin() + q * size, p.begin() + (q + 1) * size);
       std::iota(rank.begin(), rank.end(), 0);
-      std::stable_sort(rank.begin(), rank.end(), [&](int32_t a, int32_t b) { return best[a] > best[b]; });
+      std::stable_sort(rank.begin(), rank.end(),
+                       [&](int32_t a, int32_t b) { return best[a] > best[b]; });
       std::vector<bool> keep(static_cast<size_t>(groups), false);
       for (int64_t q = 0; q < topk_group; ++q) keep[static_cast<size_t>(rank[q])] = true;
       for (int64_t e = 0; e < experts; ++e) {

@@ -26,8 +26,8 @@ struct Row {
   }
 };
 
-__global__ void gating_kernel(const float* gating, float* weights, int32_t* ids, int64_t rows, int64_t experts,
-                              int64_t k, int64_t groups, int64_t topk_group) {
+__global__ void gating_kernel(const float* gating, float* weights, int32_t* ids, int64_t rows,
+                              int64_t experts, int64_t k, int64_t groups, int64_t topk_group) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
   Row row{gating + r * experts, experts, groups, topk_group, -INFINITY, 0.0f, ~0ull};
@@ -72,15 +72,15 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* ids = atrex_output(launch, "topk_ids");
   if (!gating || !weights || !ids || gating->ndim != 2) return 1;
   const int64_t rows = gating->shape[0], experts = gating->shape[1];
-  const int64_t k = atrex_param_int(launch, "top_k", 0), groups = atrex_param_int(launch, "num_expert_groups", 0);
+  const int64_t k = atrex_param_int(launch, "top_k", 0),
+                groups = atrex_param_int(launch, "num_expert_groups", 0);
   const int64_t topk_group = atrex_param_int(launch, "topk_group", 0);
   if (k < 1 || k > experts || groups > 64) return 2;
   if (rows == 0) return 0;
   const int threads = 128;
   gating_kernel<<<static_cast<unsigned>((rows + threads - 1) / threads), threads, 0,
-                  static_cast<cudaStream_t>(launch->stream)>>>(static_cast<const float*>(gating->data),
-                                                               static_cast<float*>(weights->data),
-                                                               static_cast<int32_t*>(ids->data), rows, experts, k, groups,
-                                                               topk_group);
+                  static_cast<cudaStream_t>(launch->stream)>>>(
+      static_cast<const float*>(gating->data), static_cast<float*>(weights->data),
+      static_cast<int32_t*>(ids->data), rows, experts, k, groups, topk_group);
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }

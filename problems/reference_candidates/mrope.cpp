@@ -34,8 +34,8 @@ struct Sections {
   }
 };
 
-void rotate(const DLTensor* in, const DLTensor* out, const float* cs, const float* sn, const Sections& sec,
-            int64_t hs, int64_t rot, bool neox) {
+void rotate(const DLTensor* in, const DLTensor* out, const float* cs, const float* sn,
+            const Sections& sec, int64_t hs, int64_t rot, bool neox) {
   const int64_t tokens = in->shape[0], heads = in->shape[1] / hs, half = rot / 2;
   const auto* x = static_cast<const uint16_t*>(in->data);
   auto* y = static_cast<uint16_t*>(out->data);
@@ -67,7 +67,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!q || !k || !c || !s || !qo || !ko || !section || section->int_list_length != 3) return 1;
   Sections sec{{section->int_list[0], section->int_list[1], section->int_list[2]},
                atrex_param_int(launch, "mrope_interleaved", 0) != 0};
-  const int64_t hs = atrex_param_int(launch, "head_size", 0), rot = atrex_param_int(launch, "rotary_dim", hs);
+  const int64_t hs = atrex_param_int(launch, "head_size", 0),
+                rot = atrex_param_int(launch, "rotary_dim", hs);
   const bool neox = atrex_param_int(launch, "is_neox_style", 1) != 0;
   const auto* cs = static_cast<const float*>(c->data);
   const auto* sn = static_cast<const float*>(s->data);

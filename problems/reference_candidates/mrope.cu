@@ -20,12 +20,15 @@ struct Sections {
   }
 };
 
-__device__ float ld(const unsigned short* p, int64_t i) { return __bfloat162float(__ushort_as_bfloat16(p[i])); }
+__device__ float ld(const unsigned short* p, int64_t i) {
+  return __bfloat162float(__ushort_as_bfloat16(p[i]));
+}
 __device__ unsigned short st(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
 
 // Lanes per head handled: half rotation pairs, then (head_size - rot) copied lanes.
-__global__ void mrope_kernel(const unsigned short* x, unsigned short* y, const float* cs, const float* sn,
-                             Sections sec, int64_t tokens, int64_t heads, int64_t hs, int64_t rot, bool neox) {
+__global__ void mrope_kernel(const unsigned short* x, unsigned short* y, const float* cs,
+                             const float* sn, Sections sec, int64_t tokens, int64_t heads,
+                             int64_t hs, int64_t rot, bool neox) {
   const int64_t half = rot / 2, work = half + (hs - rot);
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= tokens * heads * work) return;
@@ -56,7 +59,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!q || !k || !c || !s || !qo || !ko || !section || section->int_list_length != 3) return 1;
   const Sections sec{section->int_list[0], section->int_list[1], section->int_list[2],
                      atrex_param_int(launch, "mrope_interleaved", 0) != 0};
-  const int64_t hs = atrex_param_int(launch, "head_size", 0), rot = atrex_param_int(launch, "rotary_dim", hs);
+  const int64_t hs = atrex_param_int(launch, "head_size", 0),
+                rot = atrex_param_int(launch, "rotary_dim", hs);
   const bool neox = atrex_param_int(launch, "is_neox_style", 1) != 0;
   auto stream = static_cast<cudaStream_t>(launch->stream);
   const DLTensor* ins[2] = {q, k};
@@ -66,8 +70,9 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
     const int64_t n = tokens * heads * (rot / 2 + hs - rot);
     if (n == 0) continue;
     mrope_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
-        static_cast<const unsigned short*>(ins[which]->data), static_cast<unsigned short*>(outs[which]->data),
-        static_cast<const float*>(c->data), static_cast<const float*>(s->data), sec, tokens, heads, hs, rot, neox);
+        static_cast<const unsigned short*>(ins[which]->data),
+        static_cast<unsigned short*>(outs[which]->data), static_cast<const float*>(c->data),
+        static_cast<const float*>(s->data), sec, tokens, heads, hs, rot, neox);
   }
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }

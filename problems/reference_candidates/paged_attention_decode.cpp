@@ -44,7 +44,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* table = atrex_input(launch, "block_tables");
   const DLTensor* lens = atrex_input(launch, "seq_lens");
   const DLTensor* out = atrex_output(launch, "out");
-  if (!query || !kc || !vc || !table || !lens || !out || query->ndim != 3 || vc->ndim != 4) return 1;
+  if (!query || !kc || !vc || !table || !lens || !out || query->ndim != 3 || vc->ndim != 4)
+    return 1;
   const bool fp16 = query->dtype.code == kDLFloat;
   auto load = [fp16](uint16_t x) { return fp16 ? fp16_to_float(x) : bf16_to_float(x); };
   const int64_t seqs = query->shape[0], hq = query->shape[1], dim = query->shape[2];
@@ -65,9 +66,11 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
       const uint16_t* qr = qs + (s * hq + h) * dim;
       float mx = -INFINITY;
       for (int64_t j = 0; j < nk; ++j) {
-        const int64_t base = (static_cast<int64_t>(bt[s * max_blocks + j / bs]) * hkv + kvh) * dim * bs;
+        const int64_t base =
+            (static_cast<int64_t>(bt[s * max_blocks + j / bs]) * hkv + kvh) * dim * bs;
         float dot = 0;
-        for (int64_t i = 0; i < dim; ++i) dot += load(qr[i]) * load(ks[base + (i / 8) * bs * 8 + (j % bs) * 8 + i % 8]);
+        for (int64_t i = 0; i < dim; ++i)
+          dot += load(qr[i]) * load(ks[base + (i / 8) * bs * 8 + (j % bs) * 8 + i % 8]);
         p[j] = dot * scale;
         mx = std::fmax(mx, p[j]);
       }
@@ -75,7 +78,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
       for (int64_t j = 0; j < nk; ++j) sum += (p[j] = std::exp(p[j] - mx));
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = 0; j < nk; ++j) {
-        const int64_t base = (static_cast<int64_t>(bt[s * max_blocks + j / bs]) * hkv + kvh) * dim * bs;
+        const int64_t base =
+            (static_cast<int64_t>(bt[s * max_blocks + j / bs]) * hkv + kvh) * dim * bs;
         for (int64_t i = 0; i < dim; ++i) acc[i] += p[j] * load(vs[base + i * bs + j % bs]);
       }
       for (int64_t i = 0; i < dim; ++i) {

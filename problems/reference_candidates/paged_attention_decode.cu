@@ -22,7 +22,8 @@ struct Args {
 };
 
 __device__ float load(const Args& a, const uint16_t* p, int64_t i) {
-  return a.fp16 ? __half2float(__ushort_as_half(p[i])) : __bfloat162float(__ushort_as_bfloat16(p[i]));
+  return a.fp16 ? __half2float(__ushort_as_half(p[i]))
+                : __bfloat162float(__ushort_as_bfloat16(p[i]));
 }
 
 // (block, kv head) base of key j: both caches hold d * bs elements per (block, head).
@@ -33,7 +34,8 @@ __device__ int64_t block_base(const Args& a, int64_t s, int64_t j, int64_t kvh) 
 __device__ float score(const Args& a, const uint16_t* qr, int64_t s, int64_t j, int64_t kvh) {
   const int64_t base = block_base(a, s, j, kvh) + (j % a.bs) * 8;
   float dot = 0;
-  for (int64_t i = 0; i < a.dim; ++i) dot += load(a, qr, i) * load(a, a.k, base + (i / 8) * a.bs * 8 + i % 8);
+  for (int64_t i = 0; i < a.dim; ++i)
+    dot += load(a, qr, i) * load(a, a.k, base + (i / 8) * a.bs * 8 + i % 8);
   return dot * a.scale;
 }
 
@@ -56,7 +58,8 @@ __global__ void paged_attention_decode_kernel(Args a) {
   }
   for (int64_t i = 0; i < a.dim; ++i) {
     const float o = nk ? acc[i] / sum : 0.0f;
-    a.out[idx * a.dim + i] = a.fp16 ? __half_as_ushort(__float2half_rn(o)) : __bfloat16_as_ushort(__float2bfloat16_rn(o));
+    a.out[idx * a.dim + i] = a.fp16 ? __half_as_ushort(__float2half_rn(o))
+                                    : __bfloat16_as_ushort(__float2bfloat16_rn(o));
   }
 }
 
@@ -67,12 +70,22 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* table = atrex_input(launch, "block_tables");
   const DLTensor* lens = atrex_input(launch, "seq_lens");
   const DLTensor* out = atrex_output(launch, "out");
-  if (!query || !kc || !vc || !table || !lens || !out || query->ndim != 3 || vc->ndim != 4) return 1;
+  if (!query || !kc || !vc || !table || !lens || !out || query->ndim != 3 || vc->ndim != 4)
+    return 1;
   if (query->shape[2] > kMaxDim) return 1;
-  Args a{static_cast<const uint16_t*>(query->data), static_cast<const uint16_t*>(kc->data),
-         static_cast<const uint16_t*>(vc->data), static_cast<const int32_t*>(table->data),
-         static_cast<const int32_t*>(lens->data), static_cast<uint16_t*>(out->data), query->shape[0], query->shape[1],
-         vc->shape[1], query->shape[2], vc->shape[3], table->shape[1], query->dtype.code == kDLFloat,
+  Args a{static_cast<const uint16_t*>(query->data),
+         static_cast<const uint16_t*>(kc->data),
+         static_cast<const uint16_t*>(vc->data),
+         static_cast<const int32_t*>(table->data),
+         static_cast<const int32_t*>(lens->data),
+         static_cast<uint16_t*>(out->data),
+         query->shape[0],
+         query->shape[1],
+         vc->shape[1],
+         query->shape[2],
+         vc->shape[3],
+         table->shape[1],
+         query->dtype.code == kDLFloat,
          static_cast<float>(1.0 / sqrt(static_cast<double>(query->shape[2])))};
   const int64_t n = a.seqs * a.hq;
   paged_attention_decode_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0,

@@ -17,7 +17,8 @@ static float bf16_to_float(uint16_t h) {
 static uint8_t float_to_fp8(float f) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0;
   const float a = std::fabs(f);
-  if (a < 0.015625f) return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f)));
+  if (a < 0.015625f)
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f)));
   int e;
   std::frexp(a, &e);  // a in [2^(e-1), 2^e)
   const float step = std::ldexp(1.0f, e - 4);
@@ -41,10 +42,12 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t base = g * group;
     float amax = 0.0f;
-    for (int64_t j = 0; j < group; ++j) amax = std::fmax(amax, std::fabs(bf16_to_float(xs[base + j])));
+    for (int64_t j = 0; j < group; ++j)
+      amax = std::fmax(amax, std::fabs(bf16_to_float(xs[base + j])));
     const float s = std::fmax(amax * (1.0f / 448.0f), 1e-10f);
     for (int64_t j = 0; j < group; ++j) {
-      qs[base + j] = float_to_fp8(std::fmin(std::fmax(bf16_to_float(xs[base + j]) / s, -448.0f), 448.0f));
+      qs[base + j] =
+          float_to_fp8(std::fmin(std::fmax(bf16_to_float(xs[base + j]) / s, -448.0f), 448.0f));
     }
     ss[g] = s;
   }

@@ -10,15 +10,17 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-__global__ void group_quant_kernel(const __nv_bfloat16* x, __nv_fp8_storage_t* q, float* scales, int64_t groups,
-                                   int64_t group_size) {
+__global__ void group_quant_kernel(const __nv_bfloat16* x, __nv_fp8_storage_t* q, float* scales,
+                                   int64_t groups, int64_t group_size) {
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (g >= groups) return;  // whole warps leave together
   const int64_t base = g * group_size;
   float amax = 0.0f;
-  for (int64_t j = lane; j < group_size; j += 32) amax = fmaxf(amax, fabsf(__bfloat162float(x[base + j])));
-  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  for (int64_t j = lane; j < group_size; j += 32)
+    amax = fmaxf(amax, fabsf(__bfloat162float(x[base + j])));
+  for (int off = 16; off > 0; off >>= 1)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
   const float s = fmaxf(amax * (1.0f / 448.0f), 1e-10f);
   for (int64_t j = lane; j < group_size; j += 32) {
     const float v = fminf(fmaxf(__bfloat162float(x[base + j]) / s, -448.0f), 448.0f);

@@ -18,8 +18,10 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const auto* sm = static_cast<const int64_t*>(slots->data);
   for (int64_t t = 0; t < tokens; ++t) {
     if (sm[t] < 0 || sm[t] >= num_slots) continue;
-    std::memcpy(static_cast<uint16_t*>(kc->data) + sm[t] * row, static_cast<const uint16_t*>(key->data) + t * row, 2 * row);
-    std::memcpy(static_cast<uint16_t*>(vc->data) + sm[t] * row, static_cast<const uint16_t*>(value->data) + t * row, 2 * row);
+    std::memcpy(static_cast<uint16_t*>(kc->data) + sm[t] * row,
+                static_cast<const uint16_t*>(key->data) + t * row, 2 * row);
+    std::memcpy(static_cast<uint16_t*>(vc->data) + sm[t] * row,
+                static_cast<const uint16_t*>(value->data) + t * row, 2 * row);
   }
   return 0;
 }

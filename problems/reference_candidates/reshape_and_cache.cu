@@ -6,8 +6,9 @@
 
 #include "atrex/candidate.h"
 
-__global__ void reshape_and_cache_kernel(const uint16_t* key, const uint16_t* value, const int64_t* slots,
-                                         uint16_t* key_cache, uint16_t* value_cache, int64_t n, int64_t row,
+__global__ void reshape_and_cache_kernel(const uint16_t* key, const uint16_t* value,
+                                         const int64_t* slots, uint16_t* key_cache,
+                                         uint16_t* value_cache, int64_t n, int64_t row,
                                          int64_t num_slots) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -25,9 +26,10 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* vc = atrex_output(launch, "value_cache");
   if (!key || !value || !slots || !kc || !vc || key->ndim != 3 || kc->ndim != 4) return 1;
   const int64_t n = atrex_numel(key), row = key->shape[1] * key->shape[2];
-  reshape_and_cache_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, static_cast<cudaStream_t>(launch->stream)>>>(
+  reshape_and_cache_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0,
+                             static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const uint16_t*>(key->data), static_cast<const uint16_t*>(value->data),
-      static_cast<const int64_t*>(slots->data), static_cast<uint16_t*>(kc->data), static_cast<uint16_t*>(vc->data), n,
-      row, kc->shape[0] * kc->shape[1]);
+      static_cast<const int64_t*>(slots->data), static_cast<uint16_t*>(kc->data),
+      static_cast<uint16_t*>(vc->data), n, row, kc->shape[0] * kc->shape[1]);
   return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }

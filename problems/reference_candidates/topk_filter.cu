@@ -31,7 +31,8 @@ __global__ void topk_filter_kernel(const float* logits, float* out, int64_t voca
     __syncthreads();
   }
   const float threshold = __uint_as_float((t & 0x80000000u) ? (t & 0x7fffffffu) : ~t);
-  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) o[i] = x[i] < threshold ? -INFINITY : x[i];
+  for (int64_t i = threadIdx.x; i < vocab; i += kThreads)
+    o[i] = x[i] < threshold ? -INFINITY : x[i];
 }
 
 }  // namespace
@@ -45,7 +46,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (k > vocab) k = vocab;
   if (k < 1) return 2;
   if (rows == 0) return 0;
-  topk_filter_kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(launch->stream)>>>(
+  topk_filter_kernel<<<static_cast<unsigned>(rows), kThreads, 0,
+                       static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const float*>(logits->data), static_cast<float*>(out->data), vocab, k);
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }

@@ -48,7 +48,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   for (int64_t s = 0; s < seqs; ++s) {
     const int64_t q_len = cq[s + 1] - cq[s], kv_len = kl[s];
     slot.resize(static_cast<size_t>(kv_len));
-    for (int64_t j = 0; j < kv_len; ++j) slot[j] = static_cast<int64_t>(bt[s * max_blocks + j / bs]) * bs + j % bs;
+    for (int64_t j = 0; j < kv_len; ++j)
+      slot[j] = static_cast<int64_t>(bt[s * max_blocks + j / bs]) * bs + j % bs;
     p.resize(static_cast<size_t>(kv_len));
     for (int64_t t = 0; t < q_len; ++t) {
       const int64_t nk = q_len == kv_len ? t + 1 : kv_len;

@@ -32,8 +32,10 @@ __global__ void unified_attention_kernel(Args a) {
   int64_t lo = 0, hi = a.seqs - 1;  // last sequence starting at or before t
   while (lo < hi) {
     const int64_t mid = (lo + hi + 1) / 2;
-    if (a.cu_q[mid] <= t) lo = mid;
-    else hi = mid - 1;
+    if (a.cu_q[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   const int64_t s = lo, q_len = a.cu_q[s + 1] - a.cu_q[s], kv_len = a.used[s];
   const int64_t nk = q_len == kv_len ? t - a.cu_q[s] + 1 : kv_len;
@@ -52,12 +54,14 @@ __global__ void unified_attention_kernel(Args a) {
   for (int64_t j = 0; j < nk; ++j) {
     const int64_t off = slot_offset(a, s, j, kvh);
     float dot = 0;
-    for (int64_t i = 0; i < a.dim; ++i) dot += __bfloat162float(qr[i]) * __bfloat162float(a.k[off + i]);
+    for (int64_t i = 0; i < a.dim; ++i)
+      dot += __bfloat162float(qr[i]) * __bfloat162float(a.k[off + i]);
     const float p = expf(dot * a.scale - mx);
     sum += p;
     for (int64_t i = 0; i < a.dim; ++i) acc[i] += p * __bfloat162float(a.v[off + i]);
   }
-  for (int64_t i = 0; i < a.dim; ++i) a.out[(t * a.hq + h) * a.dim + i] = __float2bfloat16_rn(nk ? acc[i] / sum : 0.0f);
+  for (int64_t i = 0; i < a.dim; ++i)
+    a.out[(t * a.hq + h) * a.dim + i] = __float2bfloat16_rn(nk ? acc[i] / sum : 0.0f);
 }
 
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
@@ -70,12 +74,23 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* out = atrex_output(launch, "out");
   if (!q || !kc || !vc || !cu || !used || !table || !out || q->ndim != 3 || kc->ndim != 4) return 1;
   if (q->shape[2] > kMaxDim) return 1;
-  Args a{static_cast<const __nv_bfloat16*>(q->data), static_cast<const __nv_bfloat16*>(kc->data),
-         static_cast<const __nv_bfloat16*>(vc->data), static_cast<const int32_t*>(cu->data),
-         static_cast<const int32_t*>(used->data), static_cast<const int32_t*>(table->data),
-         static_cast<__nv_bfloat16*>(out->data), q->shape[0], used->shape[0], q->shape[1], kc->shape[2], q->shape[2],
-         kc->shape[1], table->shape[1], static_cast<float>(1.0 / sqrt(static_cast<double>(q->shape[2])))};
+  Args a{static_cast<const __nv_bfloat16*>(q->data),
+         static_cast<const __nv_bfloat16*>(kc->data),
+         static_cast<const __nv_bfloat16*>(vc->data),
+         static_cast<const int32_t*>(cu->data),
+         static_cast<const int32_t*>(used->data),
+         static_cast<const int32_t*>(table->data),
+         static_cast<__nv_bfloat16*>(out->data),
+         q->shape[0],
+         used->shape[0],
+         q->shape[1],
+         kc->shape[2],
+         q->shape[2],
+         kc->shape[1],
+         table->shape[1],
+         static_cast<float>(1.0 / sqrt(static_cast<double>(q->shape[2])))};
   const int64_t n = a.tokens * a.hq;
-  unified_attention_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, static_cast<cudaStream_t>(launch->stream)>>>(a);
+  unified_attention_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0,
+                             static_cast<cudaStream_t>(launch->stream)>>>(a);
   return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }

@@ -36,7 +36,9 @@ std::string coords(const TensorDesc& d, int64_t i) {
   return s;
 }
 
-bool is_integer(DType d) { return d == DType::kI32 || d == DType::kI64 || d == DType::kU8 || d == DType::kBool; }
+bool is_integer(DType d) {
+  return d == DType::kI32 || d == DType::kI64 || d == DType::kU8 || d == DType::kBool;
+}
 
 }  // namespace
 
@@ -77,12 +79,15 @@ CompareResult compare_output(const TensorDesc& desc, const void* cand, const voi
       if (r != 0) res.max_rel_error = std::max(res.max_rel_error, diff / std::fabs(r));
       const double tol = abs_tol + rtol * std::fabs(r);
       ok = diff <= tol;
-      if (!ok) why = fmt::format("|diff| {:.4g} > {:.4g}{}", diff, tol, res.low_signal ? " (low-signal output: tolerance relative to max|ref|)" : "");
+      if (!ok)
+        why = fmt::format(
+            "|diff| {:.4g} > {:.4g}{}", diff, tol,
+            res.low_signal ? " (low-signal output: tolerance relative to max|ref|)" : "");
     }
     if (!ok) {
       if (res.bad_count == 0) {
-        res.message = fmt::format("{}[{}]: got {}, expected {}{}{}", desc.name, coords(desc, i), c, r,
-                                  why.empty() ? "" : "; ", why);
+        res.message = fmt::format("{}[{}]: got {}, expected {}{}{}", desc.name, coords(desc, i), c,
+                                  r, why.empty() ? "" : "; ", why);
       }
       ++res.bad_count;
     }

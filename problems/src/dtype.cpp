@@ -48,7 +48,8 @@ size_t dtype_size(DType d) {
 }
 
 bool dtype_is_float(DType d) {
-  return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64 || d == DType::kFP8E4M3;
+  return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64 ||
+         d == DType::kFP8E4M3;
 }
 
 }  // namespace atrex::problems

@@ -16,7 +16,8 @@ namespace {
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return out;
 }
 
@@ -87,8 +88,8 @@ std::string hardware_profile_yaml(const HardwareProfile& p) {
     for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c == '\n' ? ' ' : c);
     return q + "'";
   };
-  std::string y = fmt::format("hardware:\n  name: {}\n  arch: {}\n  vendor: {}\n\np_peak:\n", quoted(p.name),
-                              quoted(p.arch), quoted(p.vendor));
+  std::string y = fmt::format("hardware:\n  name: {}\n  arch: {}\n  vendor: {}\n\np_peak:\n",
+                              quoted(p.name), quoted(p.arch), quoted(p.vendor));
   for (const auto& [k, v] : p.p_peak_flops_per_s) y += fmt::format("  {}: {:.0f}\n", k, v);
   y += fmt::format("\nb_peak:\n  hbm: {:.0f}\n", p.hbm_bytes_per_s);
   if (p.l2_bytes > 0) y += fmt::format("\nmemory:\n  l2_bytes: {:.0f}\n", p.l2_bytes);
@@ -96,8 +97,8 @@ std::string hardware_profile_yaml(const HardwareProfile& p) {
     y += "\ndevice:\n  match:\n";
     for (const auto& m : p.match) y += "    - " + quoted(m) + "\n";
   }
-  y += fmt::format("\nsource:\n  vendor_doc: {}\n  retrieved_at: {}\n  notes: {}\n", quoted(p.source_doc),
-                   quoted(p.retrieved_at), quoted(p.notes));
+  y += fmt::format("\nsource:\n  vendor_doc: {}\n  retrieved_at: {}\n  notes: {}\n",
+                   quoted(p.source_doc), quoted(p.retrieved_at), quoted(p.notes));
   return y;
 }
 
@@ -105,15 +106,18 @@ Result<std::vector<HardwareProfile>> load_hardware_profiles(const std::vector<fs
   std::vector<HardwareProfile> out;
   for (const auto& dir : dirs) {
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) return not_found(fmt::format("{}: hardware profile folder not found", dir.string()));
+    if (!fs::is_directory(dir, ec))
+      return not_found(fmt::format("{}: hardware profile folder not found", dir.string()));
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
-      if (e.path().extension() == ".yaml" || e.path().extension() == ".yml") files.push_back(e.path());
+      if (e.path().extension() == ".yaml" || e.path().extension() == ".yml")
+        files.push_back(e.path());
     }
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
       ATREX_ASSIGN_OR_RETURN(HardwareProfile p, load_hardware_profile(f));
-      auto same = std::find_if(out.begin(), out.end(), [&](const auto& q) { return lower(q.name) == lower(p.name); });
+      auto same = std::find_if(out.begin(), out.end(),
+                               [&](const auto& q) { return lower(q.name) == lower(p.name); });
       if (same != out.end()) {
         *same = std::move(p);
       } else {
@@ -125,19 +129,23 @@ Result<std::vector<HardwareProfile>> load_hardware_profiles(const std::vector<fs
 }
 
 Result<std::vector<HardwareProfile>> load_default_hardware_profiles(const fs::path& suite_dir) {
-  std::vector<std::filesystem::path> dirs{suite_dir / "configs" / "hardware", default_hardware_dir()};
+  std::vector<std::filesystem::path> dirs{suite_dir / "configs" / "hardware",
+                                          default_hardware_dir()};
   // The user's own profiles (e.g. written by `atrex hardware measure --out`) come last and win.
-  if (const char* extra = std::getenv("ATREX_HARDWARE_DIR"); extra && *extra) dirs.emplace_back(extra);
+  if (const char* extra = std::getenv("ATREX_HARDWARE_DIR"); extra && *extra)
+    dirs.emplace_back(extra);
   return load_hardware_profiles(dirs);
 }
 
-Result<HardwareProfile> find_hardware_profile(const std::vector<HardwareProfile>& profiles, std::string_view name) {
+Result<HardwareProfile> find_hardware_profile(const std::vector<HardwareProfile>& profiles,
+                                              std::string_view name) {
   for (const auto& p : profiles) {
     if (lower(p.name) == lower(name)) return p;
   }
   std::vector<std::string> names;
   for (const auto& p : profiles) names.push_back(p.name);
-  return not_found(fmt::format("unknown hardware profile \"{}\"; known profiles: {}", name, fmt::join(names, ", ")));
+  return not_found(fmt::format("unknown hardware profile \"{}\"; known profiles: {}", name,
+                               fmt::join(names, ", ")));
 }
 
 std::optional<HardwareProfile> match_hardware_profile(const std::vector<HardwareProfile>& profiles,

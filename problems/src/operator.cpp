@@ -33,31 +33,41 @@ namespace {
 // The grammar is deliberately tiny: signatures are written by us, not by users.
 Result<int64_t> eval_dim(std::string_view expr, const Json& params) {
   size_t pos = 0;
-  auto ident_end = std::find_if(expr.begin(), expr.end(), [](char c) { return !(std::isalnum(c) || c == '_'); });
+  auto ident_end =
+      std::find_if(expr.begin(), expr.end(), [](char c) { return !(std::isalnum(c) || c == '_'); });
   std::string name(expr.begin(), ident_end);
   pos = name.size();
   auto it = params.find(name);
-  if (name.empty() || it == params.end()) return invalid_input(fmt::format("dim \"{}\": parameter \"{}\" is missing", expr, name));
+  if (name.empty() || it == params.end())
+    return invalid_input(fmt::format("dim \"{}\": parameter \"{}\" is missing", expr, name));
   const Json* value = &*it;
   if (pos < expr.size() && expr[pos] == '[') {
     size_t close = expr.find(']', pos);
-    if (close == std::string_view::npos) return internal_error(fmt::format("bad dim expression \"{}\"", expr));
+    if (close == std::string_view::npos)
+      return internal_error(fmt::format("bad dim expression \"{}\"", expr));
     int64_t idx = std::stoll(std::string(expr.substr(pos + 1, close - pos - 1)));
-    if (!value->is_array()) return invalid_input(fmt::format("dim \"{}\": parameter \"{}\" must be a list", expr, name));
+    if (!value->is_array())
+      return invalid_input(fmt::format("dim \"{}\": parameter \"{}\" must be a list", expr, name));
     const int64_t n = static_cast<int64_t>(value->size());
     if (idx < 0) idx += n;
-    if (idx < 0 || idx >= n) return invalid_input(fmt::format("dim \"{}\": \"{}\" has {} entries", expr, name, n));
+    if (idx < 0 || idx >= n)
+      return invalid_input(fmt::format("dim \"{}\": \"{}\" has {} entries", expr, name, n));
     value = &(*value)[static_cast<size_t>(idx)];
     pos = close + 1;
   }
-  if (!value->is_number_integer()) return invalid_input(fmt::format("dim \"{}\": expected an integer, got {}", expr, value->dump()));
+  if (!value->is_number_integer())
+    return invalid_input(
+        fmt::format("dim \"{}\": expected an integer, got {}", expr, value->dump()));
   int64_t v = value->get<int64_t>();
   if (pos < expr.size()) {
     char op = expr[pos];
     int64_t k = std::stoll(std::string(expr.substr(pos + 1)));
-    if (op == '/') v /= k;
-    else if (op == '*') v *= k;
-    else return internal_error(fmt::format("bad dim expression \"{}\"", expr));
+    if (op == '/')
+      v /= k;
+    else if (op == '*')
+      v *= k;
+    else
+      return internal_error(fmt::format("bad dim expression \"{}\"", expr));
   }
   return v;
 }
@@ -65,19 +75,22 @@ Result<int64_t> eval_dim(std::string_view expr, const Json& params) {
 Result<void> check_param(const ParamSpec& p, const Json& v) {
   switch (p.kind) {
     case ParamKind::kInt:
-      if (!v.is_number_integer()) return invalid_input(fmt::format("expected an integer; got {}", v.dump()));
+      if (!v.is_number_integer())
+        return invalid_input(fmt::format("expected an integer; got {}", v.dump()));
       break;
     case ParamKind::kFloat:
       if (!v.is_number()) return invalid_input(fmt::format("expected a number; got {}", v.dump()));
       break;
     case ParamKind::kBool:
-      if (!v.is_boolean()) return invalid_input(fmt::format("expected true or false; got {}", v.dump()));
+      if (!v.is_boolean())
+        return invalid_input(fmt::format("expected true or false; got {}", v.dump()));
       break;
     case ParamKind::kString:
       if (!v.is_string()) return invalid_input(fmt::format("expected a string; got {}", v.dump()));
       break;
     case ParamKind::kIntList:
-      if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_number_integer(); })) {
+      if (!v.is_array() ||
+          !std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_number_integer(); })) {
         return invalid_input(fmt::format("expected a list of integers; got {}", v.dump()));
       }
       break;
@@ -85,7 +98,8 @@ Result<void> check_param(const ParamSpec& p, const Json& v) {
   return ok();
 }
 
-Result<std::vector<TensorDesc>> resolve_tensors(const std::vector<TensorSpec>& specs, const Json& params) {
+Result<std::vector<TensorDesc>> resolve_tensors(const std::vector<TensorSpec>& specs,
+                                                const Json& params) {
   std::vector<TensorDesc> out;
   for (const auto& spec : specs) {
     TensorDesc d{spec.name, spec.dtype, {}};
@@ -96,14 +110,15 @@ Result<std::vector<TensorDesc>> resolve_tensors(const std::vector<TensorSpec>& s
       }
       auto v = eval_dim(expr, params);
       if (!v) return invalid_input(fmt::format("tensor \"{}\": {}", spec.name, v.error().message));
-      if (*v < 1) return invalid_input(fmt::format("tensor \"{}\": dim \"{}\" = {} must be positive", spec.name, expr, *v));
+      if (*v < 1)
+        return invalid_input(
+            fmt::format("tensor \"{}\": dim \"{}\" = {} must be positive", spec.name, expr, *v));
       d.dims.push_back(*v);
     }
     out.push_back(std::move(d));
   }
   return out;
 }
-
 
 }  // namespace
 
@@ -122,9 +137,11 @@ Result<ResolvedShape> resolve_shape(const OperatorDef& def, const Shape& shape) 
       r.params[p.name] = p.default_value;
       continue;
     }
-    if (auto c = check_param(p, *it); !c) return where(fmt::format("parameter \"{}\": {}", p.name, c.error().message));
+    if (auto c = check_param(p, *it); !c)
+      return where(fmt::format("parameter \"{}\": {}", p.name, c.error().message));
     if (p.kind == ParamKind::kInt && it->get<int64_t>() < 0) {
-      return where(fmt::format("parameter \"{}\": expected a non-negative integer; got {}", p.name, it->dump()));
+      return where(fmt::format("parameter \"{}\": expected a non-negative integer; got {}", p.name,
+                               it->dump()));
     }
   }
   auto in = resolve_tensors(def.inputs, r.params);
@@ -139,7 +156,9 @@ Result<ResolvedShape> resolve_shape(const OperatorDef& def, const Shape& shape) 
   for (const auto* list : {&r.inputs, &r.outputs}) {
     for (const auto& t : *list) {
       for (int64_t dim : t.dims) {
-        if (dim < 0) return internal_error(fmt::format("operator {}: tensor {} has a dim its resolve hook did not set", def.name, t.name));
+        if (dim < 0)
+          return internal_error(fmt::format(
+              "operator {}: tensor {} has a dim its resolve hook did not set", def.name, t.name));
       }
     }
   }
@@ -147,7 +166,8 @@ Result<ResolvedShape> resolve_shape(const OperatorDef& def, const Shape& shape) 
 }
 
 void parallel_for_cpu(int64_t n, const std::function<void(int64_t, int64_t)>& range_fn) {
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), n / 64));
+  const int64_t threads =
+      std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), n / 64));
   if (threads <= 1) {
     range_fn(0, n);
     return;
@@ -161,15 +181,24 @@ void parallel_for_cpu(int64_t n, const std::function<void(int64_t, int64_t)>& ra
   for (auto& th : pool) th.join();
 }
 
-void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data, int scale_exponent) {
+void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data,
+                        int scale_exponent) {
   const TensorSpec& spec = shape.def->inputs[index];
   if (spec.generate) {
     spec.generate(shape, index, seed, data);
     return;
   }
   const Distribution& d = spec.distribution;
-  GenerateFn f{d.kind, static_cast<float>(d.scale), static_cast<float>(d.offset), d.lo, d.hi,
-               gen_dtype(spec.dtype), data, seed, input_stream_id(index), std::ldexp(1.0f, scale_exponent)};
+  GenerateFn f{d.kind,
+               static_cast<float>(d.scale),
+               static_cast<float>(d.offset),
+               d.lo,
+               d.hi,
+               gen_dtype(spec.dtype),
+               data,
+               seed,
+               input_stream_id(index),
+               std::ldexp(1.0f, scale_exponent)};
   const int64_t n = shape.inputs[index].numel();
   parallel_for_cpu(n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) f(i);
@@ -179,7 +208,9 @@ void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed,
 int range_probe_exponent(const OperatorDef& def, size_t index) {
   if (!def.range_probe.enabled() || index >= def.inputs.size()) return 0;
   const auto& names = def.range_probe.inputs;
-  return std::find(names.begin(), names.end(), def.inputs[index].name) != names.end() ? def.range_probe.exponent : 0;
+  return std::find(names.begin(), names.end(), def.inputs[index].name) != names.end()
+             ? def.range_probe.exponent
+             : 0;
 }
 
 Result<void> scale_by_power_of_two(DType dtype, void* data, int64_t n, int exponent) {
@@ -201,10 +232,12 @@ Result<void> scale_by_power_of_two(DType dtype, void* data, int64_t n, int expon
       for (int64_t i = 0; i < n; ++i) static_cast<float*>(data)[i] *= m;
       return ok();
     case DType::kF64:
-      for (int64_t i = 0; i < n; ++i) static_cast<double*>(data)[i] = std::ldexp(static_cast<double*>(data)[i], exponent);
+      for (int64_t i = 0; i < n; ++i)
+        static_cast<double*>(data)[i] = std::ldexp(static_cast<double*>(data)[i], exponent);
       return ok();
     default:
-      return invalid_input(fmt::format("cannot scale a {} tensor by a power of two", dtype_name(dtype)));
+      return invalid_input(
+          fmt::format("cannot scale a {} tensor by a power of two", dtype_name(dtype)));
   }
 }
 
@@ -219,7 +252,8 @@ Result<const OperatorDef*> require_native_operator(std::string_view name) {
   if (const auto* op = find_native_operator(name)) return op;
   std::vector<std::string> names;
   for (const auto& op : native_operators()) names.push_back(op.name);
-  return not_found(fmt::format("operator \"{}\" has no native definition yet; covered: {}", name, fmt::join(names, ", ")));
+  return not_found(fmt::format("operator \"{}\" has no native definition yet; covered: {}", name,
+                               fmt::join(names, ", ")));
 }
 
 }  // namespace atrex::problems

@@ -30,7 +30,8 @@ bool shape_id_less(const Shape& a, const Shape& b) {
 Result<std::vector<Shape>> load_shapes(const fs::path& file) {
   ATREX_ASSIGN_OR_RETURN(Json j, read_json_file(file));
   JsonField root(j, file.string());
-  if (!j.is_object() || j.empty()) return root.fail("expected a non-empty object of shape id -> shape");
+  if (!j.is_object() || j.empty())
+    return root.fail("expected a non-empty object of shape id -> shape");
   std::vector<Shape> shapes;
   for (auto& [id, entry] : j.items()) {
     JsonField f(entry, file.string(), id);
@@ -48,8 +49,9 @@ Result<std::vector<Shape>> load_shapes(const fs::path& file) {
     s.params = s.input_kwargs;
     for (auto& [k, v] : s.init_kwargs.items()) {
       if (s.params.contains(k) && s.params[k] != v) {
-        return invalid_input(fmt::format("{}: shape \"{}\": init_kwargs.{} = {} conflicts with input_kwargs.{} = {}",
-                                         file.string(), id, k, v.dump(), k, s.params[k].dump()));
+        return invalid_input(
+            fmt::format("{}: shape \"{}\": init_kwargs.{} = {} conflicts with input_kwargs.{} = {}",
+                        file.string(), id, k, v.dump(), k, s.params[k].dump()));
       }
       s.params[k] = v;
     }
@@ -124,8 +126,9 @@ Result<Suite> Suite::load(const fs::path& dir) {
     ATREX_ASSIGN_OR_RETURN(hidden.roofline, load_roofline(op_dir / "roofline.json"));
     for (const auto& s : info.shapes) {
       if (!hidden.roofline.count(s.id)) {
-        return invalid_input(fmt::format("{}: field \"shapes.{}\" is missing (shape {} of shapes.json has no roofline)",
-                                         (op_dir / "roofline.json").string(), s.id, s.id));
+        return invalid_input(fmt::format(
+            "{}: field \"shapes.{}\" is missing (shape {} of shapes.json has no roofline)",
+            (op_dir / "roofline.json").string(), s.id, s.id));
       }
     }
     suite.hidden_[name] = std::move(hidden);
@@ -133,8 +136,9 @@ Result<Suite> Suite::load(const fs::path& dir) {
   }
   if (!(total > 0)) return ops.fail("importance scores sum to zero");
   for (auto& op : suite.operators_) op.weight = op.importance_score / total;
-  std::stable_sort(suite.operators_.begin(), suite.operators_.end(),
-                   [](const OperatorInfo& a, const OperatorInfo& b) { return a.weight > b.weight; });
+  std::stable_sort(
+      suite.operators_.begin(), suite.operators_.end(),
+      [](const OperatorInfo& a, const OperatorInfo& b) { return a.weight > b.weight; });
   // Every operator folder must be listed in operator_importance.json, or its weight is unknown.
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir / "data", ec)) {
@@ -158,7 +162,8 @@ Result<const OperatorInfo*> Suite::require(std::string_view name) const {
   std::vector<std::string> names;
   for (const auto& op : operators_) names.push_back(op.name);
   std::sort(names.begin(), names.end());
-  return not_found(fmt::format("unknown operator \"{}\"; the suite has: {}", name, fmt::join(names, ", ")));
+  return not_found(
+      fmt::format("unknown operator \"{}\"; the suite has: {}", name, fmt::join(names, ", ")));
 }
 
 size_t Suite::num_shapes() const {

@@ -32,8 +32,10 @@ void set_value(Json& params, const std::string& param, int64_t value) {
   const auto [name, index] = split_param(param);
   auto it = params.find(name);
   if (it == params.end()) return;
-  if (index < 0) *it = value;
-  else (*it)[static_cast<size_t>(index)] = value;
+  if (index < 0)
+    *it = value;
+  else
+    (*it)[static_cast<size_t>(index)] = value;
 }
 
 double input_bytes_of(const OperatorDef& def, const Shape& s) {
@@ -58,8 +60,10 @@ std::vector<int64_t> hot_values(const OperatorInfo& info, const std::string& par
   return {values.begin(), values.end()};
 }
 
-Result<std::vector<UnseenShape>> derive_unseen_shapes(const OperatorDef& def, const OperatorInfo& info,
-                                                      std::span<const Shape* const> bases, int count, uint64_t seed) {
+Result<std::vector<UnseenShape>> derive_unseen_shapes(const OperatorDef& def,
+                                                      const OperatorInfo& info,
+                                                      std::span<const Shape* const> bases,
+                                                      int count, uint64_t seed) {
   std::vector<UnseenShape> out;
   if (def.free_dims.empty() || count <= 0 || bases.empty()) return out;
   std::vector<std::pair<double, const Shape*>> sized;
@@ -67,7 +71,8 @@ Result<std::vector<UnseenShape>> derive_unseen_shapes(const OperatorDef& def, co
     const double b = input_bytes_of(def, *s);
     if (b >= 0) sized.emplace_back(b, s);
   }
-  std::stable_sort(sized.begin(), sized.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(sized.begin(), sized.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   if (sized.empty()) return out;
   std::set<std::pair<std::string, int64_t>> taken;  // (param, value) already used
   for (int k = 0; k < count; ++k) {
@@ -75,8 +80,9 @@ Result<std::vector<UnseenShape>> derive_unseen_shapes(const OperatorDef& def, co
     const FreeDim& dim = def.free_dims[static_cast<size_t>(k) % def.free_dims.size()];
     const Json* hot = find_value(base.params, dim.param);
     if (!hot) {
-      return invalid_input(fmt::format("operator {}: free dimension \"{}\" is not an integer parameter of shape {}",
-                                       def.name, dim.param, base.id));
+      return invalid_input(
+          fmt::format("operator {}: free dimension \"{}\" is not an integer parameter of shape {}",
+                      def.name, dim.param, base.id));
     }
     const int64_t v = hot->get<int64_t>();
     const std::vector<int64_t> hot_set = hot_values(info, dim.param);
@@ -87,16 +93,20 @@ Result<std::vector<UnseenShape>> derive_unseen_shapes(const OperatorDef& def, co
     const int64_t lo = std::max(dim.min_value, v - v / 4 - 1), hi = v + v / 4 + 1;
     const uint64_t span = static_cast<uint64_t>(hi - lo + 1);
     std::vector<int64_t> tries;
-    for (uint64_t t = 0; t < 64; ++t) tries.push_back(lo + static_cast<int64_t>(num::mix64(seed ^ num::mix64(k * 977 + t)) % span));
-    for (int64_t value = hi + 1; value < hi + 4096; ++value) tries.push_back(value);  // a dense hot range
+    for (uint64_t t = 0; t < 64; ++t)
+      tries.push_back(lo + static_cast<int64_t>(num::mix64(seed ^ num::mix64(k * 977 + t)) % span));
+    for (int64_t value = hi + 1; value < hi + 4096; ++value)
+      tries.push_back(value);  // a dense hot range
     for (int64_t value : tries) {
       if (!usable(value)) continue;
       UnseenShape u;
       u.shape = base;
       u.shape.id = fmt::format("unseen-{}", k);
       set_value(u.shape.params, dim.param, value);
-      if (find_value(u.shape.init_kwargs, dim.param)) set_value(u.shape.init_kwargs, dim.param, value);
-      if (find_value(u.shape.input_kwargs, dim.param)) set_value(u.shape.input_kwargs, dim.param, value);
+      if (find_value(u.shape.init_kwargs, dim.param))
+        set_value(u.shape.init_kwargs, dim.param, value);
+      if (find_value(u.shape.input_kwargs, dim.param))
+        set_value(u.shape.input_kwargs, dim.param, value);
       if (!resolve_shape(def, u.shape)) continue;  // outside the operator's constraints
       u.base_shape_id = base.id;
       u.param = dim.param;

@@ -25,7 +25,8 @@ TEST(BoxMullerTables, LookupsEqualTheHostDrawsBitForBit) {
   const BoxMullerTables t{radius.data(), angle.data()};
   for (uint64_t p = 0; p < 200000; ++p) expect_same_pair(t, 7, 0x5eed0001ull, p * 7919);
   // The radius index edges: u = 0, the last exact u, the first high entry, u1 = 1 (radius 0).
-  for (uint32_t u : {0u, kBoxMullerLowU - 1, kBoxMullerLowU, kBoxMullerLowU + 1, 0xfffffffeu, 0xffffffffu}) {
+  for (uint32_t u :
+       {0u, kBoxMullerLowU - 1, kBoxMullerLowU, kBoxMullerLowU + 1, 0xfffffffeu, 0xffffffffu}) {
     for (uint64_t k : {uint64_t{0}, uint64_t{1} << 23, (uint64_t{1} << 24) - 1}) {
       const uint64_t h = (k << 40) | u;
       const float r = box_muller_radius(box_muller_u1(u));

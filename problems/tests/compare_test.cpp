@@ -9,13 +9,11 @@
 namespace atrex::problems {
 namespace {
 
-
-
-
 TEST(Compare, WithinAtolPlusRtolPasses) {
   TensorDesc d{"out", DType::kF32, {3}};
   float ref[] = {1.0f, -2.0f, 0.0f};
-  float cand[] = {1.05f, -2.1f, 0.009f};  // 0.05 <= 0.01 + 0.05 * 1; 0.1 <= 0.01 + 0.1; 0.009 <= 0.01
+  float cand[] = {1.05f, -2.1f,
+                  0.009f};  // 0.05 <= 0.01 + 0.05 * 1; 0.1 <= 0.01 + 0.1; 0.009 <= 0.01
   auto r = compare_output(d, cand, ref, 1e-2, 5e-2);
   EXPECT_TRUE(r.pass) << r.message;
   EXPECT_NEAR(r.max_abs_error, 0.1, 1e-6);

@@ -21,7 +21,9 @@ const Suite& suite() {
   return s;
 }
 
-bool is_float(DType d) { return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64; }
+bool is_float(DType d) {
+  return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32 || d == DType::kF64;
+}
 
 // The probe may only scale floating inputs drawn from a distribution: an index, an id list or an
 // fp8 tensor with its scales would change meaning (or overflow) when multiplied.
@@ -33,21 +35,25 @@ TEST(RangeProbe, ScalesOnlyFloatingInputsDrawnFromADistribution) {
     EXPECT_GT(op.range_probe.exponent, 0) << op.name;
     EXPECT_FALSE(op.range_probe.why.empty()) << op.name << ": say why the exponent exposes fp16";
     for (const auto& name : op.range_probe.inputs) {
-      auto it = std::find_if(op.inputs.begin(), op.inputs.end(), [&](const TensorSpec& t) { return t.name == name; });
+      auto it = std::find_if(op.inputs.begin(), op.inputs.end(),
+                             [&](const TensorSpec& t) { return t.name == name; });
       ASSERT_NE(it, op.inputs.end()) << op.name << " has no input " << name;
       EXPECT_TRUE(is_float(it->dtype)) << op.name << "." << name;
       EXPECT_EQ(it->generate, nullptr) << op.name << "." << name << " is structured";
     }
     for (size_t i = 0; i < op.inputs.size(); ++i) {
-      const bool listed = std::count(op.range_probe.inputs.begin(), op.range_probe.inputs.end(), op.inputs[i].name) > 0;
-      EXPECT_EQ(range_probe_exponent(op, i), listed ? op.range_probe.exponent : 0) << op.name << "." << op.inputs[i].name;
+      const bool listed = std::count(op.range_probe.inputs.begin(), op.range_probe.inputs.end(),
+                                     op.inputs[i].name) > 0;
+      EXPECT_EQ(range_probe_exponent(op, i), listed ? op.range_probe.exponent : 0)
+          << op.name << "." << op.inputs[i].name;
     }
   }
   EXPECT_GE(enabled, 8);
   const OperatorDef* rms = find_native_operator("rms_norm");
   ASSERT_NE(rms, nullptr);
   EXPECT_TRUE(rms->range_probe.enabled());
-  const OperatorDef* bsmm = find_native_operator("block_scaled_mm");  // fp8 inputs with scales: left off
+  const OperatorDef* bsmm =
+      find_native_operator("block_scaled_mm");  // fp8 inputs with scales: left off
   ASSERT_NE(bsmm, nullptr);
   EXPECT_FALSE(bsmm->range_probe.enabled());
 }
@@ -89,11 +95,15 @@ TEST(RangeProbe, RmsNormProbeRowsOverflowFp16ButNotTheReference) {
   generate_input_cpu(*r, 1, 7, w.data());
   for (int row = 0; row < 4; ++row) {
     float ss = 0;
-    for (int h = 0; h < 128; ++h) ss += num::bf16_to_float(xs[row * 128 + h]) * num::bf16_to_float(xs[row * 128 + h]);
-    EXPECT_GT(ss, 65504.0f) << "row " << row << " stays in the fp16 range: the probe would not expose fp16";
+    for (int h = 0; h < 128; ++h)
+      ss += num::bf16_to_float(xs[row * 128 + h]) * num::bf16_to_float(xs[row * 128 + h]);
+    EXPECT_GT(ss, 65504.0f) << "row " << row
+                            << " stays in the fp16 range: the probe would not expose fp16";
   }
-  def->reference_cpu(*r, std::vector<const void*>{x.data(), w.data()}, std::vector<void*>{out.data()});
-  def->reference_cpu(*r, std::vector<const void*>{xs.data(), w.data()}, std::vector<void*>{outs.data()});
+  def->reference_cpu(*r, std::vector<const void*>{x.data(), w.data()},
+                     std::vector<void*>{out.data()});
+  def->reference_cpu(*r, std::vector<const void*>{xs.data(), w.data()},
+                     std::vector<void*>{outs.data()});
   for (size_t i = 0; i < out.size(); ++i) {
     const float a = num::bf16_to_float(out[i]), b = num::bf16_to_float(outs[i]);
     ASSERT_TRUE(std::isfinite(b));
@@ -103,9 +113,21 @@ TEST(RangeProbe, RmsNormProbeRowsOverflowFp16ButNotTheReference) {
 
 bool finite_element(DType d, const uint8_t* p) {
   switch (d) {
-    case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return std::isfinite(num::bf16_to_float(h)); }
-    case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return std::isfinite(num::fp16_to_float(h)); }
-    case DType::kF32: { float f; std::memcpy(&f, p, 4); return std::isfinite(f); }
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return std::isfinite(num::bf16_to_float(h));
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return std::isfinite(num::fp16_to_float(h));
+    }
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return std::isfinite(f);
+    }
     case DType::kFP8E4M3: return (*p & 0x7f) != 0x7f;  // the e4m3fn NaN
     default: return true;
   }
@@ -124,7 +146,8 @@ TEST(RangeProbe, ReferenceOnTheProbeInputsIsFinite) {
     for (Shape s : info->shapes) {
       for (const auto& dim : op.free_dims) {
         const auto open = dim.param.find('[');
-        Json& v = open == std::string::npos ? s.params[dim.param] : s.params[dim.param.substr(0, open)][0];
+        Json& v = open == std::string::npos ? s.params[dim.param]
+                                            : s.params[dim.param.substr(0, open)][0];
         if (v.is_number_integer()) v = std::min<int64_t>(v.get<int64_t>(), 64);
       }
       auto r = resolve_shape(op, s);
@@ -148,7 +171,8 @@ TEST(RangeProbe, ReferenceOnTheProbeInputsIsFinite) {
       const auto& t = smallest->outputs[o];
       const size_t es = dtype_size(t.dtype);
       int64_t bad = 0;
-      for (size_t k = 0; k < out[o].size(); k += es) bad += !finite_element(t.dtype, out[o].data() + k);
+      for (size_t k = 0; k < out[o].size(); k += es)
+        bad += !finite_element(t.dtype, out[o].data() + k);
       EXPECT_EQ(bad, 0) << op.name << " shape " << smallest->shape_id << " output " << t.name;
     }
   }
@@ -163,7 +187,8 @@ TEST(UnseenShapes, FreeDimensionsAreIntegerParametersOfEveryHotShape) {
     ASSERT_NE(info, nullptr) << op.name;
     for (const auto& dim : op.free_dims) {
       EXPECT_FALSE(hot_values(*info, dim.param).empty()) << op.name << "." << dim.param;
-      auto u = derive_unseen_shapes(op, *info, std::vector<const Shape*>{&info->shapes.front()}, 1, 3);
+      auto u =
+          derive_unseen_shapes(op, *info, std::vector<const Shape*>{&info->shapes.front()}, 1, 3);
       EXPECT_TRUE(u) << op.name << ": " << u.error().message;
     }
   }
@@ -184,7 +209,8 @@ TEST(UnseenShapes, AvoidEveryHotValueAndResolve) {
     ASSERT_EQ(u->size(), 3u) << op.name;
     for (const auto& x : *u) {
       const auto hot = hot_values(*info, x.param);
-      EXPECT_FALSE(std::binary_search(hot.begin(), hot.end(), x.value)) << op.name << " " << x.describe();
+      EXPECT_FALSE(std::binary_search(hot.begin(), hot.end(), x.value))
+          << op.name << " " << x.describe();
       EXPECT_TRUE(resolve_shape(op, x.shape)) << op.name << " " << x.describe();
       const Shape* base = info->find_shape(x.base_shape_id);
       ASSERT_NE(base, nullptr);
@@ -200,15 +226,18 @@ TEST(UnseenShapes, DrawsDependOnlyOnTheSeedAndStartFromTheSmallestBase) {
   const OperatorDef* def = find_native_operator("rms_norm");
   const OperatorInfo* info = suite().find("rms_norm");
   ASSERT_TRUE(def && info);
-  std::vector<const Shape*> bases{info->find_shape("4"), info->find_shape("15"), info->find_shape("0")};
-  auto a = derive_unseen_shapes(*def, *info, bases, 2, 5), b = derive_unseen_shapes(*def, *info, bases, 2, 5);
+  std::vector<const Shape*> bases{info->find_shape("4"), info->find_shape("15"),
+                                  info->find_shape("0")};
+  auto a = derive_unseen_shapes(*def, *info, bases, 2, 5),
+       b = derive_unseen_shapes(*def, *info, bases, 2, 5);
   ASSERT_TRUE(a && b);
   ASSERT_EQ(a->size(), 2u);
   EXPECT_EQ(a->at(0).base_shape_id, "15");  // token_count 3 x 128: the smallest input
   EXPECT_EQ(a->at(0).value, b->at(0).value);
   EXPECT_EQ(a->at(1).value, b->at(1).value);
   std::set<int64_t> seen;
-  for (uint64_t seed = 0; seed < 16; ++seed) seen.insert(derive_unseen_shapes(*def, *info, bases, 2, seed)->at(1).value);
+  for (uint64_t seed = 0; seed < 16; ++seed)
+    seen.insert(derive_unseen_shapes(*def, *info, bases, 2, seed)->at(1).value);
   EXPECT_GT(seen.size(), 4u) << "the values must not be predictable";
 }
 

@@ -10,7 +10,8 @@ namespace {
 namespace fs = std::filesystem;
 
 Result<std::vector<HardwareProfile>> defaults() {
-  return load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware", ATREX_TEST_HARDWARE_DIR});
+  return load_hardware_profiles(
+      {fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware", ATREX_TEST_HARDWARE_DIR});
 }
 
 TEST(Hardware, ReleasedAndOwnProfilesLoad) {
@@ -18,14 +19,17 @@ TEST(Hardware, ReleasedAndOwnProfilesLoad) {
   ASSERT_TRUE(profiles) << profiles.error().message;
   // Issue #3: H100 SXM, H200 SXM, B200, A100 SXM, MI300X, H20, XPU-A, each with every dtype path,
   // HBM bandwidth, L2 size (own profiles) and its source.
-  for (const char* name : {"H20", "XPU-A", "H200-SXM", "H100-SXM", "B200", "A100-SXM", "MI300X", "measured-H200"}) {
+  for (const char* name :
+       {"H20", "XPU-A", "H200-SXM", "H100-SXM", "B200", "A100-SXM", "MI300X", "measured-H200"}) {
     auto hw = find_hardware_profile(*profiles, name);
     ASSERT_TRUE(hw) << name;
     EXPECT_GT(hw->hbm_bytes_per_s, 0) << name;
-    const bool released = std::string(name) == "H20" || std::string(name) == "XPU-A";  // as Atrex-Bench ships them
+    const bool released =
+        std::string(name) == "H20" || std::string(name) == "XPU-A";  // as Atrex-Bench ships them
     for (const char* path : {"bf16_tc", "fp16_tc", "fp8_e4m3_tc", "fp32_tf32_tc", "fp32_strict"}) {
       if (released && std::string(path) == "fp32_tf32_tc") continue;
-      EXPECT_GT(hw->p_peak_flops_per_s.count(path) ? hw->p_peak_flops_per_s.at(path) : 0.0, 0) << name << " " << path;
+      EXPECT_GT(hw->p_peak_flops_per_s.count(path) ? hw->p_peak_flops_per_s.at(path) : 0.0, 0)
+          << name << " " << path;
     }
     EXPECT_FALSE(hw->source_doc.empty()) << name;
     if (!released) {
@@ -33,8 +37,10 @@ TEST(Hardware, ReleasedAndOwnProfilesLoad) {
     }
   }
   EXPECT_DOUBLE_EQ(find_hardware_profile(*profiles, "B200")->hbm_bytes_per_s, 8e12);
-  EXPECT_DOUBLE_EQ(find_hardware_profile(*profiles, "A100-SXM")->p_peak_flops_per_s.at("bf16_tc"), 312e12);
-  EXPECT_DOUBLE_EQ(find_hardware_profile(*profiles, "MI300X")->p_peak_flops_per_s.at("fp8_e4m3_tc"), 2614.9e12);
+  EXPECT_DOUBLE_EQ(find_hardware_profile(*profiles, "A100-SXM")->p_peak_flops_per_s.at("bf16_tc"),
+                   312e12);
+  EXPECT_DOUBLE_EQ(find_hardware_profile(*profiles, "MI300X")->p_peak_flops_per_s.at("fp8_e4m3_tc"),
+                   2614.9e12);
   auto h20 = find_hardware_profile(*profiles, "h20");
   ASSERT_TRUE(h20);
   EXPECT_DOUBLE_EQ(h20->p_peak_flops_per_s.at("bf16_tc"), 148e12);
@@ -67,10 +73,12 @@ TEST(Hardware, UnknownProfileListsKnownOnes) {
 TEST(Hardware, BadPeakNamesFileFieldAndValue) {
   auto dir = fs::temp_directory_path() / ("atrex_hw_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  std::ofstream(dir / "bad.yaml") << "hardware: {name: bad}\np_peak: {bf16_tc: -3}\nb_peak: {hbm: 1}\n";
+  std::ofstream(dir / "bad.yaml")
+      << "hardware: {name: bad}\np_peak: {bf16_tc: -3}\nb_peak: {hbm: 1}\n";
   auto p = load_hardware_profile(dir / "bad.yaml");
   ASSERT_FALSE(p);
-  EXPECT_NE(p.error().message.find("bad.yaml: field \"p_peak.bf16_tc\": expected a positive FLOP/s value; got -3"),
+  EXPECT_NE(p.error().message.find(
+                "bad.yaml: field \"p_peak.bf16_tc\": expected a positive FLOP/s value; got -3"),
             std::string::npos)
       << p.error().message;
   fs::remove_all(dir);

@@ -28,7 +28,7 @@ TEST(Bf16, NanStaysNanAndInfStaysInf) {
 TEST(Fp16, MatchesIeeeHalf) {
   EXPECT_EQ(float_to_fp16(1.0f), 0x3c00);
   EXPECT_EQ(float_to_fp16(65504.0f), 0x7bff);
-  EXPECT_EQ(float_to_fp16(65520.0f), 0x7c00);  // rounds to inf
+  EXPECT_EQ(float_to_fp16(65520.0f), 0x7c00);                 // rounds to inf
   EXPECT_EQ(float_to_fp16(5.9604644775390625e-08f), 0x0001);  // smallest subnormal
   EXPECT_FLOAT_EQ(fp16_to_float(0x3555), 0.33325195f);
   for (uint32_t h = 0; h < 0x7c00; ++h) {  // every finite positive half round-trips
@@ -65,12 +65,12 @@ TEST(Fp8E4M3, KnownValuesAndRounding) {
   EXPECT_EQ(float_to_fp8e4m3(1.0f), 0x38);
   EXPECT_EQ(float_to_fp8e4m3(448.0f), 0x7e);
   EXPECT_EQ(float_to_fp8e4m3(-448.0f), 0xfe);
-  EXPECT_EQ(float_to_fp8e4m3(464.0f), 0x7e);  // below the 480 boundary: rounds to 448
-  EXPECT_EQ(float_to_fp8e4m3(480.0f), 0x7f);  // torch c10: >= 480 is NaN
-  EXPECT_EQ(float_to_fp8e4m3(0.001953125f), 0x01);  // 2^-9, smallest subnormal
+  EXPECT_EQ(float_to_fp8e4m3(464.0f), 0x7e);         // below the 480 boundary: rounds to 448
+  EXPECT_EQ(float_to_fp8e4m3(480.0f), 0x7f);         // torch c10: >= 480 is NaN
+  EXPECT_EQ(float_to_fp8e4m3(0.001953125f), 0x01);   // 2^-9, smallest subnormal
   EXPECT_EQ(float_to_fp8e4m3(0.0009765625f), 0x00);  // half of it: ties to even -> 0
-  EXPECT_EQ(float_to_fp8e4m3(1.0625f), 0x38);  // halfway 1 and 1.125: even -> 1
-  EXPECT_EQ(float_to_fp8e4m3(1.1875f), 0x3a);  // halfway 1.125 (odd) and 1.25: -> 1.25
+  EXPECT_EQ(float_to_fp8e4m3(1.0625f), 0x38);        // halfway 1 and 1.125: even -> 1
+  EXPECT_EQ(float_to_fp8e4m3(1.1875f), 0x3a);        // halfway 1.125 (odd) and 1.25: -> 1.25
   EXPECT_TRUE(std::isnan(fp8e4m3_to_float(0x7f)));
   EXPECT_FLOAT_EQ(fp8e4m3_to_float(0x7e), 448.0f);
   EXPECT_FLOAT_EQ(fp8e4m3_to_float(0x08), 0.015625f);  // 2^-6, smallest normal

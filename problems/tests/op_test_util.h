@@ -19,7 +19,8 @@ inline std::vector<uint16_t> bf16(std::initializer_list<float> v) {
   return out;
 }
 
-// The native operator `op` at a shape with these parameters (fails the test when it does not resolve).
+// The native operator `op` at a shape with these parameters (fails the test when it does not
+// resolve).
 inline ResolvedShape resolve(const char* op, Json params) {
   const OperatorDef* def = find_native_operator(op);
   EXPECT_NE(def, nullptr) << op;

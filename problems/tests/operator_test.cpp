@@ -58,12 +58,14 @@ TEST(L2Norm, UnitRow) {
   auto x = bf16({3, 4});
   std::vector<uint16_t> out(2);
   run(s, {x.data()}, {out.data()});
-  EXPECT_FLOAT_EQ(bf16_to_float(out[0]), 0.6015625f);  // bf16(0.6)
-  EXPECT_FLOAT_EQ(bf16_to_float(out[1]), 0.80078125f); // bf16(0.8)
+  EXPECT_FLOAT_EQ(bf16_to_float(out[0]), 0.6015625f);   // bf16(0.6)
+  EXPECT_FLOAT_EQ(bf16_to_float(out[1]), 0.80078125f);  // bf16(0.8)
 }
 
 TEST(MoeSumReduce, SumsTopKAndScales) {
-  auto s = resolve("moe_sum_reduce", {{"token_count", 1}, {"top_k", 3}, {"hidden_size", 2}, {"routed_scaling_factor", 0.5}});
+  auto s = resolve(
+      "moe_sum_reduce",
+      {{"token_count", 1}, {"top_k", 3}, {"hidden_size", 2}, {"routed_scaling_factor", 0.5}});
   auto x = bf16({1, 2, 3, 4, 5, 6});
   std::vector<uint16_t> out(2);
   run(s, {x.data()}, {out.data()});
@@ -126,14 +128,20 @@ TEST(Generators, StructuredGeneratorsWriteEveryByte) {
   ASSERT_TRUE(suite) << suite.error().message;
   const auto structured_bytes = [](const ResolvedShape& s) {
     size_t n = 0;
-    for (size_t i = 0; i < s.inputs.size(); ++i) n += s.def->inputs[i].generate ? s.inputs[i].bytes() : 0;
+    for (size_t i = 0; i < s.inputs.size(); ++i)
+      n += s.def->inputs[i].generate ? s.inputs[i].bytes() : 0;
     return n;
   };
-  std::vector<ResolvedShape> shapes{
-      resolve("fused_moe", {{"num_experts", 4}, {"intermediate_size", 64}, {"top_k", 2}, {"token_count", 16},
-                            {"hidden_size", 128}}),
-      resolve("fp8_blockscale_fused_moe", {{"num_experts", 2}, {"intermediate_size", 128}, {"top_k", 2},
-                                           {"token_count", 8}, {"hidden_size", 256}})};
+  std::vector<ResolvedShape> shapes{resolve("fused_moe", {{"num_experts", 4},
+                                                          {"intermediate_size", 64},
+                                                          {"top_k", 2},
+                                                          {"token_count", 16},
+                                                          {"hidden_size", 128}}),
+                                    resolve("fp8_blockscale_fused_moe", {{"num_experts", 2},
+                                                                         {"intermediate_size", 128},
+                                                                         {"top_k", 2},
+                                                                         {"token_count", 8},
+                                                                         {"hidden_size", 256}})};
   for (const OperatorDef& def : native_operators()) {
     const OperatorInfo* info = suite->find(def.name);
     if (!info || def.name == "fused_moe" || def.name == "fp8_blockscale_fused_moe") continue;
@@ -141,19 +149,22 @@ TEST(Generators, StructuredGeneratorsWriteEveryByte) {
     for (const Shape& shape : info->shapes) {
       auto r = resolve_shape(def, shape);
       ASSERT_TRUE(r) << r.error().message;
-      if (structured_bytes(*r) > 0 && (!best || structured_bytes(*r) < structured_bytes(*best))) best = *r;
+      if (structured_bytes(*r) > 0 && (!best || structured_bytes(*r) < structured_bytes(*best)))
+        best = *r;
     }
     if (best) shapes.push_back(*best);
   }
   ASSERT_GE(shapes.size(), 10u) << "the operators with structured inputs";
   for (const ResolvedShape& s : shapes) {
-    ASSERT_LE(structured_bytes(s), size_t{32} << 20) << s.def->name << " shape " << s.shape_id << ": too slow here";
+    ASSERT_LE(structured_bytes(s), size_t{32} << 20)
+        << s.def->name << " shape " << s.shape_id << ": too slow here";
     for (size_t i = 0; i < s.inputs.size(); ++i) {
       if (!s.def->inputs[i].generate) continue;
       std::vector<uint8_t> zeros(s.inputs[i].bytes(), 0x00), ones(s.inputs[i].bytes(), 0xFF);
       generate_input_cpu(s, i, 5, zeros.data());
       generate_input_cpu(s, i, 5, ones.data());
-      EXPECT_TRUE(zeros == ones) << s.def->name << " shape " << s.shape_id << " input " << s.inputs[i].name;
+      EXPECT_TRUE(zeros == ones) << s.def->name << " shape " << s.shape_id << " input "
+                                 << s.inputs[i].name;
     }
   }
 }
@@ -175,7 +186,8 @@ TEST(Signature, WrongTypeIsNamedWithValue) {
   s.params = {{"shape", "1x4"}};
   auto r = resolve_shape(*def, s);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("parameter \"shape\": expected a list of integers; got \"1x4\""), std::string::npos)
+  EXPECT_NE(r.error().message.find("parameter \"shape\": expected a list of integers; got \"1x4\""),
+            std::string::npos)
       << r.error().message;
 }
 

@@ -1,5 +1,5 @@
-// Unit tests of operator group "moe_gemm" (problems/src/ops/moe_gemm_defs.cpp): hand-checkable cases,
-// custom comparisons, generator statistics, and resolution of every released shape.
+// Unit tests of operator group "moe_gemm" (problems/src/ops/moe_gemm_defs.cpp): hand-checkable
+// cases, custom comparisons, generator statistics, and resolution of every released shape.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -26,8 +26,8 @@ using num::bf16_to_float;
 using num::float_to_bf16;
 using num::float_to_fp8e4m3;
 
-CompareResult compare(const ResolvedShape& s, size_t i, std::vector<const void*> cand, std::vector<const void*> ref,
-                      std::vector<const void*> in = {}) {
+CompareResult compare(const ResolvedShape& s, size_t i, std::vector<const void*> cand,
+                      std::vector<const void*> ref, std::vector<const void*> in = {}) {
   return s.def->outputs[i].compare(s, i, cand, ref, in, 1e-2, 5e-2);
 }
 
@@ -47,7 +47,8 @@ std::vector<uint8_t> fp8(std::initializer_list<float> v) {
 // ---- moe_align_block_size / moe_count_and_sort ------------------------------------------------
 
 TEST(MoeAlignBlockSize, PadsEachExpertToItsBlockAndSkipsExpertsWithoutTokens) {
-  auto s = resolve("moe_align_block_size", {{"block_size", 4}, {"num_experts", 4}, {"token_count", 2}, {"top_k", 2}});
+  auto s = resolve("moe_align_block_size",
+                   {{"block_size", 4}, {"num_experts", 4}, {"token_count", 2}, {"top_k", 2}});
   ASSERT_EQ(s.outputs[0].dims, std::vector<int64_t>{16});  // 4 + 4 * 3, vLLM's maximum
   ASSERT_EQ(s.outputs[1].dims, std::vector<int64_t>{4});
   std::vector<int32_t> ids{2, 0, 2, 3}, sorted(16), experts(4), post(1);
@@ -58,17 +59,21 @@ TEST(MoeAlignBlockSize, PadsEachExpertToItsBlockAndSkipsExpertsWithoutTokens) {
 }
 
 TEST(MoeAlignBlockSize, ComparisonIgnoresTailAndOrderWithinExpertButNotExpertOfAToken) {
-  auto s = resolve("moe_align_block_size", {{"block_size", 4}, {"num_experts", 4}, {"token_count", 2}, {"top_k", 2}});
+  auto s = resolve("moe_align_block_size",
+                   {{"block_size", 4}, {"num_experts", 4}, {"token_count", 2}, {"top_k", 2}});
   std::vector<int32_t> rs{1, 4, 4, 4, 0, 2, 4, 4, 3, 4, 4, 4, 4, 4, 4, 4}, re{0, 2, 3, -1}, rp{12};
   std::vector<int32_t> cs{4, 4, 1, 4, 2, 4, 0, 4, 3, 4, 4, 4, -7, -7, -7, -7}, ce{0, 2, 3, 99};
-  EXPECT_TRUE(compare(s, 0, {cs.data(), ce.data(), rp.data()}, {rs.data(), re.data(), rp.data()}).pass);
-  EXPECT_TRUE(compare(s, 1, {cs.data(), ce.data(), rp.data()}, {rs.data(), re.data(), rp.data()}).pass);
+  EXPECT_TRUE(
+      compare(s, 0, {cs.data(), ce.data(), rp.data()}, {rs.data(), re.data(), rp.data()}).pass);
+  EXPECT_TRUE(
+      compare(s, 1, {cs.data(), ce.data(), rp.data()}, {rs.data(), re.data(), rp.data()}).pass);
   std::swap(cs[2], cs[4]);  // token 1 now sits in expert 2's segment
   auto bad = compare(s, 0, {cs.data(), ce.data(), rp.data()}, {rs.data(), re.data(), rp.data()});
   EXPECT_FALSE(bad.pass);
   EXPECT_NE(bad.message.find("expert 0"), std::string::npos) << bad.message;
   ce[1] = 1;
-  EXPECT_FALSE(compare(s, 1, {cs.data(), ce.data(), rp.data()}, {rs.data(), re.data(), rp.data()}).pass);
+  EXPECT_FALSE(
+      compare(s, 1, {cs.data(), ce.data(), rp.data()}, {rs.data(), re.data(), rp.data()}).pass);
 }
 
 TEST(MoeCountAndSort, CountsCumsumAndGroupsFlatIndicesByExpert) {
@@ -85,7 +90,9 @@ TEST(MoeCountAndSort, CountsCumsumAndGroupsFlatIndicesByExpert) {
 }
 
 TEST(MoeRoutingGenerators, RandintIdsCoverExpertsUniformlyWithRepeatsInRows) {
-  auto s = resolve("moe_align_block_size", {{"block_size", 128}, {"num_experts", 128}, {"token_count", 4096}, {"top_k", 8}});
+  auto s =
+      resolve("moe_align_block_size",
+              {{"block_size", 128}, {"num_experts", 128}, {"token_count", 4096}, {"top_k", 8}});
   auto ids = generate<int32_t>(s, 0, 7);
   std::vector<int> count(128);
   int rows_with_repeat = 0;
@@ -107,7 +114,8 @@ TEST(MoeRoutingGenerators, RandintIdsCoverExpertsUniformlyWithRepeatsInRows) {
 // ---- moe_topk_gating_softmax / topk_filter ----------------------------------------------------
 
 TEST(MoeTopkGatingSoftmax, SoftmaxTopKDescendingWithTiesByLowerIndex) {
-  auto s = resolve("moe_topk_gating_softmax", {{"top_k", 3}, {"token_count", 1}, {"num_experts", 4}});
+  auto s =
+      resolve("moe_topk_gating_softmax", {{"top_k", 3}, {"token_count", 1}, {"num_experts", 4}});
   std::vector<float> g{0, std::log(2.0f), std::log(4.0f), 0}, w(3);
   std::vector<int32_t> ids(3);
   run(s, {g.data()}, {w.data(), ids.data()});
@@ -118,8 +126,11 @@ TEST(MoeTopkGatingSoftmax, SoftmaxTopKDescendingWithTiesByLowerIndex) {
 }
 
 TEST(MoeTopkGatingSoftmax, GroupLimitedRoutingMasksExpertsOfDroppedGroups) {
-  auto s = resolve("moe_topk_gating_softmax",
-                   {{"top_k", 2}, {"num_expert_groups", 2}, {"topk_group", 1}, {"token_count", 1}, {"num_experts", 4}});
+  auto s = resolve("moe_topk_gating_softmax", {{"top_k", 2},
+                                               {"num_expert_groups", 2},
+                                               {"topk_group", 1},
+                                               {"token_count", 1},
+                                               {"num_experts", 4}});
   std::vector<float> g{3, 0, 2, 2.5}, w(2);
   std::vector<int32_t> ids(2);
   run(s, {g.data()}, {w.data(), ids.data()});
@@ -129,7 +140,8 @@ TEST(MoeTopkGatingSoftmax, GroupLimitedRoutingMasksExpertsOfDroppedGroups) {
 }
 
 TEST(MoeTopkGatingSoftmax, IdComparisonAcceptsTiedExpertsInEitherOrderOnly) {
-  auto s = resolve("moe_topk_gating_softmax", {{"top_k", 2}, {"token_count", 1}, {"num_experts", 3}});
+  auto s =
+      resolve("moe_topk_gating_softmax", {{"top_k", 2}, {"token_count", 1}, {"num_experts", 3}});
   std::vector<float> g{1, 1, 0}, w(2);
   std::vector<int32_t> ids(2);
   run(s, {g.data()}, {w.data(), ids.data()});
@@ -158,7 +170,10 @@ TEST(TopkFilter, KeepsValuesAtOrAboveTheKthLargestIncludingTies) {
 // expert 1: gate 2, up 3 -> silu(2) * 3 = 5.2847826; W2 rows [2, 0].
 // out = 0.25 * [1.4621172, -1.4621172] + 0.75 * [10.569565, 0] = [8.2927031, -0.3655293].
 TEST(FusedMoe, RoutesEachSlotToItsExpertAndWeightsTheSum) {
-  auto s = resolve("fused_moe", {{"num_experts", 2}, {"intermediate_size", 1}, {"top_k", 2}, {"token_count", 2},
+  auto s = resolve("fused_moe", {{"num_experts", 2},
+                                 {"intermediate_size", 1},
+                                 {"top_k", 2},
+                                 {"token_count", 2},
                                  {"hidden_size", 2}});
   std::vector<uint16_t> x, w1, w2;
   for (float f : {1, 2, 1, 2}) x.push_back(float_to_bf16(f));
@@ -176,23 +191,33 @@ TEST(FusedMoe, RoutesEachSlotToItsExpertAndWeightsTheSum) {
 // The same numbers through fp8 operands and scales (scale_block_n 1, scale_block_k 2);
 // out = fp8(8.29) = 8 (step 1 in [8, 16)), fp8(-0.3655) = -0.375 (step 1/32 in [0.25, 0.5)).
 TEST(Fp8BlockscaleFusedMoe, DequantisesByBlockScalesAndCastsTheSumToFp8) {
-  auto s = resolve("fp8_blockscale_fused_moe", {{"num_experts", 2}, {"intermediate_size", 1}, {"top_k", 2},
-                                                {"token_count", 1}, {"hidden_size", 2}, {"scale_block_n", 1},
+  auto s = resolve("fp8_blockscale_fused_moe", {{"num_experts", 2},
+                                                {"intermediate_size", 1},
+                                                {"top_k", 2},
+                                                {"token_count", 1},
+                                                {"hidden_size", 2},
+                                                {"scale_block_n", 1},
                                                 {"scale_block_k", 2}});
   ASSERT_EQ(s.inputs[6].dims, (std::vector<int64_t>{2, 2, 1}));
   auto x = fp8({2, 4}), w1 = fp8({2, 0, 0, 2, 0, 4, 1, 1}), w2 = fp8({2, -2, 4, 0});
-  std::vector<float> a_scale{0.5f}, fc1{0.5f, 0.5f, 0.25f, 1.0f}, fc2{0.5f, 0.5f}, weights{0.25f, 0.75f};
+  std::vector<float> a_scale{0.5f}, fc1{0.5f, 0.5f, 0.25f, 1.0f}, fc2{0.5f, 0.5f},
+      weights{0.25f, 0.75f};
   std::vector<int32_t> ids{0, 1};
   std::vector<uint8_t> out(2);
-  run(s, {x.data(), w1.data(), w2.data(), weights.data(), ids.data(), a_scale.data(), fc1.data(), fc2.data()},
+  run(s,
+      {x.data(), w1.data(), w2.data(), weights.data(), ids.data(), a_scale.data(), fc1.data(),
+       fc2.data()},
       {out.data()});
   EXPECT_EQ(num::fp8e4m3_to_float(out[0]), 8.0f);
   EXPECT_EQ(num::fp8e4m3_to_float(out[1]), -0.375f);
 }
 
 TEST(Fp8BlockscaleFusedMoe, ComparisonAllowsOneFp8StepAndOverflowOnlyNextToIt) {
-  auto s = resolve("fp8_blockscale_fused_moe", {{"num_experts", 1}, {"intermediate_size", 128}, {"top_k", 1},
-                                                {"token_count", 1}, {"hidden_size", 128}});
+  auto s = resolve("fp8_blockscale_fused_moe", {{"num_experts", 1},
+                                                {"intermediate_size", 128},
+                                                {"top_k", 1},
+                                                {"token_count", 1},
+                                                {"hidden_size", 128}});
   std::vector<uint8_t> ref(128, float_to_fp8e4m3(8)), cand = ref;
   cand[0] = float_to_fp8e4m3(9);  // one step
   EXPECT_TRUE(compare(s, 0, {cand.data()}, {ref.data()}).pass);
@@ -213,7 +238,9 @@ TEST(Fp8BlockscaleFusedMoe, ComparisonAllowsOneFp8StepAndOverflowOnlyNextToIt) {
 TEST(Fp8Decoding, UnitsMatchTheE4m3Decoder) {
   for (int v = 0; v < 256; ++v) {
     if ((v & 0x7f) == 0x7f) continue;  // NaN
-    EXPECT_EQ(ops::fp8_value(static_cast<uint8_t>(v)), num::fp8e4m3_to_float(static_cast<uint8_t>(v))) << v;
+    EXPECT_EQ(ops::fp8_value(static_cast<uint8_t>(v)),
+              num::fp8e4m3_to_float(static_cast<uint8_t>(v)))
+        << v;
   }
 }
 
@@ -221,9 +248,13 @@ TEST(Fp8Decoding, UnitsMatchTheE4m3Decoder) {
 // symmetric hand case above could miss.
 TEST(FusedMoe, ExpertMajorSweepsMatchAPerTokenLoopOnGeneratedInputs) {
   const int T = 5, H = 8, N = 4, E = 4, K = 2;
-  auto s = resolve("fused_moe", {{"num_experts", E}, {"intermediate_size", N}, {"top_k", K}, {"token_count", T},
+  auto s = resolve("fused_moe", {{"num_experts", E},
+                                 {"intermediate_size", N},
+                                 {"top_k", K},
+                                 {"token_count", T},
                                  {"hidden_size", H}});
-  auto x = generate<uint16_t>(s, 0, 3), w1 = generate<uint16_t>(s, 1, 3), w2 = generate<uint16_t>(s, 2, 3);
+  auto x = generate<uint16_t>(s, 0, 3), w1 = generate<uint16_t>(s, 1, 3),
+       w2 = generate<uint16_t>(s, 2, 3);
   auto w = generate<float>(s, 3, 3);
   auto ids = generate<int32_t>(s, 4, 3);
   std::vector<float> out(T * H);
@@ -252,10 +283,13 @@ TEST(FusedMoe, ExpertMajorSweepsMatchAPerTokenLoopOnGeneratedInputs) {
 // ---- block_scaled_mm ----------------------------------------------------------------------------
 
 // a = [1 1 1 1 | 2 2 2 2], a_scales [0.5, 0.25]; b row 0 = [1 0 0 0 | 1 1 0 0], scales [2, 3]:
-// 1 * 0.5 * 2 + 4 * 0.25 * 3 = 4; b row 1 = [0.5 x4 | -1 x4], scales [1, 1]: 2 * 0.5 - 8 * 0.25 = -1.
+// 1 * 0.5 * 2 + 4 * 0.25 * 3 = 4; b row 1 = [0.5 x4 | -1 x4], scales [1, 1]: 2 * 0.5 - 8 * 0.25 =
+// -1.
 TEST(BlockScaledMm, SumsScaledGroupDotProducts) {
-  auto s = resolve("block_scaled_mm", {{"group_n", 1}, {"group_k", 4}, {"m", 1}, {"n", 2}, {"k", 8}});
-  auto a = fp8({1, 1, 1, 1, 2, 2, 2, 2}), b = fp8({1, 0, 0, 0, 1, 1, 0, 0, 0.5f, 0.5f, 0.5f, 0.5f, -1, -1, -1, -1});
+  auto s =
+      resolve("block_scaled_mm", {{"group_n", 1}, {"group_k", 4}, {"m", 1}, {"n", 2}, {"k", 8}});
+  auto a = fp8({1, 1, 1, 1, 2, 2, 2, 2}),
+       b = fp8({1, 0, 0, 0, 1, 1, 0, 0, 0.5f, 0.5f, 0.5f, 0.5f, -1, -1, -1, -1});
   std::vector<float> as{0.5f, 0.25f}, bs{2, 3, 1, 1}, out(2);
   run(s, {a.data(), b.data(), as.data(), bs.data()}, {out.data()});
   EXPECT_EQ(out, (std::vector<float>{4, -1}));
@@ -285,9 +319,13 @@ Stats stats(size_t n, const F& value) {
 }
 
 TEST(MoeGemmGenerators, FusedMoeWeightsScaleByFanInAndRoutingIsANormalisedTopK) {
-  auto s = resolve("fused_moe", {{"num_experts", 16}, {"intermediate_size", 64}, {"top_k", 4}, {"token_count", 256},
+  auto s = resolve("fused_moe", {{"num_experts", 16},
+                                 {"intermediate_size", 64},
+                                 {"top_k", 4},
+                                 {"token_count", 256},
                                  {"hidden_size", 256}});
-  auto x = generate<uint16_t>(s, 0, 1), w1 = generate<uint16_t>(s, 1, 1), w2 = generate<uint16_t>(s, 2, 1);
+  auto x = generate<uint16_t>(s, 0, 1), w1 = generate<uint16_t>(s, 1, 1),
+       w2 = generate<uint16_t>(s, 2, 1);
   EXPECT_NEAR(stats(x.size(), [&](size_t i) { return bf16_to_float(x[i]); }).std, 0.1, 0.002);
   EXPECT_NEAR(stats(w1.size(), [&](size_t i) { return bf16_to_float(w1[i]); }).std, 1 / 16.0, 5e-4);
   EXPECT_NEAR(stats(w2.size(), [&](size_t i) { return bf16_to_float(w2[i]); }).std, 1 / 8.0, 1e-3);
@@ -302,15 +340,21 @@ TEST(MoeGemmGenerators, FusedMoeWeightsScaleByFanInAndRoutingIsANormalisedTopK) 
 }
 
 TEST(MoeGemmGenerators, Fp8MoeBlocksSpanTheFp8RangeAndDequantiseToInputPyScales) {
-  auto s = resolve("fp8_blockscale_fused_moe", {{"num_experts", 2}, {"intermediate_size", 128}, {"top_k", 2},
-                                                {"token_count", 64}, {"hidden_size", 256}});
+  auto s = resolve("fp8_blockscale_fused_moe", {{"num_experts", 2},
+                                                {"intermediate_size", 128},
+                                                {"top_k", 2},
+                                                {"token_count", 64},
+                                                {"hidden_size", 256}});
   auto x = generate<uint8_t>(s, 0, 5), w1 = generate<uint8_t>(s, 1, 5);
   auto a_scale = generate<float>(s, 5, 5), fc1 = generate<float>(s, 6, 5);
   // hidden: bf16 randn * 0.03 per (token, 128 columns); w1: bf16 randn per 128 x 128 block.
-  EXPECT_NEAR(stats(x.size(), [&](size_t i) { return num::fp8e4m3_to_float(x[i]) * a_scale[i / 128]; }).std, 0.03, 1e-3);
+  EXPECT_NEAR(
+      stats(x.size(), [&](size_t i) { return num::fp8e4m3_to_float(x[i]) * a_scale[i / 128]; }).std,
+      0.03, 1e-3);
   for (int b = 0; b < 128; ++b) {  // every block's largest magnitude lands on 448
     float mx = 0;
-    for (int c = 0; c < 128; ++c) mx = std::max(mx, std::fabs(num::fp8e4m3_to_float(x[b * 128 + c])));
+    for (int c = 0; c < 128; ++c)
+      mx = std::max(mx, std::fabs(num::fp8e4m3_to_float(x[b * 128 + c])));
     ASSERT_EQ(mx, 448.0f) << b;
   }
   const auto w1_value = [&](size_t i) {
@@ -329,15 +373,19 @@ TEST(MoeGemmGenerators, Fp8MoeBlocksSpanTheFp8RangeAndDequantiseToInputPyScales)
 // Each scale input is served from the draw of its fp8 tensor (BlockScaleCache); it must be
 // bit-identical to the scales drawn afresh, as both were before the cache.
 TEST(MoeGemmGenerators, Fp8MoeScalesFromTheWeightDrawEqualAFreshDraw) {
-  auto s = resolve("fp8_blockscale_fused_moe", {{"num_experts", 2}, {"intermediate_size", 128}, {"top_k", 2},
-                                                {"token_count", 64}, {"hidden_size", 256}});
+  auto s = resolve("fp8_blockscale_fused_moe", {{"num_experts", 2},
+                                                {"intermediate_size", 128},
+                                                {"top_k", 2},
+                                                {"token_count", 64},
+                                                {"hidden_size", 256}});
   const uint64_t seed = 31;  // no other test draws it, so nothing of it is cached yet
   for (size_t tensor = 0; tensor < 3; ++tensor) {
     auto fresh = generate<float>(s, tensor + 5, seed);
     generate<uint8_t>(s, tensor, seed);
     auto cached = generate<float>(s, tensor + 5, seed);
     ASSERT_EQ(fresh.size(), cached.size());
-    EXPECT_EQ(std::memcmp(fresh.data(), cached.data(), fresh.size() * sizeof(float)), 0) << s.inputs[tensor].name;
+    EXPECT_EQ(std::memcmp(fresh.data(), cached.data(), fresh.size() * sizeof(float)), 0)
+        << s.inputs[tensor].name;
   }
 }
 
@@ -350,7 +398,8 @@ TEST(BlockScaleCache, HandsAnEqualSourceItsScalesOnceAndDropsTheOldestPastTheBou
   src.fill_quantised(q.data());
   ops::BlockQuantSource other = src;
   other.mul = 0.5f;
-  EXPECT_FALSE(BlockScaleCache::instance().take(other, scales.data())) << "another field, another draw";
+  EXPECT_FALSE(BlockScaleCache::instance().take(other, scales.data()))
+      << "another field, another draw";
   ASSERT_TRUE(BlockScaleCache::instance().take(src, scales.data()));
   for (int64_t b = 0; b < 4; ++b) EXPECT_EQ(scales[static_cast<size_t>(b)], src.draw(b, v)) << b;
   EXPECT_FALSE(BlockScaleCache::instance().take(src, scales.data())) << "taken once";
@@ -362,15 +411,19 @@ TEST(BlockScaleCache, HandsAnEqualSourceItsScalesOnceAndDropsTheOldestPastTheBou
   ops::BlockQuantSource oldest = src, newest = src;
   oldest.seed = 1000;
   newest.seed = 1000 + BlockScaleCache::kMaxEntries;
-  EXPECT_FALSE(BlockScaleCache::instance().take(oldest, scales.data())) << "dropped past kMaxEntries";
+  EXPECT_FALSE(BlockScaleCache::instance().take(oldest, scales.data()))
+      << "dropped past kMaxEntries";
   EXPECT_TRUE(BlockScaleCache::instance().take(newest, scales.data()));
 }
 
 TEST(MoeGemmGenerators, BlockScaledMmScalesBBySignedMaxAndAByAbsMax) {
-  auto s = resolve("block_scaled_mm", {{"group_n", 128}, {"group_k", 128}, {"m", 64}, {"n", 1024}, {"k", 256}});
+  auto s = resolve("block_scaled_mm",
+                   {{"group_n", 128}, {"group_k", 128}, {"m", 64}, {"n", 1024}, {"k", 256}});
   auto a = generate<uint8_t>(s, 0, 9), b = generate<uint8_t>(s, 1, 9);
   auto as = generate<float>(s, 2, 9), bs = generate<float>(s, 3, 9);
-  EXPECT_NEAR(stats(a.size(), [&](size_t i) { return num::fp8e4m3_to_float(a[i]) * as[i / 128]; }).std, 1.0, 0.02);
+  EXPECT_NEAR(
+      stats(a.size(), [&](size_t i) { return num::fp8e4m3_to_float(a[i]) * as[i / 128]; }).std, 1.0,
+      0.02);
   int clamped_blocks = 0;
   for (int bn = 0; bn < 8; ++bn) {
     for (int bk = 0; bk < 2; ++bk) {
@@ -390,11 +443,14 @@ TEST(MoeGemmGenerators, BlockScaledMmScalesBBySignedMaxAndAByAbsMax) {
   EXPECT_GT(bs[0], 3.0f / 448);
 }
 
-// ---- released shapes -----------------------------------------------------------------------------
+// ---- released shapes
+// -----------------------------------------------------------------------------
 
 const std::vector<std::string>& group_ops() {
-  static const std::vector<std::string> ops{"moe_align_block_size", "moe_count_and_sort", "moe_topk_gating_softmax",
-                                            "topk_filter", "fused_moe", "fp8_blockscale_fused_moe", "block_scaled_mm"};
+  static const std::vector<std::string> ops{
+      "moe_align_block_size", "moe_count_and_sort", "moe_topk_gating_softmax",
+      "topk_filter",          "fused_moe",          "fp8_blockscale_fused_moe",
+      "block_scaled_mm"};
   return ops;
 }
 
@@ -416,7 +472,8 @@ TEST(MoeGemmReleasedShapes, EveryShapeResolvesWithPositiveDimsAndInt64Sizes) {
     }
   }
   // Byte counts past 4 GiB must not wrap.
-  auto mm = resolve_shape(*find_native_operator("block_scaled_mm"), *suite->find("block_scaled_mm")->find_shape("11"));
+  auto mm = resolve_shape(*find_native_operator("block_scaled_mm"),
+                          *suite->find("block_scaled_mm")->find_shape("11"));
   EXPECT_EQ(mm->outputs[0].bytes(), size_t{704512} * 2048 * 4);
   auto moe = resolve_shape(*find_native_operator("fp8_blockscale_fused_moe"),
                            *suite->find("fp8_blockscale_fused_moe")->find_shape("1"));
@@ -440,7 +497,8 @@ TEST(MoeGemmReleasedShapes, AnalyticRooflineAgreesWithReleased) {
       ASSERT_TRUE(released) << released.error().message;
       const RooflineCounts ours = def->analytic(*resolve_shape(*def, shape));
       const std::string where = name + " shape " + shape.id;
-      if (name == "fused_moe") {  // released: randint routing, repeated experts merged (2.6-9% fewer GEMM rows)
+      if (name == "fused_moe") {  // released: randint routing, repeated experts merged (2.6-9%
+                                  // fewer GEMM rows)
         EXPECT_GT(total(ours) / total(*released), 1.0) << where;
         EXPECT_LT(total(ours) / total(*released), 1.11) << where;
       } else if (total(*released) > 0) {

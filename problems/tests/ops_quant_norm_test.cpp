@@ -1,5 +1,5 @@
-// Unit tests of operator group "quant_norm" (problems/src/ops/quant_norm_defs.cpp): hand-checkable cases,
-// generator statistics, the fp8 comparisons, and resolution of every released shape.
+// Unit tests of operator group "quant_norm" (problems/src/ops/quant_norm_defs.cpp): hand-checkable
+// cases, generator statistics, the fp8 comparisons, and resolution of every released shape.
 #include <cmath>
 #include <vector>
 
@@ -49,7 +49,8 @@ TEST(Fp8DynamicPerTokenQuant, RowAmaxMapsTo240TheFnuzMax) {
 // Groups of 2: amax 2 and 0.5, each mapped to 448 (e4m3fn, the reference's CUDA branch); an
 // all-zero group takes the 1e-10 floor.
 TEST(PerTokenGroupQuantFp8, EachGroupHasItsOwnScaleAndAmaxMapsTo448) {
-  auto s = resolve("per_token_group_quant_fp8", {{"group_size", 2}, {"token_count", 1}, {"hidden_size", 6}});
+  auto s = resolve("per_token_group_quant_fp8",
+                   {{"group_size", 2}, {"token_count", 1}, {"hidden_size", 6}});
   ASSERT_EQ(s.outputs[1].dims, (std::vector<int64_t>{1, 3}));
   auto x = bf16({2, -1, 0.5, 0.25, 0, 0});
   std::vector<uint8_t> q(6);
@@ -72,8 +73,8 @@ TEST(PerTokenGroupQuantFp8, GroupSizeThatDoesNotDivideHiddenIsRejected) {
 }
 
 // residual_out = (3, 4); rstd = 1/sqrt(12.5); normed = bf16(bf16(3 rstd) * 1) = 0.84765625 and
-// bf16(bf16(4 rstd) * -0.5) = -0.56640625; scale = 0.84765625 * fl(1/240); q = (240, -160.37 -> -160).
-// The default eps (1e-5) moves none of these bf16 values and keeps the zero row finite.
+// bf16(bf16(4 rstd) * -0.5) = -0.56640625; scale = 0.84765625 * fl(1/240); q = (240, -160.37 ->
+// -160). The default eps (1e-5) moves none of these bf16 values and keeps the zero row finite.
 TEST(FusedRmsNormQuant, QuantisesTheBf16NormedRowAndReturnsTheSum) {
   auto s = resolve("fused_rmsnorm_quant", {{"token_count", 2}, {"hidden_size", 2}});
   ASSERT_EQ(s.outputs[1].dims, (std::vector<int64_t>{2, 1}));
@@ -98,14 +99,17 @@ TEST(GatedRmsNorm, ActivationAndOrderFollowTheParameters) {
   std::vector<uint16_t> out(2);
   auto silu = resolve("gated_rms_norm", {{"rows", 1}, {"hidden_size", 2}, {"eps", 0.0}});
   run(silu, {x.data(), w.data(), z.data()}, {out.data()});
-  EXPECT_EQ(bf16_to_float(out[0]), 0.0f);          // silu(0) = 0
-  EXPECT_EQ(bf16_to_float(out[1]), 3.984375f);     // 4 rstd 2 silu(2) = 3.98603 -> bf16
-  auto sig = resolve("gated_rms_norm", {{"rows", 1}, {"hidden_size", 2}, {"eps", 0.0}, {"activation", "sigmoid"}});
+  EXPECT_EQ(bf16_to_float(out[0]), 0.0f);       // silu(0) = 0
+  EXPECT_EQ(bf16_to_float(out[1]), 3.984375f);  // 4 rstd 2 silu(2) = 3.98603 -> bf16
+  auto sig = resolve("gated_rms_norm",
+                     {{"rows", 1}, {"hidden_size", 2}, {"eps", 0.0}, {"activation", "sigmoid"}});
   run(sig, {x.data(), w.data(), z.data()}, {out.data()});
   EXPECT_EQ(bf16_to_float(out[0]), 0.423828125f);  // 3 rstd 0.5 = 0.42426 -> bf16
   EXPECT_EQ(bf16_to_float(out[1]), 1.9921875f);    // 4 rstd 2 sigmoid(2) = 1.99302 -> bf16
   // Gate first: g = (0, 4 silu(2)); normalising g leaves (0, sqrt(2)), times w = (0, 2.828427).
-  auto first = resolve("gated_rms_norm", {{"rows", 1}, {"hidden_size", 2}, {"eps", 0.0}, {"norm_before_gate", false}});
+  auto first =
+      resolve("gated_rms_norm",
+              {{"rows", 1}, {"hidden_size", 2}, {"eps", 0.0}, {"norm_before_gate", false}});
   run(first, {x.data(), w.data(), z.data()}, {out.data()});
   EXPECT_EQ(bf16_to_float(out[0]), 0.0f);
   EXPECT_EQ(bf16_to_float(out[1]), 2.828125f);
@@ -136,10 +140,12 @@ TEST(LayerNorm, KeepsRank3ShapeAndNormalisesTheLastDim) {
 }
 
 // One q head, one k head, one v head of d = 2: q = (3, 4) -> fp16(3 rstd) = 0.8486328,
-// fp16(4 rstd) = 1.1318359, times q_weight (1, 2); k = (1, 1) has rstd 1, times (0.5, -1); v copied.
+// fp16(4 rstd) = 1.1318359, times q_weight (1, 2); k = (1, 1) has rstd 1, times (0.5, -1); v
+// copied.
 TEST(FusedQkRmsNorm, NormalisesQAndKHeadsAndCopiesV) {
-  auto s = resolve("fused_qk_rmsnorm", {{"num_tokens", 1}, {"head_num", 1}, {"kv_head_num", 1},
-                                        {"size_per_head", 2}, {"eps", 0.0}});
+  auto s = resolve(
+      "fused_qk_rmsnorm",
+      {{"num_tokens", 1}, {"head_num", 1}, {"kv_head_num", 1}, {"size_per_head", 2}, {"eps", 0.0}});
   ASSERT_EQ(s.inputs[0].dims, (std::vector<int64_t>{1, 6}));
   auto h = fp16({3, 4, 1, 1, 5, -6}), qw = fp16({1, 2}), kw = fp16({0.5, -1});
   std::vector<uint16_t> out(6);
@@ -161,7 +167,8 @@ TEST(FusedQkRmsNorm, Bf16DtypeIsRejectedNotSilentlyRunAsFp16) {
 // gate = (1*1 + 2*1 + 0, 1*0.5 - 2*1 + 0.5) = (3, -1); out = bf16(sigmoid(3) * 2) = bf16(1.90515)
 // = 1.90625, bf16(sigmoid(-1) * 4) = bf16(1.07577) = 1.078125.
 TEST(LinearSigmoidMul, GemmThenBiasThenSigmoidTimesPost) {
-  auto s = resolve("linear_sigmoid_mul", {{"token_count", 1}, {"hidden_size", 2}, {"out_features", 2}});
+  auto s =
+      resolve("linear_sigmoid_mul", {{"token_count", 1}, {"hidden_size", 2}, {"out_features", 2}});
   auto x = bf16({1, 2}), w = bf16({1, 1, 0.5, -1}), b = bf16({0, 0.5}), post = bf16({2, 4});
   std::vector<uint16_t> out(2);
   run(s, {x.data(), w.data(), b.data(), post.data()}, {out.data()});
@@ -172,21 +179,25 @@ TEST(LinearSigmoidMul, GemmThenBiasThenSigmoidTimesPost) {
 // With input.py's distributions sigmoid(gate) stays within ~0.5 +- 0.02: under the sweep's atol
 // (1e-2) a candidate that skips the GEMM (out = 0.5 * post) would pass; the override must not.
 TEST(LinearSigmoidMul, ToleranceOverrideRejectsSkippingTheGemm) {
-  auto s = resolve("linear_sigmoid_mul", {{"token_count", 8}, {"hidden_size", 512}, {"out_features", 256}});
+  auto s = resolve("linear_sigmoid_mul",
+                   {{"token_count", 8}, {"hidden_size", 512}, {"out_features", 256}});
   std::vector<std::vector<uint16_t>> in;
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     in.emplace_back(static_cast<size_t>(s.inputs[i].numel()));
     generate_input_cpu(s, i, 7, in.back().data());
   }
-  std::vector<uint16_t> ref(static_cast<size_t>(s.outputs[0].numel())), lazy(ref.size()), near(ref.size());
+  std::vector<uint16_t> ref(static_cast<size_t>(s.outputs[0].numel())), lazy(ref.size()),
+      near(ref.size());
   run(s, {in[0].data(), in[1].data(), in[2].data(), in[3].data()}, {ref.data()});
   for (size_t i = 0; i < ref.size(); ++i) {
     lazy[i] = float_to_bf16(0.5f * bf16_to_float(in[3][i]));
-    near[i] = static_cast<uint16_t>(ref[i] + ((i % 3 == 0 && (ref[i] & 0x7f) != 0x7f) ? 1 : 0));  // one bf16 ulp off
+    near[i] = static_cast<uint16_t>(
+        ref[i] + ((i % 3 == 0 && (ref[i] & 0x7f) != 0x7f) ? 1 : 0));  // one bf16 ulp off
   }
   const double atol = *s.def->atol, rtol = *s.def->rtol;
   EXPECT_FALSE(compare_output(s.outputs[0], lazy.data(), ref.data(), atol, rtol).pass);
-  EXPECT_TRUE(compare_output(s.outputs[0], lazy.data(), ref.data(), 1e-2, 5e-2).pass);  // why the override exists
+  EXPECT_TRUE(compare_output(s.outputs[0], lazy.data(), ref.data(), 1e-2, 5e-2)
+                  .pass);  // why the override exists
   EXPECT_TRUE(compare_output(s.outputs[0], near.data(), ref.data(), atol, rtol).pass);
 }
 
@@ -200,7 +211,10 @@ struct QuantCase {
 };
 
 QuantCase quantise(uint64_t seed) {
-  QuantCase c{resolve("fp8_dynamic_per_token_quant", {{"token_count", 16}, {"hidden_size", 256}}), {}, {}, {}};
+  QuantCase c{resolve("fp8_dynamic_per_token_quant", {{"token_count", 16}, {"hidden_size", 256}}),
+              {},
+              {},
+              {}};
   c.x.resize(16 * 256);
   c.q.resize(16 * 256);
   c.scale.resize(16);
@@ -209,8 +223,10 @@ QuantCase quantise(uint64_t seed) {
   return c;
 }
 
-CompareResult compare_q(const QuantCase& ref, const std::vector<uint8_t>& q, const std::vector<float>& scale) {
-  const std::vector<const void*> cand{q.data(), scale.data()}, r{ref.q.data(), ref.scale.data()}, in{ref.x.data()};
+CompareResult compare_q(const QuantCase& ref, const std::vector<uint8_t>& q,
+                        const std::vector<float>& scale) {
+  const std::vector<const void*> cand{q.data(), scale.data()}, r{ref.q.data(), ref.scale.data()},
+      in{ref.x.data()};
   return ops::compare_fp8_dequantised<1>(ref.s, 0, cand, r, in, 1e-2, 5e-2);
 }
 
@@ -240,7 +256,8 @@ TEST(Fp8Compare, ScaleFromThe448RangeIsRejected) {
   const QuantCase ref = quantise(5);
   std::vector<float> s448(ref.scale);
   for (float& v : s448) v = v * 240.0f / 448.0f;
-  const std::vector<const void*> cand{ref.q.data(), s448.data()}, r{ref.q.data(), ref.scale.data()}, in{ref.x.data()};
+  const std::vector<const void*> cand{ref.q.data(), s448.data()}, r{ref.q.data(), ref.scale.data()},
+      in{ref.x.data()};
   EXPECT_FALSE(ops::compare_scale_relative(ref.s, 1, cand, r, in, 1e-2, 5e-2).pass);
   EXPECT_TRUE(compare_output(ref.s.outputs[1], s448.data(), ref.scale.data(), 1e-2, 5e-2).pass);
   std::vector<float> ulp(ref.scale);
@@ -284,8 +301,11 @@ void expect_moments(const ResolvedShape& s, size_t index, double mean, double st
 }
 
 TEST(QuantNormGenerators, MatchAtrexInputDistributions) {
-  expect_moments(resolve("fp8_dynamic_per_token_quant", {{"token_count", 64}, {"hidden_size", 1024}}), 0, 0, 1, 0.02);
-  expect_moments(resolve("per_token_group_quant_fp8", {{"group_size", 128}, {"token_count", 64}, {"hidden_size", 1024}}),
+  expect_moments(
+      resolve("fp8_dynamic_per_token_quant", {{"token_count", 64}, {"hidden_size", 1024}}), 0, 0, 1,
+      0.02);
+  expect_moments(resolve("per_token_group_quant_fp8",
+                         {{"group_size", 128}, {"token_count", 64}, {"hidden_size", 1024}}),
                  0, 0, 1, 0.02);
   auto frq = resolve("fused_rmsnorm_quant", {{"token_count", 64}, {"hidden_size", 1024}});
   for (size_t i = 0; i < 2; ++i) expect_moments(frq, i, 0, 1, 0.02);
@@ -298,7 +318,8 @@ TEST(QuantNormGenerators, MatchAtrexInputDistributions) {
   for (size_t i = 0; i < 3; ++i) expect_moments(ln, i, 0, 1, i == 0 ? 0.02 : 0.1);
   auto qk = resolve("fused_qk_rmsnorm", {{"num_tokens", 64}, {"head_num", 8}, {"kv_head_num", 2}});
   expect_moments(qk, 0, 0, 1, 0.02);
-  auto lsm = resolve("linear_sigmoid_mul", {{"token_count", 64}, {"hidden_size", 256}, {"out_features", 512}});
+  auto lsm = resolve("linear_sigmoid_mul",
+                     {{"token_count", 64}, {"hidden_size", 256}, {"out_features", 512}});
   expect_moments(lsm, 0, 0, 0.02, 5e-4);
   expect_moments(lsm, 1, 0, 1.0 / 16, 1e-3);  // randn * 256^-0.5
   expect_moments(lsm, 2, 0, 0.02, 3e-3);
@@ -311,10 +332,13 @@ TEST(QuantNormReleasedShapes, AllResolveAndAnalyticTrafficMatchesTheRelease) {
   auto suite = Suite::load(ATREX_TEST_SUITE_DIR);
   ASSERT_TRUE(suite) << suite.error().message;
   // analytic W / released W, as documented in roofline_notes.
-  const std::vector<std::pair<const char*, double>> ops = {
-      {"fp8_dynamic_per_token_quant", 1.0}, {"per_token_group_quant_fp8", 1.0}, {"fused_rmsnorm_quant", 1.2},
-      {"gated_rms_norm", 1.0},              {"layer_norm", 1.0},                {"fused_qk_rmsnorm", 4.0 / 3},
-      {"linear_sigmoid_mul", 1.0}};
+  const std::vector<std::pair<const char*, double>> ops = {{"fp8_dynamic_per_token_quant", 1.0},
+                                                           {"per_token_group_quant_fp8", 1.0},
+                                                           {"fused_rmsnorm_quant", 1.2},
+                                                           {"gated_rms_norm", 1.0},
+                                                           {"layer_norm", 1.0},
+                                                           {"fused_qk_rmsnorm", 4.0 / 3},
+                                                           {"linear_sigmoid_mul", 1.0}};
   for (const auto& [op, w_ratio] : ops) {
     const OperatorDef* def = find_native_operator(op);
     ASSERT_NE(def, nullptr) << op;
@@ -326,7 +350,8 @@ TEST(QuantNormReleasedShapes, AllResolveAndAnalyticTrafficMatchesTheRelease) {
       ASSERT_TRUE(r) << r.error().message;
       for (const auto* list : {&r->inputs, &r->outputs}) {
         for (const TensorDesc& t : *list) {
-          for (int64_t d : t.dims) EXPECT_GT(d, 0) << op << " shape " << shape.id << " tensor " << t.name;
+          for (int64_t d : t.dims)
+            EXPECT_GT(d, 0) << op << " shape " << shape.id << " tensor " << t.name;
         }
       }
       auto released = suite->roofline(op, shape.id);

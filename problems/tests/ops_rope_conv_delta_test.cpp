@@ -1,5 +1,5 @@
-// Unit tests of operator group "rope_conv_delta" (problems/src/ops/rope_conv_delta_defs.cpp): hand-checkable cases,
-// generator statistics, and resolution of every released shape.
+// Unit tests of operator group "rope_conv_delta" (problems/src/ops/rope_conv_delta_defs.cpp):
+// hand-checkable cases, generator statistics, and resolution of every released shape.
 #include <cmath>
 #include <vector>
 
@@ -30,7 +30,10 @@ float rope_expect(float x, float partner_term_sign, float partner, float angle) 
 // ---- fused_qkv_rope ---------------------------------------------------------------------------
 
 TEST(FusedQkvRope, RotatesHalvesByPositionAndCopiesV) {
-  auto s = resolve("fused_qkv_rope", {{"total_tokens", 2}, {"num_heads", 1}, {"num_kv_heads", 1}, {"head_dim", 4},
+  auto s = resolve("fused_qkv_rope", {{"total_tokens", 2},
+                                      {"num_heads", 1},
+                                      {"num_kv_heads", 1},
+                                      {"head_dim", 4},
                                       {"rope_dim", 4}});
   ASSERT_EQ(s.inputs[0].dims, (std::vector<int64_t>{2, 12}));
   // token 0 (position 0) then token 1 (position 1); heads q | k | v.
@@ -39,7 +42,8 @@ TEST(FusedQkvRope, RotatesHalvesByPositionAndCopiesV) {
   std::vector<int32_t> pos{0, 1};
   std::vector<uint16_t> q(8), k(8), v(8);
   run(s, {qkv.data(), pos.data()}, {q.data(), k.data(), v.data()});
-  for (int d = 0; d < 4; ++d) EXPECT_EQ(bf16_to_float(q[d]), d + 1.0f) << "position 0 is the identity";
+  for (int d = 0; d < 4; ++d)
+    EXPECT_EQ(bf16_to_float(q[d]), d + 1.0f) << "position 0 is the identity";
   // inv_freq = [1, 10000^-0.5 = 0.01]; lanes (0, 2) turn by 1 rad, lanes (1, 3) by 0.01 rad.
   EXPECT_EQ(q[4], float_to_bf16(rope_expect(1, -1, 3, 1.0f)));
   EXPECT_EQ(q[5], float_to_bf16(rope_expect(2, -1, 4, 0.01f)));
@@ -50,8 +54,12 @@ TEST(FusedQkvRope, RotatesHalvesByPositionAndCopiesV) {
 }
 
 TEST(FusedQkvRope, PartialRopeDimPassesTrailingLanes) {
-  auto s = resolve("fused_qkv_rope", {{"total_tokens", 1}, {"num_heads", 1}, {"num_kv_heads", 1}, {"head_dim", 4},
-                                      {"rope_dim", 2}, {"rope_base", 100.0}});
+  auto s = resolve("fused_qkv_rope", {{"total_tokens", 1},
+                                      {"num_heads", 1},
+                                      {"num_kv_heads", 1},
+                                      {"head_dim", 4},
+                                      {"rope_dim", 2},
+                                      {"rope_base", 100.0}});
   auto qkv = bf16({1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0});
   std::vector<int32_t> pos{2};
   std::vector<uint16_t> q(4), k(4), v(4);
@@ -63,12 +71,17 @@ TEST(FusedQkvRope, PartialRopeDimPassesTrailingLanes) {
 }
 
 TEST(FusedQkvRope, Fp16DtypeSwitchesTensorsAndArithmetic) {
-  auto s = resolve("fused_qkv_rope", {{"total_tokens", 2}, {"num_heads", 1}, {"num_kv_heads", 1}, {"head_dim", 2},
-                                      {"rope_dim", 2}, {"dtype", "fp16"}});
+  auto s = resolve("fused_qkv_rope", {{"total_tokens", 2},
+                                      {"num_heads", 1},
+                                      {"num_kv_heads", 1},
+                                      {"head_dim", 2},
+                                      {"rope_dim", 2},
+                                      {"dtype", "fp16"}});
   EXPECT_EQ(s.inputs[0].dtype, DType::kF16);
   for (const auto& o : s.outputs) EXPECT_EQ(o.dtype, DType::kF16);
   std::vector<uint16_t> qkv;
-  for (float f : {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f}) qkv.push_back(num::float_to_fp16(f));
+  for (float f : {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f})
+    qkv.push_back(num::float_to_fp16(f));
   std::vector<int32_t> pos{0, 1};
   std::vector<uint16_t> q(4), k(4), v(4);
   run(s, {qkv.data(), pos.data()}, {q.data(), k.data(), v.data()});
@@ -81,8 +94,8 @@ TEST(FusedQkvRope, BiasAndUnknownDtypeAreRejected) {
   ASSERT_NE(def, nullptr);
   Shape s;
   s.id = "x";
-  s.params = {{"total_tokens", 1}, {"num_heads", 1}, {"num_kv_heads", 1}, {"head_dim", 4}, {"rope_dim", 4},
-              {"with_bias", true}};
+  s.params = {{"total_tokens", 1}, {"num_heads", 1}, {"num_kv_heads", 1},
+              {"head_dim", 4},     {"rope_dim", 4},  {"with_bias", true}};
   EXPECT_FALSE(resolve_shape(*def, s));
   s.params["with_bias"] = false;
   s.params["dtype"] = "fp32";
@@ -126,8 +139,12 @@ struct MropeCase {
 };
 
 TEST(Mrope, NeoxPairsUseTheirAxisRow) {
-  auto s = resolve("mrope", {{"token_count", 2}, {"num_query_heads", 1}, {"num_kv_heads", 1}, {"head_size", 4},
-                             {"rotary_dim", 4}, {"mrope_section", {1, 1, 0}}});
+  auto s = resolve("mrope", {{"token_count", 2},
+                             {"num_query_heads", 1},
+                             {"num_kv_heads", 1},
+                             {"head_size", 4},
+                             {"rotary_dim", 4},
+                             {"mrope_section", {1, 1, 0}}});
   MropeCase c;
   auto q = bf16({0, 0, 0, 0, 1, 2, 3, 4}), k = bf16({0, 0, 0, 0, 5, 6, 7, 8});
   std::vector<uint16_t> qo(8), ko(8);
@@ -143,8 +160,13 @@ TEST(Mrope, NeoxPairsUseTheirAxisRow) {
 }
 
 TEST(Mrope, GptjPairsAreAdjacentLanes) {
-  auto s = resolve("mrope", {{"token_count", 2}, {"num_query_heads", 1}, {"num_kv_heads", 1}, {"head_size", 4},
-                             {"rotary_dim", 4}, {"mrope_section", {1, 1, 0}}, {"is_neox_style", false}});
+  auto s = resolve("mrope", {{"token_count", 2},
+                             {"num_query_heads", 1},
+                             {"num_kv_heads", 1},
+                             {"head_size", 4},
+                             {"rotary_dim", 4},
+                             {"mrope_section", {1, 1, 0}},
+                             {"is_neox_style", false}});
   MropeCase c;
   auto q = bf16({0, 0, 0, 0, 1, 2, 3, 4}), k = bf16({0, 0, 0, 0, 0, 0, 0, 0});
   std::vector<uint16_t> qo(8), ko(8);
@@ -157,8 +179,12 @@ TEST(Mrope, GptjPairsAreAdjacentLanes) {
 }
 
 TEST(Mrope, CosAndSinShareOneAngleDraw) {
-  auto s = resolve("mrope", {{"token_count", 512}, {"num_query_heads", 1}, {"num_kv_heads", 1}, {"head_size", 128},
-                             {"rotary_dim", 128}, {"mrope_section", {16, 24, 24}}});
+  auto s = resolve("mrope", {{"token_count", 512},
+                             {"num_query_heads", 1},
+                             {"num_kv_heads", 1},
+                             {"head_size", 128},
+                             {"rotary_dim", 128},
+                             {"mrope_section", {16, 24, 24}}});
   const size_t n = static_cast<size_t>(s.inputs[2].numel());
   ASSERT_EQ(n, 3u * 512 * 64);
   std::vector<float> c(n), sn(n);
@@ -179,7 +205,8 @@ TEST(Mrope, CosAndSinShareOneAngleDraw) {
 
 // One channel, width 3: padded = [s0, s1, x0, x1]; out[t] = b + w0 p[t] + w1 p[t+1] + w2 p[t+2].
 TEST(CausalConv1d, WindowStartsInInitialState) {
-  auto s = resolve("causal_conv1d", {{"token_count", 2}, {"dim", 1}, {"width", 3}, {"activation", "none"}});
+  auto s = resolve("causal_conv1d",
+                   {{"token_count", 2}, {"dim", 1}, {"width", 3}, {"activation", "none"}});
   ASSERT_EQ(s.inputs[3].dims, (std::vector<int64_t>{1, 1, 2}));
   auto x = bf16({4, 8}), w = bf16({1, 2, 0.5f}), b = bf16({0.25f}), st = bf16({1, 2});
   std::vector<uint16_t> out(2);
@@ -193,15 +220,18 @@ TEST(CausalConv1d, SiluAppliesToTheRoundedConv) {
   auto x = bf16({1, -1}), w = bf16({0, 1, 0, 1}), b = bf16({0, 0}), st = bf16({0, 0});
   std::vector<uint16_t> out(2);
   run(s, {x.data(), w.data(), b.data(), st.data()}, {out.data()});
-  EXPECT_EQ(out[0], float_to_bf16(1.0f / (1.0f + std::exp(-1.0f))));   // silu(1)
-  EXPECT_EQ(out[1], float_to_bf16(-1.0f / (1.0f + std::exp(1.0f))));   // silu(-1)
+  EXPECT_EQ(out[0], float_to_bf16(1.0f / (1.0f + std::exp(-1.0f))));  // silu(1)
+  EXPECT_EQ(out[1], float_to_bf16(-1.0f / (1.0f + std::exp(1.0f))));  // silu(-1)
 }
 
-// ---- chunk_delta_rule_output ---------------------------------------------------------------------
+// ---- chunk_delta_rule_output
+// ---------------------------------------------------------------------
 
-// dk = dv = 1, chunk 2, T = 3: q = [1, 2, 1], k = [1, 1, 2], v = [1, 2, 3], h = [0.5, 0.25] per chunk.
+// dk = dv = 1, chunk 2, T = 3: q = [1, 2, 1], k = [1, 1, 2], v = [1, 2, 3], h = [0.5, 0.25] per
+// chunk.
 struct ChunkOutputCase {
-  std::vector<uint16_t> q = bf16({1, 2, 1}), k = bf16({1, 1, 2}), v = bf16({1, 2, 3}), h = bf16({0.5f, 0.25f});
+  std::vector<uint16_t> q = bf16({1, 2, 1}), k = bf16({1, 1, 2}), v = bf16({1, 2, 3}),
+                        h = bf16({0.5f, 0.25f});
   std::vector<uint16_t> out = std::vector<uint16_t>(3);
   void run_with(const ResolvedShape& s, std::vector<float> g) {
     run(s, {q.data(), k.data(), v.data(), h.data(), g.data()}, {out.data()});
@@ -218,9 +248,9 @@ TEST(ChunkDeltaRuleOutput, IntraChunkIsCausalAndChunksRestart) {
   ASSERT_EQ(s.inputs[3].dims, (std::vector<int64_t>{1, 2, 1, 1, 1}));  // ceil(3 / 2) chunks
   ChunkOutputCase c;
   c.run_with(s, {0, 0, 0});
-  EXPECT_EQ(bf16_to_float(c.out[0]), 0.5f + 1 * 1);                 // q0 h0 + (q0 k0) v0
-  EXPECT_EQ(bf16_to_float(c.out[1]), 1.0f + 2 * 1 + 2 * 2);         // q1 h0 + (q1 k0) v0 + (q1 k1) v1
-  EXPECT_EQ(bf16_to_float(c.out[2]), 0.25f + 2 * 3);                 // chunk 1: q2 h1 + (q2 k2) v2
+  EXPECT_EQ(bf16_to_float(c.out[0]), 0.5f + 1 * 1);          // q0 h0 + (q0 k0) v0
+  EXPECT_EQ(bf16_to_float(c.out[1]), 1.0f + 2 * 1 + 2 * 2);  // q1 h0 + (q1 k0) v0 + (q1 k1) v1
+  EXPECT_EQ(bf16_to_float(c.out[2]), 0.25f + 2 * 3);         // chunk 1: q2 h1 + (q2 k2) v2
 }
 
 TEST(ChunkDeltaRuleOutput, GateDecaysStateAndMasksIncreasingG) {
@@ -232,7 +262,8 @@ TEST(ChunkDeltaRuleOutput, GateDecaysStateAndMasksIncreasingG) {
   EXPECT_EQ(bf16_to_float(c.out[1]), 1.0f + 2 * 2);
   c.run_with(s, {0, -0.5f, 0});
   // t = 1: g1 - g0 = -0.5 keeps s = 0 with weight bf16(2 exp(-0.5)).
-  EXPECT_EQ(c.out[1], float_to_bf16(std::exp(-0.5f) + num::round_bf16(2 * std::exp(-0.5f)) * 1 + 2 * 2));
+  EXPECT_EQ(c.out[1],
+            float_to_bf16(std::exp(-0.5f) + num::round_bf16(2 * std::exp(-0.5f)) * 1 + 2 * 2));
 }
 
 TEST(ChunkDeltaRuleOutput, ScaleDefaultsToInverseSqrtKeyDim) {
@@ -248,15 +279,17 @@ TEST(ChunkDeltaRuleOutput, ScaleDefaultsToInverseSqrtKeyDim) {
 }
 
 TEST(ChunkDeltaRuleOutput, VHeadsShareQHeadsInGroups) {
-  EXPECT_EQ(ops::shared_head(3, 4, 2), 1);   // 2 v heads per q head
+  EXPECT_EQ(ops::shared_head(3, 4, 2), 1);  // 2 v heads per q head
   EXPECT_EQ(ops::shared_head(1, 4, 2), 0);
-  EXPECT_EQ(ops::shared_head(2, 3, 2), 1);   // 3 / 2 = 1 per group, clamped to the last q head
-  EXPECT_EQ(ops::shared_head(1, 2, 4), 1);   // more q heads than v heads
+  EXPECT_EQ(ops::shared_head(2, 3, 2), 1);  // 3 / 2 = 1 per group, clamped to the last q head
+  EXPECT_EQ(ops::shared_head(1, 2, 4), 1);  // more q heads than v heads
 }
 
-// ---- chunk_gated_delta_rule_state ----------------------------------------------------------------
+// ---- chunk_gated_delta_rule_state
+// ----------------------------------------------------------------
 
-// dk = dv = 1, chunk 2, T = 3, slots [0.5, 9], batch 0 -> slot 0; w = 1, k = [1, 1, 2], u = [2, 3, 4].
+// dk = dv = 1, chunk 2, T = 3, slots [0.5, 9], batch 0 -> slot 0; w = 1, k = [1, 1, 2], u = [2, 3,
+// 4].
 struct ChunkStateCase {
   std::vector<uint16_t> k = bf16({1, 1, 2}), w = bf16({1, 1, 1}), u = bf16({2, 3, 4});
   std::vector<float> init{0.5f, 9.0f};
@@ -264,7 +297,8 @@ struct ChunkStateCase {
   std::vector<uint16_t> h = std::vector<uint16_t>(2), v_new = std::vector<uint16_t>(3);
   std::vector<float> final_state = init;  // the output starts as initial_state (initial_from)
   void run_with(const ResolvedShape& s, std::vector<float> g) {
-    run(s, {k.data(), w.data(), u.data(), g.data(), init.data(), idx.data()}, {h.data(), v_new.data(), final_state.data()});
+    run(s, {k.data(), w.data(), u.data(), g.data(), init.data(), idx.data()},
+        {h.data(), v_new.data(), final_state.data()});
   }
 };
 
@@ -278,7 +312,8 @@ TEST(ChunkGatedDeltaRuleState, StateAdvancesPerChunkAndOtherSlotsStay) {
   ASSERT_EQ(s.outputs[0].dims, (std::vector<int64_t>{1, 2, 1, 1, 1}));
   ChunkStateCase c;
   c.run_with(s, {0, 0, 0});
-  // chunk 0: v = [2 - 0.5, 3 - 0.5]; h = 0.5 + 1 * 1.5 + 1 * 2.5 = 4.5. chunk 1: v = 4 - 4.5; h = 4.5 + 2 * -0.5.
+  // chunk 0: v = [2 - 0.5, 3 - 0.5]; h = 0.5 + 1 * 1.5 + 1 * 2.5 = 4.5. chunk 1: v = 4 - 4.5; h
+  // = 4.5 + 2 * -0.5.
   EXPECT_EQ(bf16_to_float(c.h[0]), 0.5f);
   EXPECT_EQ(bf16_to_float(c.h[1]), 4.5f);
   EXPECT_EQ(bf16_to_float(c.v_new[0]), 1.5f);
@@ -301,27 +336,32 @@ TEST(ChunkGatedDeltaRuleState, GateMasksEarlierLargerGAndDecaysState) {
   EXPECT_EQ(d.h[1], float_to_bf16(0.5f * e + (num::round_bf16(1.5f * e) + 2.5f)));
 }
 
-// ---- gated_delta_rule_update ---------------------------------------------------------------------
+// ---- gated_delta_rule_update
+// ---------------------------------------------------------------------
 
 // dk = 2, dv = 1, T = 2; A_log = 0, a = dt_bias = 0, b = 0: decay exp(-ln 2) = 0.5, beta = 0.5.
-// k = [3, 4] -> [0.6, 0.8], q = [0, 2] -> [0, 1]; then k = [0, 1], q = [1, 0]; v = [1, 2]; h = [1, 2].
+// k = [3, 4] -> [0.6, 0.8], q = [0, 2] -> [0, 1]; then k = [0, 1], q = [1, 0]; v = [1, 2]; h = [1,
+// 2].
 struct UpdateCase {
   std::vector<float> a_log{0};
-  std::vector<uint16_t> a = bf16({0, 0}), dt = bf16({0}), q = bf16({0, 2, 1, 0}), k = bf16({3, 4, 0, 1});
+  std::vector<uint16_t> a = bf16({0, 0}), dt = bf16({0}), q = bf16({0, 2, 1, 0}),
+                        k = bf16({3, 4, 0, 1});
   std::vector<uint16_t> v = bf16({1, 2}), b = bf16({0, 0});
   std::vector<float> init{1, 2};
   std::vector<int32_t> idx{0};
   std::vector<uint16_t> out = std::vector<uint16_t>(2);
   std::vector<float> final_state = init;
   void run_with(const ResolvedShape& s) {
-    run(s, {a_log.data(), a.data(), dt.data(), q.data(), k.data(), v.data(), b.data(), init.data(), idx.data()},
+    run(s,
+        {a_log.data(), a.data(), dt.data(), q.data(), k.data(), v.data(), b.data(), init.data(),
+         idx.data()},
         {out.data(), final_state.data()});
   }
 };
 
 Json update_params() {
-  return {{"batch_size", 1}, {"token_count", 2}, {"num_q_heads", 1}, {"num_v_heads", 1}, {"key_dim", 2},
-          {"value_dim", 1},  {"state_count", 1}, {"scale", 1.0}};
+  return {{"batch_size", 1}, {"token_count", 2}, {"num_q_heads", 1}, {"num_v_heads", 1},
+          {"key_dim", 2},    {"value_dim", 1},   {"state_count", 1}, {"scale", 1.0}};
 }
 
 TEST(GatedDeltaRuleUpdate, DecayDeltaUpdateThenReadout) {
@@ -358,14 +398,16 @@ TEST(GatedDeltaRuleUpdate, WithoutL2NormKeysAreRaw) {
   EXPECT_EQ(bf16_to_float(c.out[0]), 2.0f);
 }
 
-// ---- generators and released shapes ---------------------------------------------------------------
+// ---- generators and released shapes
+// ---------------------------------------------------------------
 
 template <class T>
 std::vector<double> draw(const ResolvedShape& s, size_t index, uint64_t seed) {
   std::vector<T> raw(static_cast<size_t>(s.inputs[index].numel()));
   generate_input_cpu(s, index, seed, raw.data());
   std::vector<double> out;
-  for (size_t i = 0; i < raw.size(); ++i) out.push_back(element_as_double(s.inputs[index].dtype, raw.data(), static_cast<int64_t>(i)));
+  for (size_t i = 0; i < raw.size(); ++i)
+    out.push_back(element_as_double(s.inputs[index].dtype, raw.data(), static_cast<int64_t>(i)));
   return out;
 }
 
@@ -377,30 +419,48 @@ std::pair<double, double> mean_std(const std::vector<double>& v) {
 }
 
 TEST(RopeConvDeltaGenerators, MatchInputPyDistributions) {
-  auto rope = resolve("fused_qkv_rope", {{"total_tokens", 64}, {"num_heads", 32}, {"num_kv_heads", 8}, {"head_dim", 128},
-                                         {"rope_dim", 128}, {"dtype", "fp16"}});
+  auto rope = resolve("fused_qkv_rope", {{"total_tokens", 64},
+                                         {"num_heads", 32},
+                                         {"num_kv_heads", 8},
+                                         {"head_dim", 128},
+                                         {"rope_dim", 128},
+                                         {"dtype", "fp16"}});
   auto [qm, qs] = mean_std(draw<uint16_t>(rope, 0, 1));  // randn drawn as fp16, not bf16 bits
   EXPECT_NEAR(qm, 0.0, 0.01);
   EXPECT_NEAR(qs, 1.0, 0.01);
   auto pos = draw<int32_t>(rope, 1, 1);
   for (size_t i = 0; i < pos.size(); ++i) ASSERT_EQ(pos[i], static_cast<double>(i));
-  auto cdro = resolve("chunk_delta_rule_output", {{"batch_size", 1}, {"token_count", 512}, {"num_q_heads", 4},
-                                                  {"num_v_heads", 8}, {"key_dim", 128}, {"value_dim", 128}});
+  auto cdro = resolve("chunk_delta_rule_output", {{"batch_size", 1},
+                                                  {"token_count", 512},
+                                                  {"num_q_heads", 4},
+                                                  {"num_v_heads", 8},
+                                                  {"key_dim", 128},
+                                                  {"value_dim", 128}});
   EXPECT_NEAR(mean_std(draw<uint16_t>(cdro, 0, 2)).second, 0.02, 4e-4);  // q: randn * 0.02
   EXPECT_NEAR(mean_std(draw<uint16_t>(cdro, 1, 2)).second, 1.0, 0.02);   // k: randn_like(q)
   auto g = draw<float>(cdro, 4, 2);
   for (double x : g) ASSERT_TRUE(x >= -1.0 && x <= 0.0) << x;
   EXPECT_NEAR(mean_std(g).first, -0.5, 0.01);
-  auto upd = resolve("gated_delta_rule_update", {{"batch_size", 3}, {"token_count", 256}, {"num_q_heads", 16},
-                                                 {"num_v_heads", 32}, {"key_dim", 128}, {"value_dim", 128}, {"state_count", 5}});
-  EXPECT_NEAR(mean_std(draw<uint16_t>(upd, 6, 3)).second, 1.0, 0.03);      // b: randn_like(a)
-  EXPECT_NEAR(mean_std(draw<float>(upd, 7, 3)).second, 0.02, 1e-4);        // initial_state
-  EXPECT_EQ(draw<int32_t>(upd, 8, 3), (std::vector<double>{0, 1, 2}));     // arange(batch) % state_count
+  auto upd = resolve("gated_delta_rule_update", {{"batch_size", 3},
+                                                 {"token_count", 256},
+                                                 {"num_q_heads", 16},
+                                                 {"num_v_heads", 32},
+                                                 {"key_dim", 128},
+                                                 {"value_dim", 128},
+                                                 {"state_count", 5}});
+  EXPECT_NEAR(mean_std(draw<uint16_t>(upd, 6, 3)).second, 1.0, 0.03);  // b: randn_like(a)
+  EXPECT_NEAR(mean_std(draw<float>(upd, 7, 3)).second, 0.02, 1e-4);    // initial_state
+  EXPECT_EQ(draw<int32_t>(upd, 8, 3),
+            (std::vector<double>{0, 1, 2}));  // arange(batch) % state_count
 }
 
 const std::vector<std::string>& group_ops() {
-  static const std::vector<std::string> kOps{"fused_qkv_rope", "mrope", "causal_conv1d", "chunk_delta_rule_output",
-                                             "chunk_gated_delta_rule_state", "gated_delta_rule_update"};
+  static const std::vector<std::string> kOps{"fused_qkv_rope",
+                                             "mrope",
+                                             "causal_conv1d",
+                                             "chunk_delta_rule_output",
+                                             "chunk_gated_delta_rule_state",
+                                             "gated_delta_rule_update"};
   return kOps;
 }
 
@@ -418,7 +478,8 @@ TEST(RopeConvDeltaReleasedShapes, EveryShapeResolvesWithPositiveDims) {
       ASSERT_TRUE(r) << r.error().message;
       for (const auto* list : {&r->inputs, &r->outputs}) {
         for (const auto& t : *list) {
-          for (int64_t d : t.dims) EXPECT_GT(d, 0) << name << " shape " << shape.id << " tensor " << t.name;
+          for (int64_t d : t.dims)
+            EXPECT_GT(d, 0) << name << " shape " << shape.id << " tensor " << t.name;
         }
       }
     }

@@ -68,8 +68,9 @@ TEST(Suite, UnknownOperatorListsTheSuite) {
 class BrokenSuite : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("atrex_suite_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("atrex_suite_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::copy(ATREX_TEST_SUITE_DIR, dir_, fs::copy_options::recursive);
   }
@@ -85,18 +86,22 @@ TEST_F(BrokenSuite, NonIntegerKwargIsAcceptedByLoaderButMissingInputKwargsIsName
   auto suite = Suite::load(dir_);
   ASSERT_FALSE(suite);
   EXPECT_EQ(suite.error().code, ErrorCode::kInvalidInput);
-  EXPECT_NE(suite.error().message.find("l2_norm/shapes.json: field \"0.input_kwargs\" is missing"), std::string::npos)
+  EXPECT_NE(suite.error().message.find("l2_norm/shapes.json: field \"0.input_kwargs\" is missing"),
+            std::string::npos)
       << suite.error().message;
 }
 
 TEST_F(BrokenSuite, ConflictingKwargsAreRejected) {
-  write("data/l2_norm/shapes.json",
-        R"({"0": {"init_kwargs": {"hidden_size": 8}, "input_kwargs": {"num_tokens": 2, "hidden_size": 16}}})");
-  write("data/l2_norm/roofline.json",
-        R"({"shapes": {"0": {"semantic_W_flops": {"bf16": 1}, "semantic_Q_read_bytes": 1, "semantic_Q_write_bytes": 1}}})");
+  write(
+      "data/l2_norm/shapes.json",
+      R"({"0": {"init_kwargs": {"hidden_size": 8}, "input_kwargs": {"num_tokens": 2, "hidden_size": 16}}})");
+  write(
+      "data/l2_norm/roofline.json",
+      R"({"shapes": {"0": {"semantic_W_flops": {"bf16": 1}, "semantic_Q_read_bytes": 1, "semantic_Q_write_bytes": 1}}})");
   auto suite = Suite::load(dir_);
   ASSERT_FALSE(suite);
-  EXPECT_NE(suite.error().message.find("conflicts with input_kwargs.hidden_size"), std::string::npos)
+  EXPECT_NE(suite.error().message.find("conflicts with input_kwargs.hidden_size"),
+            std::string::npos)
       << suite.error().message;
 }
 
@@ -104,16 +109,19 @@ TEST_F(BrokenSuite, ShapeWithoutRooflineIsNamed) {
   write("data/l2_norm/roofline.json", R"({"shapes": {}})");
   auto suite = Suite::load(dir_);
   ASSERT_FALSE(suite);
-  EXPECT_NE(suite.error().message.find("roofline.json: field \"shapes.0\" is missing"), std::string::npos)
+  EXPECT_NE(suite.error().message.find("roofline.json: field \"shapes.0\" is missing"),
+            std::string::npos)
       << suite.error().message;
 }
 
 TEST_F(BrokenSuite, NegativeByteCountIsRejectedWithItsValue) {
-  write("data/l2_norm/roofline.json",
-        R"({"shapes": {"0": {"semantic_W_flops": {"bf16": 1}, "semantic_Q_read_bytes": -5, "semantic_Q_write_bytes": 1}}})");
+  write(
+      "data/l2_norm/roofline.json",
+      R"({"shapes": {"0": {"semantic_W_flops": {"bf16": 1}, "semantic_Q_read_bytes": -5, "semantic_Q_write_bytes": 1}}})");
   auto suite = Suite::load(dir_);
   ASSERT_FALSE(suite);
-  EXPECT_NE(suite.error().message.find("shapes.0.semantic_Q_read_bytes"), std::string::npos) << suite.error().message;
+  EXPECT_NE(suite.error().message.find("shapes.0.semantic_Q_read_bytes"), std::string::npos)
+      << suite.error().message;
   EXPECT_NE(suite.error().message.find("got -5"), std::string::npos) << suite.error().message;
 }
 

@@ -35,8 +35,11 @@ fs::path default_include_dir() {
   return problems::executable_dir().parent_path() / "share" / "atrex" / "include";
 }
 
-CompileCache::CompileCache(fs::path dir, fs::path include_dir, std::optional<std::string> native_target)
-    : dir_(std::move(dir)), include_dir_(std::move(include_dir)), native_target_(std::move(native_target)) {}
+CompileCache::CompileCache(fs::path dir, fs::path include_dir,
+                           std::optional<std::string> native_target)
+    : dir_(std::move(dir)),
+      include_dir_(std::move(include_dir)),
+      native_target_(std::move(native_target)) {}
 
 std::string CompileCache::compiler_for(const std::string& backend) const {
   if (backend == "cuda") {
@@ -53,21 +56,32 @@ std::string CompileCache::compiler_for(const std::string& backend) const {
   return "c++";
 }
 
-std::vector<std::string> CompileCache::flags_for(const std::string& backend, const std::string& arch) const {
+std::vector<std::string> CompileCache::flags_for(const std::string& backend,
+                                                 const std::string& arch) const {
   const std::string inc = "-I" + include_dir_.string();
   if (backend == "cuda") {
     // sm_90a (not plain sm_90) so candidates may use wgmma/setmaxnreg on Hopper (HOPPER.md).
     std::string a = arch.rfind("sm_", 0) == 0 ? arch.substr(3) : arch;
-    return {"-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden", "--cudart", "shared",
-            fmt::format("-gencode=arch=compute_{},code=sm_{}", a, a), inc};
+    return {"-std=c++17",
+            "-O3",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC,-fvisibility=hidden",
+            "--cudart",
+            "shared",
+            fmt::format("-gencode=arch=compute_{},code=sm_{}", a, a),
+            inc};
   }
   if (backend == "hip") {
-    return {"-std=c++17", "-O3", "-shared", "-fPIC", "-fvisibility=hidden", "--offload-arch=" + arch, inc};
+    return {
+        "-std=c++17", "-O3", "-shared", "-fPIC", "-fvisibility=hidden", "--offload-arch=" + arch,
+        inc};
   }
   return {"-std=c++17", "-O3", "-march=native", "-shared", "-fPIC", "-fvisibility=hidden", inc};
 }
 
-Result<std::string> CompileCache::compiler_identity(const std::string& compiler, const std::string& backend,
+Result<std::string> CompileCache::compiler_identity(const std::string& compiler,
+                                                    const std::string& backend,
                                                     const std::string& arch) {
   // hipcc --version without a target asks rocm_agent_enumerator for the local GPUs (a Python
   // traceback without one); with --offload-arch it prints only the HIP and clang versions.
@@ -133,7 +147,8 @@ std::string resolved_march(const std::string& compiler) {
     }
     return fmt::format("march={} target-options={}", march, short_hash(gcc));
   }
-  const std::string clang = compiler_output(compiler, {"-march=native", "-###", "-E", "-x", "c++", "/dev/null"});
+  const std::string clang =
+      compiler_output(compiler, {"-march=native", "-###", "-E", "-x", "c++", "/dev/null"});
   std::string cpu, features;
   std::istringstream words(clang);
   for (std::string w, prev; words >> w; prev = w) {
@@ -154,10 +169,12 @@ std::string native_cpu_target(const std::string& compiler) {
     if (colon == std::string::npos || colon == 0) continue;
     const std::string field = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
     const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (model.empty() && (field == "model name" || field == "cpu model" || field == "Processor")) model = value;
+    if (model.empty() && (field == "model name" || field == "cpu model" || field == "Processor"))
+      model = value;
     if (flags.empty() && (field == "flags" || field == "Features" || field == "isa")) flags = value;
   }
-  return fmt::format("{}; cpu={}; cpu-flags={}", resolved_march(compiler), model.empty() ? "unknown" : model,
+  return fmt::format("{}; cpu={}; cpu-flags={}", resolved_march(compiler),
+                     model.empty() ? "unknown" : model,
                      flags.empty() ? "unknown" : short_hash(flags));
 }
 
@@ -170,7 +187,8 @@ namespace {
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   if (from.empty()) return s;
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
+    s.replace(pos, from.size(), to);
   return s;
 }
 
@@ -181,7 +199,8 @@ std::string random_suffix() {
 
 }  // namespace
 
-Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std::string& arch, double timeout_s) {
+Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std::string& arch,
+                                             double timeout_s) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string compiler = compiler_for(cand.backend);
   ATREX_ASSIGN_OR_RETURN(std::string identity, compiler_identity(compiler, cand.backend, arch));
@@ -197,7 +216,9 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
   }
   // The include folder's content is part of the ABI: hash the header, not the path.
   auto header = read_text_file(include_dir_ / "atrex" / "candidate.h");
-  if (!header) return tl::unexpected(with_context(header.error(), "candidate ABI header missing from include folder"));
+  if (!header)
+    return tl::unexpected(
+        with_context(header.error(), "candidate ABI header missing from include folder"));
   material += sha256_hex(*header) + "\n" + cand.source;
   CompileOutcome out;
   out.key = sha256_hex(material);
@@ -206,7 +227,9 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
   const fs::path fail = sub / (out.key + ".fail");
   std::error_code ec;
   fs::create_directories(sub, ec);
-  if (ec) return io_error(fmt::format("{}: cannot create compile cache folder: {}", sub.string(), ec.message()));
+  if (ec)
+    return io_error(
+        fmt::format("{}: cannot create compile cache folder: {}", sub.string(), ec.message()));
   if (fs::exists(lib, ec)) {
     out.ok = true;
     out.cache_hit = true;
@@ -216,7 +239,8 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
     ATREX_ASSIGN_OR_RETURN(out.log, read_text_file(fail));
   } else {
     const std::string suffix = random_suffix();
-    const std::string display = cand.file_name.empty() ? "candidate" + source_extension(cand.backend) : cand.file_name;
+    const std::string display =
+        cand.file_name.empty() ? "candidate" + source_extension(cand.backend) : cand.file_name;
     const fs::path src = sub / (out.key + "." + suffix + source_extension(cand.backend));
     const fs::path tmp_lib = sub / (out.key + "." + suffix + ".so");
     ATREX_TRY(write_text_file_atomic(src, cand.source));
@@ -228,10 +252,14 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
     opt.output_tail_bytes = 16384;
     ATREX_ASSIGN_OR_RETURN(SubprocessResult r, run_subprocess(opt));
     out.log = replace_all(r.output_tail, src.string(), display);
-    if (cand.backend == "hip" && out.log.find("invalid target ID '" + arch + "'") != std::string::npos) {
+    if (cand.backend == "hip" &&
+        out.log.find("invalid target ID '" + arch + "'") != std::string::npos) {
       out.log += fmt::format(
-          "\natrex: this hipcc does not know the offload arch {} (Debian 12's HIP 5.2 predates MI300X's gfx942); "
-          "set ATREX_HIP_ARCH or pass --arch with one it knows, e.g. gfx90a (MI200), to compile here\n", arch);
+          "\natrex: this hipcc does not know the offload arch {} (Debian 12's HIP 5.2 predates "
+          "MI300X's gfx942); "
+          "set ATREX_HIP_ARCH or pass --arch with one it knows, e.g. gfx90a (MI200), to compile "
+          "here\n",
+          arch);
     }
     // A failure is cached only when it is the compiler's verdict on the source: not when the
     // compiler was killed, nor when the cache folder was removed under it (the source is gone).
@@ -239,7 +267,9 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
     fs::remove(src, ec);
     if (r.ok() && fs::exists(tmp_lib, ec)) {
       fs::rename(tmp_lib, lib, ec);
-      if (ec) return io_error(fmt::format("{}: cannot publish compiled object: {}", lib.string(), ec.message()));
+      if (ec)
+        return io_error(
+            fmt::format("{}: cannot publish compiled object: {}", lib.string(), ec.message()));
       out.ok = true;
       out.library = lib;
     } else {
@@ -247,9 +277,11 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
       if (!r.started) {
         out.log = fmt::format("compiler {} could not be started: {}", compiler, r.output_tail);
       } else if (r.timed_out) {
-        out.log = fmt::format("compilation {} (limit {:.0f} s)\n{}", r.describe(), timeout_s, out.log);
+        out.log =
+            fmt::format("compilation {} (limit {:.0f} s)\n{}", r.describe(), timeout_s, out.log);
       } else if (r.term_signal == 0 && folder_intact) {
-        ATREX_TRY(write_text_file_atomic(fail, out.log.empty() ? r.describe() : out.log));  // deterministic failure
+        ATREX_TRY(write_text_file_atomic(
+            fail, out.log.empty() ? r.describe() : out.log));  // deterministic failure
       }
       if (out.log.empty()) out.log = r.describe();
     }

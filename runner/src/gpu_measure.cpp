@@ -14,7 +14,8 @@ Result<Json> run_cuda_bench(const std::string& mode, int device, std::chrono::se
   const auto child = default_child_dir() / "atrex-cuda-bench";
   std::error_code ec;
   if (!std::filesystem::exists(child, ec)) {
-    return make_error(ErrorCode::kUnavailable, "atrex was built without the CUDA backend (" + child.string() + " is missing)");
+    return make_error(ErrorCode::kUnavailable, "atrex was built without the CUDA backend (" +
+                                                   child.string() + " is missing)");
   }
   SubprocessOptions opt;
   opt.argv = {child.string(), "--" + mode, "--device", std::to_string(device)};
@@ -30,12 +31,13 @@ Result<Json> run_cuda_bench(const std::string& mode, int device, std::chrono::se
   Json j;
   try {
     if (!json_line.empty()) j = Json::parse(json_line);
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   if (!r.ok() || !j.is_object() || j.contains("error")) {
-    return make_error(ErrorCode::kUnavailable,
-                      fmt::format("atrex-cuda-bench --{} on device {}: {}: {}", mode, device, r.describe(),
-                             j.is_object() && j.contains("error") ? j["error"].get<std::string>() : r.output_tail));
+    return make_error(
+        ErrorCode::kUnavailable,
+        fmt::format(
+            "atrex-cuda-bench --{} on device {}: {}: {}", mode, device, r.describe(),
+            j.is_object() && j.contains("error") ? j["error"].get<std::string>() : r.output_tail));
   }
   return j;
 }
@@ -69,12 +71,15 @@ Result<problems::HardwareProfile> gpu_profile(const Json& m, const std::string& 
   char date[16];
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   p.retrieved_at = date;
-  p.source_doc = fmt::format("measured by `atrex hardware measure` on {} ({}, {} SMs)", dev.value("name", "a GPU"),
-                             dev.value("pci_bus_id", "?"), dev.value("sm_count", 0));
+  p.source_doc = fmt::format("measured by `atrex hardware measure` on {} ({}, {} SMs)",
+                             dev.value("name", "a GPU"), dev.value("pci_bus_id", "?"),
+                             dev.value("sm_count", 0));
   const Json clocks = m.value("clocks_before", Json::object());
   p.notes = fmt::format(
-      "Copy: cudaMemcpyAsync device-to-device over 2 GiB, bytes read + written, best of 5 rounds. GEMM: cuBLASLt "
-      "8192^3 TN on random operands, best of several rounds. Clocks as found (SM {} MHz, memory {} MHz); not locked.{}",
+      "Copy: cudaMemcpyAsync device-to-device over 2 GiB, bytes read + written, best of 5 rounds. "
+      "GEMM: cuBLASLt "
+      "8192^3 TN on random operands, best of several rounds. Clocks as found (SM {} MHz, memory {} "
+      "MHz); not locked.{}",
       clocks.value("sm_mhz", 0), clocks.value("mem_mhz", 0),
       failed.empty() ? "" : " Paths not measured: " + fmt::format("{}", fmt::join(failed, "; ")));
   return p;

@@ -15,8 +15,9 @@ const HipEnvironment& probe_hip_environment() {
     std::error_code ec;
     e.child_built = fs::exists(child, ec);
     if (!e.child_built) {
-      e.probe_error = "atrex was built without the HIP backend (no HIP runtime when it was configured; "
-                      "ATREX_WITH_HIP, Debian libamdhip64-dev)";
+      e.probe_error =
+          "atrex was built without the HIP backend (no HIP runtime when it was configured; "
+          "ATREX_WITH_HIP, Debian libamdhip64-dev)";
       return e;
     }
     SubprocessOptions opt;
@@ -25,7 +26,8 @@ const HipEnvironment& probe_hip_environment() {
     auto r = run_subprocess(opt);
     if (!r || !r->ok()) {
       // E.g. the HIP runtime library is missing on this host (the loader's message says so).
-      e.probe_error = fmt::format("no AMD GPU / HIP runtime found: {} --probe failed: {}", child.filename().string(),
+      e.probe_error = fmt::format("no AMD GPU / HIP runtime found: {} --probe failed: {}",
+                                  child.filename().string(),
                                   r ? r->describe() + ": " + r->output_tail : r.error().message);
       return e;
     }

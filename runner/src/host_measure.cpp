@@ -42,8 +42,12 @@ typedef float v16f __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
 
-__attribute__((target("avx512f"))) float fma_avx512(int64_t iters, float seed) { return fma_loop<v16f>(iters, seed); }
-__attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters, float seed) { return fma_loop<v8f>(iters, seed); }
+__attribute__((target("avx512f"))) float fma_avx512(int64_t iters, float seed) {
+  return fma_loop<v16f>(iters, seed);
+}
+__attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters, float seed) {
+  return fma_loop<v8f>(iters, seed);
+}
 float fma_sse(int64_t iters, float seed) { return fma_loop<v4f>(iters, seed); }
 
 double measure_fma(int threads, std::string& isa) {
@@ -66,7 +70,9 @@ double measure_fma(int threads, std::string& isa) {
     std::vector<std::thread> pool;
     std::vector<float> sink(static_cast<size_t>(threads));
     const auto t0 = Clock::now();
-    for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { sink[static_cast<size_t>(t)] = fn(iters, static_cast<float>(t)); });
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back(
+          [&, t] { sink[static_cast<size_t>(t)] = fn(iters, static_cast<float>(t)); });
     for (auto& th : pool) th.join();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, 2.0 * 8 * width * static_cast<double>(iters) * threads / s);
@@ -83,7 +89,8 @@ double measure_copy(int threads) {
     const size_t chunk = bytes / static_cast<size_t>(threads);
     const auto t0 = Clock::now();
     for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] { std::memcpy(dst.data() + t * chunk, src.data() + t * chunk, chunk); });
+      pool.emplace_back(
+          [&, t] { std::memcpy(dst.data() + t * chunk, src.data() + t * chunk, chunk); });
     }
     for (auto& th : pool) th.join();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -112,10 +119,12 @@ problems::HardwareProfile host_profile(const HostCeilings& c, const std::string&
     p.p_peak_flops_per_s[path] = c.fp32_flops_per_s;
   }
   p.hbm_bytes_per_s = c.copy_bytes_per_s;
-  p.source_doc = fmt::format("measured by atrex on {} ({} threads, {}): copy {:.1f} GB/s, fp32 FMA {:.1f} GFLOP/s",
-                             c.cpu_name, c.threads, c.isa, c.copy_bytes_per_s / 1e9, c.fp32_flops_per_s / 1e9);
+  p.source_doc = fmt::format(
+      "measured by atrex on {} ({} threads, {}): copy {:.1f} GB/s, fp32 FMA {:.1f} GFLOP/s",
+      c.cpu_name, c.threads, c.isa, c.copy_bytes_per_s / 1e9, c.fp32_flops_per_s / 1e9);
   p.retrieved_at = utc_timestamp_now();
-  p.notes = "CPU: no tensor cores, every path gets the fp32 FMA rate; memory = DRAM copy bandwidth.";
+  p.notes =
+      "CPU: no tensor cores, every path gets the fp32 FMA rate; memory = DRAM copy bandwidth.";
   p.match = {c.cpu_name};
   return p;
 }
@@ -130,7 +139,9 @@ std::string host_cpu_model() {
   return "";
 }
 
-std::filesystem::path host_profile_cache_file() { return default_cache_dir() / "hardware" / "host-cpu.yaml"; }
+std::filesystem::path host_profile_cache_file() {
+  return default_cache_dir() / "hardware" / "host-cpu.yaml";
+}
 
 std::optional<problems::HardwareProfile> load_cached_host_profile() {
   std::error_code ec;
@@ -148,12 +159,14 @@ Result<problems::HardwareProfile> cached_host_profile(bool refresh) {
   const std::filesystem::path file = host_profile_cache_file();
   if (!refresh) {
     auto cached = load_cached_host_profile();
-    if (cached && !cached->match.empty() && cached->match.front() == host_cpu_model()) return *cached;
+    if (cached && !cached->match.empty() && cached->match.front() == host_cpu_model())
+      return *cached;
   }
   spdlog::info("measuring this host's CPU ceilings for the roofline (kept in {})", file.string());
   problems::HardwareProfile p = host_profile(measure_host_ceilings());
-  ATREX_TRY(write_text_file_atomic(file, "# Measured by atrex on this host; `atrex hardware measure` refreshes it.\n" +
-                                             problems::hardware_profile_yaml(p)));
+  ATREX_TRY(write_text_file_atomic(
+      file, "# Measured by atrex on this host; `atrex hardware measure` refreshes it.\n" +
+                problems::hardware_profile_yaml(p)));
   return problems::load_hardware_profile(file);  // exactly what later runs will read
 }
 

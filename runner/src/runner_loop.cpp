@@ -18,7 +18,8 @@ struct RunnerLoop::Claimed {
   std::unique_ptr<LeaseHeartbeat> heartbeat;
 };
 
-RunnerLoop::RunnerLoop(TaskQueue& queue, ResultStore& results, Evaluator& evaluator, RunnerLoopOptions options)
+RunnerLoop::RunnerLoop(TaskQueue& queue, ResultStore& results, Evaluator& evaluator,
+                       RunnerLoopOptions options)
     : queue_(queue), results_(results), evaluator_(evaluator), options_(std::move(options)) {}
 
 RunnerLoop::~RunnerLoop() { release_ahead("runner stopped"); }
@@ -31,7 +32,8 @@ void RunnerLoop::release_ahead(const std::string& why) {
   ahead_.clear();
 }
 
-std::unique_ptr<RunnerLoop::Claimed> RunnerLoop::claim_one(std::chrono::milliseconds block, Result<bool>& status) {
+std::unique_ptr<RunnerLoop::Claimed> RunnerLoop::claim_one(std::chrono::milliseconds block,
+                                                           Result<bool>& status) {
   auto leases = queue_.claim(options_.stream, options_.consumer, 1, block);
   if (!leases) {
     status = tl::make_unexpected(leases.error());
@@ -42,7 +44,8 @@ std::unique_ptr<RunnerLoop::Claimed> RunnerLoop::claim_one(std::chrono::millisec
   c->lease = std::move(leases->front());
   std::function<void(bool)> on_renew;
   if (auto* m = options_.metrics) on_renew = [m](bool renewed) { m->count_renewal(renewed); };
-  c->heartbeat = std::make_unique<LeaseHeartbeat>(queue_, c->lease, options_.heartbeat, std::move(on_renew));
+  c->heartbeat =
+      std::make_unique<LeaseHeartbeat>(queue_, c->lease, options_.heartbeat, std::move(on_renew));
   c->task = eval_task_from_json(c->lease.body, "eval task " + c->lease.message_id);
   return c;
 }
@@ -55,7 +58,8 @@ void RunnerLoop::compile_ahead(std::vector<std::unique_ptr<Claimed>>& out) {
     Result<bool> status = true;
     auto c = claim_one(std::chrono::milliseconds(0), status);
     if (!c) {
-      if (!status) spdlog::warn("runner {}: claiming ahead: {}", options_.consumer, status.error().message);
+      if (!status)
+        spdlog::warn("runner {}: claiming ahead: {}", options_.consumer, status.error().message);
       return;
     }
     if (c->task) {
@@ -64,7 +68,8 @@ void RunnerLoop::compile_ahead(std::vector<std::unique_ptr<Claimed>>& out) {
         ++stats_.compiled_ahead;
         if (options_.metrics) options_.metrics->compiled_ahead.Increment();
       }
-      if (!compiled) spdlog::warn("task {}: compiling ahead: {}", c->task->task_id, compiled.error().message);
+      if (!compiled)
+        spdlog::warn("task {}: compiling ahead: {}", c->task->task_id, compiled.error().message);
     }
     out.push_back(std::move(c));
   }
@@ -104,7 +109,8 @@ Result<bool> RunnerLoop::run_once() {
   const auto t0 = std::chrono::steady_clock::now();
   auto records = evaluator_.evaluate(task, [&](const EvalRecord& r) {
     Json record = to_json(r);
-    record["runner"] = options_.consumer;  // whichever evaluator it shares, the record names this runner
+    record["runner"] =
+        options_.consumer;  // whichever evaluator it shares, the record names this runner
     auto put = results_.put(record_key(r.task_id, r.shape_id), record);
     if (put && *put) {
       ++stats_.records_written;
@@ -117,7 +123,8 @@ Result<bool> RunnerLoop::run_once() {
     if (!put && !lost) lost = put.error();
   });
   if (m) {
-    m->evaluation_duration.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    m->evaluation_duration.Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     m->busy.Set(0);
   }
   if (records && lost) {
@@ -128,7 +135,8 @@ Result<bool> RunnerLoop::run_once() {
   current->heartbeat.reset();
   if (!records) {
     if (records.error().code == ErrorCode::kUnavailable) {
-      spdlog::info("task {}: {}; giving it back", task.task_id, records.error().message);  // stopping
+      spdlog::info("task {}: {}; giving it back", task.task_id,
+                   records.error().message);  // stopping
     } else {
       spdlog::error("task {}: {}", task.task_id, records.error().message);
     }

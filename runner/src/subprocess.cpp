@@ -48,12 +48,15 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
   fs::path out_file = opt.output_file;
   bool temp_output = false;
   if (out_file.empty()) {
-    out_file = fs::temp_directory_path() / fmt::format("atrex_child_{}_{}.log", ::getpid(),
-                                                       std::hash<std::thread::id>{}(std::this_thread::get_id()));
+    out_file = fs::temp_directory_path() /
+               fmt::format("atrex_child_{}_{}.log", ::getpid(),
+                           std::hash<std::thread::id>{}(std::this_thread::get_id()));
     temp_output = true;
   }
   const int out_fd = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (out_fd < 0) return io_error(fmt::format("{}: cannot open child output: {}", out_file.string(), std::strerror(errno)));
+  if (out_fd < 0)
+    return io_error(
+        fmt::format("{}: cannot open child output: {}", out_file.string(), std::strerror(errno)));
 
   // Everything the child needs is prepared before fork: only async-signal-safe calls after.
   std::vector<char*> argv;
@@ -89,7 +92,9 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
     // running on the GPU (the setting survives exec; it fires when the forking thread exits).
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) _exit(125);
-    struct rlimit no_core{0, 0};
+    struct rlimit no_core {
+      0, 0
+    };
     ::setrlimit(RLIMIT_CORE, &no_core);
     const int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, 0);
@@ -105,7 +110,8 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
   ::close(exec_pipe[1]);
   ::close(out_fd);
   int exec_errno = 0;
-  const bool exec_failed = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+  const bool exec_failed =
+      ::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
   ::close(exec_pipe[0]);
 
   SubprocessResult result;
@@ -138,7 +144,8 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
   if (WIFSIGNALED(status) && !result.timed_out) result.term_signal = WTERMSIG(status);
   if (result.timed_out) result.term_signal = 0;
   result.output_tail = read_tail(out_file, opt.output_tail_bytes);
-  if (exec_failed) result.output_tail = fmt::format("{}: {}", opt.argv[0], std::strerror(exec_errno));
+  if (exec_failed)
+    result.output_tail = fmt::format("{}: {}", opt.argv[0], std::strerror(exec_errno));
   if (temp_output) {
     std::error_code ec;
     fs::remove(out_file, ec);

@@ -29,9 +29,10 @@ bool UnseenCheck::absorb(const EvalRecord& r) {
                       r.status == EvalStatus::kTimeout;
   if (failed && failure_.empty()) {
     failure_status_ = r.status;
-    failure_ = fmt::format("fails on an unseen shape, {} (checked besides the hot shapes: a free dimension set to a "
-                           "value no hot shape has): {}{}{}",
-                           u->describe(), eval_status_name(r.status), r.error.empty() ? "" : ": ", r.error);
+    failure_ = fmt::format(
+        "fails on an unseen shape, {} (checked besides the hot shapes: a free dimension set to a "
+        "value no hot shape has): {}{}{}",
+        u->describe(), eval_status_name(r.status), r.error.empty() ? "" : ": ", r.error);
   }
   return true;
 }

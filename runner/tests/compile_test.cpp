@@ -24,8 +24,9 @@ CandidateRef candidate(const std::string& file, const std::string& backend) {
 class CompileCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("atrex_cc_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("atrex_cc_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -77,8 +78,9 @@ TEST_F(CompileCacheTest, CpuObjectOfAnotherCpuModelIsNotReused) {
   ASSERT_TRUE(b && b->ok);
   EXPECT_NE(a->key, b->key);
   EXPECT_FALSE(b->cache_hit) << "an object built for another CPU was reused";
-  auto again = CompileCache(dir_, ATREX_TEST_INCLUDE_DIR, "march=cooperlake; cpu=Xeon A; cpu-flags=1111")
-                   .compile(candidate("rms_norm_correct.cpp", "cpu"), "native", 120);
+  auto again =
+      CompileCache(dir_, ATREX_TEST_INCLUDE_DIR, "march=cooperlake; cpu=Xeon A; cpu-flags=1111")
+          .compile(candidate("rms_norm_correct.cpp", "cpu"), "native", 120);
   ASSERT_TRUE(again && again->ok);
   EXPECT_TRUE(again->cache_hit) << "the same CPU target shares the cache";
   EXPECT_EQ(again->key, a->key);
@@ -101,7 +103,8 @@ TEST(NativeCpuTarget, NamesTheCpuModelAndTheResolvedMarch) {
     EXPECT_EQ(target.find("cpu-flags=unknown"), std::string::npos) << target;
   }
   EXPECT_EQ(target.rfind("march=", 0), 0u) << target;
-  EXPECT_EQ(target.find("march=unknown"), std::string::npos) << "c++ did not resolve -march=native: " << target;
+  EXPECT_EQ(target.find("march=unknown"), std::string::npos)
+      << "c++ did not resolve -march=native: " << target;
   EXPECT_EQ(target.find("march= "), std::string::npos) << target;
   EXPECT_EQ(native_cpu_target("c++"), target) << "the key must be stable from call to call";
 }

@@ -26,10 +26,12 @@ class DefensesTest : public ::testing::Test {
     auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
     ASSERT_TRUE(suite) << suite.error().message;
     suite_ = new problems::Suite(std::move(*suite));
-    auto profiles = problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
+    auto profiles =
+        problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
     ASSERT_TRUE(profiles);
     hardware_ = new problems::HardwareProfile(*problems::find_hardware_profile(*profiles, "H20"));
-    cache_ = new fs::path(fs::temp_directory_path() / ("atrex_defenses_cache_" + std::to_string(::getpid())));
+    cache_ = new fs::path(fs::temp_directory_path() /
+                          ("atrex_defenses_cache_" + std::to_string(::getpid())));
   }
   static void TearDownTestSuite() {
     fs::remove_all(*cache_);
@@ -40,7 +42,8 @@ class DefensesTest : public ::testing::Test {
 
   // Correctness only (both defenses are part of the correctness gate), default defenses unless
   // `adjust` changes them.
-  std::vector<EvalRecord> evaluate(const std::string& file, const std::function<void(EvalSettings&)>& adjust = nullptr,
+  std::vector<EvalRecord> evaluate(const std::string& file,
+                                   const std::function<void(EvalSettings&)>& adjust = nullptr,
                                    std::vector<std::string> shapes = {"15", "5"}) {
     EvalTask t;
     t.task_id = "defenses-" + file;
@@ -79,10 +82,12 @@ fs::path* DefensesTest::cache_ = nullptr;
 // --- range probe
 
 TEST_F(DefensesTest, Fp16ComputingCandidatePassesTheUsualSeedsButFailsTheRangeProbe) {
-  auto unprobed = evaluate("rms_norm_fp16_accumulate.cpp", [](EvalSettings& s) { s.range_probe = false; });
+  auto unprobed =
+      evaluate("rms_norm_fp16_accumulate.cpp", [](EvalSettings& s) { s.range_probe = false; });
   ASSERT_EQ(unprobed.size(), 2u);
   for (const auto& r : unprobed) {
-    EXPECT_EQ(r.status, EvalStatus::kOk) << "the cheat must pass the usual seeds, else it tests nothing: " << r.error;
+    EXPECT_EQ(r.status, EvalStatus::kOk)
+        << "the cheat must pass the usual seeds, else it tests nothing: " << r.error;
     EXPECT_EQ(r.seeds_passed, 5);
     EXPECT_TRUE(r.range_probe.empty());
   }
@@ -110,15 +115,18 @@ TEST_F(DefensesTest, CorrectCandidatePassesTheRangeProbeAndTheRecordSaysItRan) {
 TEST_F(DefensesTest, HotShapesOnlyCandidateFailsEveryShapeOnAnUnseenOne) {
   auto hot = evaluate("rms_norm_hot_shapes_only.cpp", [](EvalSettings& s) { s.unseen_shapes = 0; });
   ASSERT_EQ(hot.size(), 2u);
-  for (const auto& r : hot) EXPECT_EQ(r.status, EvalStatus::kOk) << "right at the hot shapes: " << r.error;
+  for (const auto& r : hot)
+    EXPECT_EQ(r.status, EvalStatus::kOk) << "right at the hot shapes: " << r.error;
   auto recs = evaluate("rms_norm_hot_shapes_only.cpp");
   ASSERT_EQ(recs.size(), 2u);
   for (const auto& r : recs) {
     EXPECT_EQ(r.status, EvalStatus::kWrongResult) << r.shape_id;
-    EXPECT_NE(r.error.find("fails on an unseen shape, token_count = "), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("fails on an unseen shape, token_count = "), std::string::npos)
+        << r.error;
     EXPECT_FALSE(r.timing);
     EXPECT_EQ(r.seeds_passed, 0) << "the task's own shapes are not run after the failure";
-    ASSERT_EQ(r.unseen_shapes.size(), 1u) << "the child stops at the first failed unseen shape: " << r.unseen_shapes.dump();
+    ASSERT_EQ(r.unseen_shapes.size(), 1u)
+        << "the child stops at the first failed unseen shape: " << r.unseen_shapes.dump();
     EXPECT_EQ(r.unseen_shapes[0]["status"], "wrong_result");
   }
 }

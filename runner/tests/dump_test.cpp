@@ -36,8 +36,13 @@ class DumpTest : public ::testing::Test {
 
   Json item(const std::string& op, const std::string& shape_id, uint64_t seed) {
     const problems::Shape* s = suite_->find(op)->find_shape(shape_id);
-    return Json{{"operator", op}, {"shape_id", shape_id}, {"params", s->params}, {"init_kwargs", s->init_kwargs},
-                {"input_kwargs", s->input_kwargs}, {"seed", seed}, {"backend", "cpu"},
+    return Json{{"operator", op},
+                {"shape_id", shape_id},
+                {"params", s->params},
+                {"init_kwargs", s->init_kwargs},
+                {"input_kwargs", s->input_kwargs},
+                {"seed", seed},
+                {"backend", "cpu"},
                 {"out_dir", (dir_ / op / shape_id).string()}};
   }
 
@@ -46,8 +51,8 @@ class DumpTest : public ::testing::Test {
     const fs::path req = dir_ / "request.json", resp = dir_ / "response.json";
     EXPECT_TRUE(write_text_file_atomic(req, Json{{"mode", "dump"}, {"items", items}}.dump()));
     SubprocessOptions o;
-    o.argv = {(fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-cpu").string(), "--request", req.string(), "--response",
-              resp.string()};
+    o.argv = {(fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-cpu").string(), "--request", req.string(),
+              "--response", resp.string()};
     auto r = run_subprocess(o);
     EXPECT_TRUE(r && r->ok()) << (r ? r->describe() + ": " + r->output_tail : r.error().message);
     auto j = read_json_file(resp);
@@ -121,7 +126,8 @@ TEST_F(DumpTest, BadItemIsReportedAndTheRestStillDumped) {
   const Json resp = dump(Json::array({bad, item("l2_norm", "0", 1)}));
   ASSERT_EQ(resp["items"].size(), 2u);
   EXPECT_EQ(resp["items"][0]["status"], "rejected");
-  EXPECT_NE(resp["items"][0]["error"].get<std::string>().find("no_such_operator"), std::string::npos);
+  EXPECT_NE(resp["items"][0]["error"].get<std::string>().find("no_such_operator"),
+            std::string::npos);
   EXPECT_EQ(resp["items"][1]["status"], "ok");
   EXPECT_TRUE(fs::exists(dir_ / "l2_norm" / "0" / "manifest.json"));
 }

@@ -25,10 +25,12 @@ class GatesTest : public ::testing::Test {
     auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
     ASSERT_TRUE(suite) << suite.error().message;
     suite_ = new problems::Suite(std::move(*suite));
-    auto profiles = problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
+    auto profiles =
+        problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
     ASSERT_TRUE(profiles);
     hardware_ = new problems::HardwareProfile(*problems::find_hardware_profile(*profiles, "H20"));
-    cache_ = new fs::path(fs::temp_directory_path() / ("atrex_gates_cache_" + std::to_string(::getpid())));
+    cache_ = new fs::path(fs::temp_directory_path() /
+                          ("atrex_gates_cache_" + std::to_string(::getpid())));
   }
   static void TearDownTestSuite() {
     fs::remove_all(*cache_);
@@ -48,7 +50,8 @@ class GatesTest : public ::testing::Test {
     return o;
   }
 
-  std::vector<EvalRecord> evaluate(const std::string& file, std::vector<std::string> shapes = {"15", "5"},
+  std::vector<EvalRecord> evaluate(const std::string& file,
+                                   std::vector<std::string> shapes = {"15", "5"},
                                    double shape_timeout_s = 60,
                                    const std::function<void(EvalSettings&)>& adjust = nullptr) {
     EvalTask t;
@@ -122,7 +125,8 @@ TEST_F(GatesTest, TimingRepeatsUntilTheRelativeStandardErrorTarget) {
   ASSERT_EQ(strict[0].status, EvalStatus::kOk) << strict[0].error;
   EXPECT_EQ(strict[0].timing->n, 60);
   EXPECT_EQ(strict[0].timing->method, "steady_clock_llc_flush");
-  EXPECT_EQ(strict[0].timing->graph_fallback, "") << "the cpu backend has no graphs to fall back from";
+  EXPECT_EQ(strict[0].timing->graph_fallback, "")
+      << "the cpu backend has no graphs to fall back from";
 }
 
 // A stopping runner gives its task back between shapes instead of finishing it: the records of
@@ -152,7 +156,8 @@ TEST_F(GatesTest, StopFlagEndsTheTaskBetweenShapes) {
   ASSERT_GE(done.size(), 1u);
   ASSERT_LE(done.size(), 2u);
   EXPECT_EQ(done[0], "15");
-  EXPECT_NE(r.error().message.find(fmt::format("{} of 3 shapes", done.size())), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find(fmt::format("{} of 3 shapes", done.size())), std::string::npos)
+      << r.error().message;
 }
 
 // Outputs are reset (poisoned) before every timed call: a candidate that skips its work when the
@@ -183,8 +188,9 @@ TEST_F(GatesTest, KernelThatMemoisesByInputAddressIsRejected) {
     })[0]);
   }
   for (const auto& r : cheat) {
-    EXPECT_EQ(r.status, EvalStatus::kWrongResult) << r.shape_id << " passed with "
-                                                  << (r.timing ? std::to_string(r.timing->time_us_median) : "-") << " us";
+    EXPECT_EQ(r.status, EvalStatus::kWrongResult)
+        << r.shape_id << " passed with "
+        << (r.timing ? std::to_string(r.timing->time_us_median) : "-") << " us";
     EXPECT_TRUE(r.error.find("last timed call") != std::string::npos ||
                 r.error.find("new inputs in the same buffers") != std::string::npos)
         << r.error;
@@ -194,7 +200,8 @@ TEST_F(GatesTest, KernelThatMemoisesByInputAddressIsRejected) {
 }
 
 TEST_F(GatesTest, GraphTimingOnTheCpuBackendIsRejected) {
-  auto recs = evaluate("rms_norm_correct.cpp", {"15"}, 60, [](EvalSettings& s) { s.timing_mode = "graph"; });
+  auto recs = evaluate("rms_norm_correct.cpp", {"15"}, 60,
+                       [](EvalSettings& s) { s.timing_mode = "graph"; });
   EXPECT_EQ(recs[0].status, EvalStatus::kRejected);
   EXPECT_NE(recs[0].error.find("no graph replay"), std::string::npos) << recs[0].error;
 }
@@ -239,7 +246,8 @@ TEST_F(GatesTest, KernelThatStopsWorkingWhenTimedIsRejected) {
 
 TEST_F(GatesTest, SegfaultIsRecordedAsCrashedAndTheNextShapeStillRuns) {
   // Without unseen shapes, whose crash would decide the task before its own shapes run.
-  auto recs = evaluate("rms_norm_segfault.cpp", {"15", "5"}, 60, [](EvalSettings& s) { s.unseen_shapes = 0; });
+  auto recs = evaluate("rms_norm_segfault.cpp", {"15", "5"}, 60,
+                       [](EvalSettings& s) { s.unseen_shapes = 0; });
   ASSERT_EQ(recs.size(), 2u);
   for (const auto& r : recs) {
     EXPECT_EQ(r.status, EvalStatus::kCrashed);
@@ -248,7 +256,8 @@ TEST_F(GatesTest, SegfaultIsRecordedAsCrashedAndTheNextShapeStillRuns) {
 }
 
 TEST_F(GatesTest, HangIsRecordedAsTimeout) {
-  auto recs = evaluate("rms_norm_hang.cpp", {"15"}, 2.0, [](EvalSettings& s) { s.unseen_shapes = 0; });
+  auto recs =
+      evaluate("rms_norm_hang.cpp", {"15"}, 2.0, [](EvalSettings& s) { s.unseen_shapes = 0; });
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].status, EvalStatus::kTimeout);
   EXPECT_LT(recs[0].wall_s, 20.0);
@@ -273,14 +282,16 @@ TEST_F(GatesTest, OneChildPerTaskAndAFreshOneAfterATimeout) {
   std::ifstream in(pid_log);
   for (std::string line; std::getline(in, line);) pids.push_back(line);
   fs::remove(pid_log);
-  ASSERT_EQ(pids.size(), 2u) << "expected one child for shapes 15, 41 and 5 and a fresh one for shape 46";
+  ASSERT_EQ(pids.size(), 2u)
+      << "expected one child for shapes 15, 41 and 5 and a fresh one for shape 46";
   EXPECT_NE(pids[0], pids[1]);
 }
 
 TEST_F(GatesTest, NonZeroReturnCarriesTheCandidatesMessage) {
   auto recs = evaluate("rms_norm_returns_error.cpp", {"15"});
   EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult);
-  EXPECT_NE(recs[0].error.find("returned 7: unsupported hidden size"), std::string::npos) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("returned 7: unsupported hidden size"), std::string::npos)
+      << recs[0].error;
 }
 
 TEST_F(GatesTest, MissingEntryPointIsRejected) {

@@ -34,8 +34,8 @@ class GpuCompareTest : public ::testing::Test {
     return p;
   }
   // Compares on both sides and expects the same result.
-  CompareResult both(const TensorDesc& d, const std::vector<uint8_t>& cand, const std::vector<uint8_t>& ref,
-                     double atol = 1e-2, double rtol = 5e-2) {
+  CompareResult both(const TensorDesc& d, const std::vector<uint8_t>& cand,
+                     const std::vector<uint8_t>& ref, double atol = 1e-2, double rtol = 5e-2) {
     const CompareResult host = compare_output(d, cand.data(), ref.data(), atol, rtol);
     CompareResult dev;
     EXPECT_EQ(cuda::compare_output(d, upload(cand), upload(ref), atol, rtol, nullptr, dev), "");
@@ -67,15 +67,18 @@ TEST_F(GpuCompareTest, Bf16WithinAndBeyondTolerance) {
   }
   TensorDesc d{"out", DType::kBF16, {n}};
   EXPECT_TRUE(both(d, bytes_of(cand), bytes_of(ref)).pass);
-  for (int64_t i : {0L, 17L, 123'456L, n - 1}) cand[i] = num::float_to_bf16(num::bf16_to_float(ref[i]) + 3.f);
+  for (int64_t i : {0L, 17L, 123'456L, n - 1})
+    cand[i] = num::float_to_bf16(num::bf16_to_float(ref[i]) + 3.f);
   const CompareResult r = both(d, bytes_of(cand), bytes_of(ref));
   EXPECT_FALSE(r.pass);
   EXPECT_EQ(r.bad_count, 4);
 }
 
 TEST_F(GpuCompareTest, NonFiniteValuesAndLowSignal) {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  std::vector<float> ref{1.f, nan, inf, -inf, 2.f, 0.f, 5.f}, cand{1.f, nan, inf, -inf, nan, 0.f, inf};
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  std::vector<float> ref{1.f, nan, inf, -inf, 2.f, 0.f, 5.f},
+      cand{1.f, nan, inf, -inf, nan, 0.f, inf};
   TensorDesc d{"y", DType::kF32, {7}};
   const CompareResult r = both(d, bytes_of(cand), bytes_of(ref));
   EXPECT_EQ(r.bad_count, 2);

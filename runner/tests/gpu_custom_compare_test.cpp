@@ -1,8 +1,8 @@
-// The device versions of the operators' own comparisons (problems/src/cuda/compare_custom*.{cpp,cu})
-// must agree exactly with the host functions the child falls back to (TensorSpec::compare:
-// quant_norm_compare.h, moe_gemm_compare.h): verdict, wrong-element count, low-signal flag and
-// maximum errors, on passing and failing candidates and on every pair of fp8 bytes. Needs a
-// CUDA device (label gpu).
+// The device versions of the operators' own comparisons
+// (problems/src/cuda/compare_custom*.{cpp,cu}) must agree exactly with the host functions the child
+// falls back to (TensorSpec::compare: quant_norm_compare.h, moe_gemm_compare.h): verdict,
+// wrong-element count, low-signal flag and maximum errors, on passing and failing candidates and on
+// every pair of fp8 bytes. Needs a CUDA device (label gpu).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -60,7 +60,9 @@ float get_f32(const std::vector<uint8_t>& b, size_t i) {
   std::memcpy(&f, b.data() + i * sizeof f, sizeof f);
   return f;
 }
-void set_f32(std::vector<uint8_t>& b, size_t i, float f) { std::memcpy(b.data() + i * sizeof f, &f, sizeof f); }
+void set_f32(std::vector<uint8_t>& b, size_t i, float f) {
+  std::memcpy(b.data() + i * sizeof f, &f, sizeof f);
+}
 
 // Index of the first positive normal fp8 value below 0x70 (so +2 bytes stays a finite value).
 size_t first_positive_normal(const std::vector<uint8_t>& q) {
@@ -99,10 +101,14 @@ class GpuCustomCompareTest : public ::testing::Test {
       dev_r.push_back(upload(b));
     }
     const std::string what = s.def->name + " output " + s.outputs[index].name;
-    const CompareResult host = s.def->outputs[index].compare(s, index, host_c, host_r, {}, atol, rtol);
+    const CompareResult host =
+        s.def->outputs[index].compare(s, index, host_c, host_r, {}, atol, rtol);
     CompareResult dev;
     bool supported = false;
-    EXPECT_EQ(cuda::compare_custom_output(s, index, dev_c, dev_r, atol, rtol, nullptr, dev, supported), "") << what;
+    EXPECT_EQ(
+        cuda::compare_custom_output(s, index, dev_c, dev_r, atol, rtol, nullptr, dev, supported),
+        "")
+        << what;
     EXPECT_TRUE(supported) << what;
     EXPECT_EQ(dev.pass, host.pass) << what;
     EXPECT_EQ(dev.bad_count, host.bad_count) << what;
@@ -120,7 +126,8 @@ class GpuCustomCompareTest : public ::testing::Test {
 TEST_F(GpuCustomCompareTest, Fp8QuantOutputsOneStepPassesTwoStepsNaNAndDoubledScalesFail) {
   const std::vector<std::pair<const char*, Json>> cases = {
       {"fp8_dynamic_per_token_quant", {{"token_count", 64}, {"hidden_size", 512}}},
-      {"per_token_group_quant_fp8", {{"group_size", 128}, {"token_count", 64}, {"hidden_size", 512}}},
+      {"per_token_group_quant_fp8",
+       {{"group_size", 128}, {"token_count", 64}, {"hidden_size", 512}}},
       {"fused_rmsnorm_quant", {{"token_count", 64}, {"hidden_size", 512}}}};
   for (const auto& [op, params] : cases) {
     SCOPED_TRACE(op);
@@ -148,8 +155,10 @@ TEST_F(GpuCustomCompareTest, Fp8QuantOutputsOneStepPassesTwoStepsNaNAndDoubledSc
     nan[0][100] = 0xff;  // the runner's poison byte, NaN in e4m3
     EXPECT_EQ(both(s, 0, nan, ref).bad_count, 1);
     ref_nan[0][100] = 0x7f;
-    EXPECT_EQ(both(s, 0, nan, ref_nan).bad_count, 0) << "a NaN reference is matched by a NaN of either sign";
-    EXPECT_EQ(both(s, 0, ref, ref_nan).bad_count, 1) << "a NaN reference is not matched by a finite value";
+    EXPECT_EQ(both(s, 0, nan, ref_nan).bad_count, 0)
+        << "a NaN reference is matched by a NaN of either sign";
+    EXPECT_EQ(both(s, 0, ref, ref_nan).bad_count, 1)
+        << "a NaN reference is not matched by a finite value";
 
     Buffers doubled = ref, ulp = ref;
     const size_t scales = static_cast<size_t>(s.outputs[1].numel());
@@ -170,9 +179,11 @@ TEST_F(GpuCustomCompareTest, Fp8QuantOutputsOneStepPassesTwoStepsNaNAndDoubledSc
 // subnormals, the step at each binade and the rtol term.
 TEST_F(GpuCustomCompareTest, Fp8DequantisedAgreesOnEveryBytePair) {
   const ResolvedShape s =
-      resolve("per_token_group_quant_fp8", {{"group_size", 64}, {"token_count", 16384}, {"hidden_size", 128}});
+      resolve("per_token_group_quant_fp8",
+              {{"group_size", 64}, {"token_count", 16384}, {"hidden_size", 128}});
   ASSERT_NE(s.def, nullptr);
-  const size_t n = static_cast<size_t>(s.outputs[0].numel()), scales = static_cast<size_t>(s.outputs[1].numel());
+  const size_t n = static_cast<size_t>(s.outputs[0].numel()),
+               scales = static_cast<size_t>(s.outputs[1].numel());
   ASSERT_EQ(n, size_t{1} << 21);
   Buffers cand = {std::vector<uint8_t>(n), std::vector<uint8_t>(scales * 4)}, ref = cand;
   for (size_t i = 0; i < n; ++i) {
@@ -195,7 +206,8 @@ TEST_F(GpuCustomCompareTest, Fp8DequantisedAgreesOnEveryBytePair) {
   // and |diff| / |ref| NaN (left out of the maximum on the host).
   cand[0] = ref[0];
   EXPECT_TRUE(both(s, 0, cand, ref).pass);
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity(),
+              nan = std::numeric_limits<float>::quiet_NaN();
   set_f32(ref[1], 5, 0.0f);
   set_f32(ref[1], 7, inf);
   set_f32(cand[1], 9, nan);
@@ -210,7 +222,8 @@ TEST_F(GpuCustomCompareTest, Fp8DequantisedAgreesOnEveryBytePair) {
 
 // A reference of all-zero scales makes the relative scale comparison low-signal (atol 0 there).
 TEST_F(GpuCustomCompareTest, ScaleRelativeLowSignalAndNaN) {
-  const ResolvedShape s = resolve("fp8_dynamic_per_token_quant", {{"token_count", 1000}, {"hidden_size", 16}});
+  const ResolvedShape s =
+      resolve("fp8_dynamic_per_token_quant", {{"token_count", 1000}, {"hidden_size", 16}});
   ASSERT_NE(s.def, nullptr);
   Buffers ref = {std::vector<uint8_t>(16'000), std::vector<uint8_t>(4000)}, cand = ref;
   const CompareResult zero = both(s, 1, cand, ref);

@@ -24,7 +24,8 @@ fs::path data(const std::string& f) {
 class GpuGatesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!probe_environment().has_gpu()) GTEST_SKIP() << "no GPU: " << probe_environment().gpu_probe_error;
+    if (!probe_environment().has_gpu())
+      GTEST_SKIP() << "no GPU: " << probe_environment().gpu_probe_error;
     auto suite = problems::Suite::load(problems::default_suite_dir());
     ASSERT_TRUE(suite) << suite.error().message;
     suite_ = std::make_unique<problems::Suite>(std::move(*suite));
@@ -75,14 +76,16 @@ TEST_F(GpuGatesTest, CorrectCudaCandidatePassesAndIsTimedByGraphReplay) {
     ASSERT_TRUE(r.s_j);
     EXPECT_FALSE(r.above_roofline) << r.shape_id << " measured faster than the roofline";
     EXPECT_NE(r.device.find("H"), std::string::npos);
-    std::printf("rms_norm shape %s: %.2f us (IQR %.2f, n=%d), T_roofline %.2f us, S_j %.3f\n", r.shape_id.c_str(),
-                r.timing->time_us_median, r.timing->time_us_iqr, r.timing->n, r.t_roofline_us, *r.s_j);
+    std::printf("rms_norm shape %s: %.2f us (IQR %.2f, n=%d), T_roofline %.2f us, S_j %.3f\n",
+                r.shape_id.c_str(), r.timing->time_us_median, r.timing->time_us_iqr, r.timing->n,
+                r.t_roofline_us, *r.s_j);
   }
 }
 
 TEST_F(GpuGatesTest, IllegalAddressKillsOnlyItsChild) {
   // Without unseen shapes, whose crash would decide the task before its own shapes run.
-  auto recs = evaluate("rms_norm_illegal_address.cu", {"15", "0"}, "auto", [](EvalSettings& s) { s.unseen_shapes = 0; });
+  auto recs = evaluate("rms_norm_illegal_address.cu", {"15", "0"}, "auto",
+                       [](EvalSettings& s) { s.unseen_shapes = 0; });
   ASSERT_EQ(recs.size(), 2u);
   for (const auto& r : recs) {
     EXPECT_EQ(r.status, EvalStatus::kCrashed) << r.error;
@@ -99,14 +102,18 @@ TEST_F(GpuGatesTest, CuptiSpansTimeTheKernelWithoutHarnessOverhead) {
   auto cupti = evaluate("rms_norm_correct.cu", {"28"});
   auto graph = evaluate("rms_norm_correct.cu", {"28"}, "graph");
   auto eager = evaluate("rms_norm_correct.cu", {"28"}, "eager");
-  for (const auto* r : {&cupti, &graph, &eager}) ASSERT_EQ((*r)[0].status, EvalStatus::kOk) << (*r)[0].error;
+  for (const auto* r : {&cupti, &graph, &eager})
+    ASSERT_EQ((*r)[0].status, EvalStatus::kOk) << (*r)[0].error;
   const auto& t = *cupti[0].timing;
   EXPECT_EQ(t.method, "cupti_kernel_span_l2_flush") << t.cupti_unavailable << t.cupti_fallback;
   EXPECT_EQ(eager[0].timing->method, "cuda_events_l2_flush");
-  std::printf("rms_norm shape 28: cupti %.3f us (events on the same calls %.3f us), graph %.3f us, eager %.3f us; kernels %s; "
-              "records %s; %s\n",
-              t.time_us_median, t.event_time_us_median.value_or(-1), graph[0].timing->time_us_median,
-              eager[0].timing->time_us_median, t.kernels.dump().c_str(), t.cupti_records.dump().c_str(), t.cupti_fallback.c_str());
+  std::printf(
+      "rms_norm shape 28: cupti %.3f us (events on the same calls %.3f us), graph %.3f us, eager "
+      "%.3f us; kernels %s; "
+      "records %s; %s\n",
+      t.time_us_median, t.event_time_us_median.value_or(-1), graph[0].timing->time_us_median,
+      eager[0].timing->time_us_median, t.kernels.dump().c_str(), t.cupti_records.dump().c_str(),
+      t.cupti_fallback.c_str());
   EXPECT_LT(t.time_us_median, graph[0].timing->time_us_median);
   EXPECT_LT(t.time_us_median, eager[0].timing->time_us_median);
   // Its one kernel is its own: target-DSL share 1.
@@ -121,7 +128,8 @@ TEST_F(GpuGatesTest, CuptiSpansTimeTheKernelWithoutHarnessOverhead) {
 TEST_F(GpuGatesTest, ReplayedCacheIsRejectedByTheKernelSetCheck) {
   auto cheat = evaluate("rms_norm_replays_cache.cu", {"0", "15"});
   for (const auto& r : cheat) {
-    std::printf("replayed cache, shape %s: %s: %s\n", r.shape_id.c_str(), eval_status_name(r.status), r.error.c_str());
+    std::printf("replayed cache, shape %s: %s: %s\n", r.shape_id.c_str(),
+                eval_status_name(r.status), r.error.c_str());
     EXPECT_EQ(r.status, EvalStatus::kWrongResult);
     EXPECT_NE(r.error.find("kernels launched differ"), std::string::npos) << r.error;
   }
@@ -133,7 +141,8 @@ TEST_F(GpuGatesTest, VendorLibraryKernelsAreAttributedAsFallback) {
   auto recs = evaluate("rms_norm_cublas_fallback.cu", {"15"});
   ASSERT_EQ(recs[0].status, EvalStatus::kOk) << recs[0].error;
   ASSERT_TRUE(recs[0].dsl_share.has_value()) << recs[0].timing->cupti_unavailable;
-  std::printf("cuBLAS fallback: own-kernel share %.3f; kernels %s\n", *recs[0].dsl_share, recs[0].timing->kernels.dump().c_str());
+  std::printf("cuBLAS fallback: own-kernel share %.3f; kernels %s\n", *recs[0].dsl_share,
+              recs[0].timing->kernels.dump().c_str());
   EXPECT_LT(*recs[0].dsl_share, 0.5);
   bool vendor = false;
   for (const auto& k : recs[0].timing->kernels) vendor = vendor || !k.value("own", true);
@@ -143,9 +152,11 @@ TEST_F(GpuGatesTest, VendorLibraryKernelsAreAttributedAsFallback) {
 TEST_F(GpuGatesTest, WorkOnAnUnjoinedStreamIsRejected) {
   auto recs = evaluate("rms_norm_unjoined_stream.cu", {"0", "15"});
   for (const auto& r : recs) {
-    EXPECT_NE(r.status, EvalStatus::kOk) << r.shape_id << " timed "
-                                         << (r.timing ? r.timing->method + " " + std::to_string(r.timing->time_us_median) : "");
-    std::printf("unjoined stream, shape %s: %s: %s\n", r.shape_id.c_str(), eval_status_name(r.status), r.error.c_str());
+    EXPECT_NE(r.status, EvalStatus::kOk)
+        << r.shape_id << " timed "
+        << (r.timing ? r.timing->method + " " + std::to_string(r.timing->time_us_median) : "");
+    std::printf("unjoined stream, shape %s: %s: %s\n", r.shape_id.c_str(),
+                eval_status_name(r.status), r.error.c_str());
   }
 }
 
@@ -167,14 +178,18 @@ TEST_F(GpuGatesTest, HalfPrecisionCandidateFailsTheRangeProbe) {
     s.range_probe = false;
     s.performance = false;
   });
-  for (const auto& r : unprobed) EXPECT_EQ(r.status, EvalStatus::kOk) << "must pass the usual seeds: " << r.error;
-  auto probed = evaluate("rms_norm_fp16_accumulate.cu", {"15", "0"}, "auto", [](EvalSettings& s) { s.performance = false; });
+  for (const auto& r : unprobed)
+    EXPECT_EQ(r.status, EvalStatus::kOk) << "must pass the usual seeds: " << r.error;
+  auto probed = evaluate("rms_norm_fp16_accumulate.cu", {"15", "0"}, "auto",
+                         [](EvalSettings& s) { s.performance = false; });
   for (const auto& r : probed) {
-    std::printf("fp16 candidate, shape %s: %s: %s\n", r.shape_id.c_str(), eval_status_name(r.status), r.error.c_str());
+    std::printf("fp16 candidate, shape %s: %s: %s\n", r.shape_id.c_str(),
+                eval_status_name(r.status), r.error.c_str());
     EXPECT_EQ(r.status, EvalStatus::kWrongResult);
     EXPECT_NE(r.error.find("range probe (x scaled by 2^11"), std::string::npos) << r.error;
   }
-  auto honest = evaluate("rms_norm_correct.cu", {"15"}, "auto", [](EvalSettings& s) { s.performance = false; });
+  auto honest = evaluate("rms_norm_correct.cu", {"15"}, "auto",
+                         [](EvalSettings& s) { s.performance = false; });
   EXPECT_EQ(honest[0].status, EvalStatus::kOk) << honest[0].error;
   EXPECT_EQ(honest[0].range_probe, "x scaled by 2^11");
 }
@@ -187,10 +202,13 @@ TEST_F(GpuGatesTest, KernelThatNeverRunsIsFlaggedNotRejected) {
   ASSERT_EQ(recs.size(), 2u);
   for (const auto& r : recs) {
     ASSERT_EQ(r.status, EvalStatus::kOk) << r.error;
-    ASSERT_TRUE(r.unlaunched_kernels) << "CUPTI did not trace: " << (r.timing ? r.timing->cupti_unavailable : "");
+    ASSERT_TRUE(r.unlaunched_kernels)
+        << "CUPTI did not trace: " << (r.timing ? r.timing->cupti_unavailable : "");
     ASSERT_EQ(r.unlaunched_kernels->size(), 1u);
-    EXPECT_NE(r.unlaunched_kernels->front().find("rms_norm_wide_kernel<4>"), std::string::npos) << r.unlaunched_kernels->front();
-    std::printf("ghost kernel, shape %s: %s\n", r.shape_id.c_str(), r.unlaunched_kernels->front().c_str());
+    EXPECT_NE(r.unlaunched_kernels->front().find("rms_norm_wide_kernel<4>"), std::string::npos)
+        << r.unlaunched_kernels->front();
+    std::printf("ghost kernel, shape %s: %s\n", r.shape_id.c_str(),
+                r.unlaunched_kernels->front().c_str());
   }
   auto honest = evaluate("rms_norm_correct.cu", {"15"});
   ASSERT_EQ(honest[0].status, EvalStatus::kOk) << honest[0].error;

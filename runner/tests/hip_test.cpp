@@ -40,12 +40,12 @@ bool on_path(const std::string& program) {
   return false;
 }
 
-#define ATREX_NEED(condition, what)                                                               \
-  do {                                                                                            \
-    if (!(condition)) {                                                                           \
-      if (hip_required()) FAIL() << what << " (ATREX_REQUIRE_HIP=1 makes this a failure)";        \
-      GTEST_SKIP() << what;                                                                       \
-    }                                                                                             \
+#define ATREX_NEED(condition, what)                                                        \
+  do {                                                                                     \
+    if (!(condition)) {                                                                    \
+      if (hip_required()) FAIL() << what << " (ATREX_REQUIRE_HIP=1 makes this a failure)"; \
+      GTEST_SKIP() << what;                                                                \
+    }                                                                                      \
   } while (0)
 
 std::string file_bytes(const fs::path& p) {
@@ -66,21 +66,26 @@ CandidateRef hip_candidate(const std::string& file) {
 class HipTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("atrex_hip_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("atrex_hip_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
   void TearDown() override {
-    if (had_hipcc_) ::setenv("HIPCC", old_hipcc_.c_str(), 1);
-    else if (saved_) ::unsetenv("HIPCC");
+    if (had_hipcc_)
+      ::setenv("HIPCC", old_hipcc_.c_str(), 1);
+    else if (saved_)
+      ::unsetenv("HIPCC");
     fs::remove_all(dir_);
   }
   // A stand-in for hipcc: prints `version_line` for --version, otherwise runs `compile` (sh).
-  void fake_hipcc(const std::string& name, const std::string& version_line, const std::string& compile) {
+  void fake_hipcc(const std::string& name, const std::string& version_line,
+                  const std::string& compile) {
     const fs::path script = dir_ / name;
     std::ofstream(script) << "#!/bin/sh\ncase \" $* \" in *\" --version \"*) echo '" << version_line
-                          << "'; exit 0;; esac\n" << compile << "\n";
+                          << "'; exit 0;; esac\n"
+                          << compile << "\n";
     fs::permissions(script, fs::perms::owner_all);
     if (!saved_) {
       saved_ = true;
@@ -96,7 +101,8 @@ class HipTest : public ::testing::Test {
 // What CI checks of a HIP candidate: the object exists, dlsym would find the entry point, and
 // it holds device code for the arch asked for (a host-only build would not).
 TEST_F(HipTest, CorrectCandidateBuildsASharedObjectThatExportsTheEntryPoint) {
-  ATREX_NEED(on_path("hipcc"), "hipcc is not installed (Debian: apt-get install hipcc libamdhip64-dev)");
+  ATREX_NEED(on_path("hipcc"),
+             "hipcc is not installed (Debian: apt-get install hipcc libamdhip64-dev)");
   CompileCache cache(dir_ / "cache", ATREX_TEST_INCLUDE_DIR);
   auto r = cache.compile(hip_candidate("rms_norm_correct.hip"), "gfx90a", 300);
   ASSERT_TRUE(r) << r.error().message;
@@ -106,14 +112,16 @@ TEST_F(HipTest, CorrectCandidateBuildsASharedObjectThatExportsTheEntryPoint) {
   ASSERT_TRUE(symbols) << symbols.error().message;
   EXPECT_TRUE(symbols->count("atrex_candidate_run")) << "atrex_candidate_run is not exported";
   const std::string bytes = file_bytes(r->library);
-  EXPECT_NE(bytes.find("amdgcn-amd-amdhsa--gfx90a"), std::string::npos) << "no gfx90a code object in the offload bundle";
+  EXPECT_NE(bytes.find("amdgcn-amd-amdhsa--gfx90a"), std::string::npos)
+      << "no gfx90a code object in the offload bundle";
   auto again = cache.compile(hip_candidate("rms_norm_correct.hip"), "gfx90a", 300);
   ASSERT_TRUE(again && again->ok);
   EXPECT_TRUE(again->cache_hit);
 }
 
 TEST_F(HipTest, OffloadArchIsPartOfTheCacheKeyAndOfTheObject) {
-  ATREX_NEED(on_path("hipcc"), "hipcc is not installed (Debian: apt-get install hipcc libamdhip64-dev)");
+  ATREX_NEED(on_path("hipcc"),
+             "hipcc is not installed (Debian: apt-get install hipcc libamdhip64-dev)");
   CompileCache cache(dir_ / "cache", ATREX_TEST_INCLUDE_DIR);
   auto a = cache.compile(hip_candidate("rms_norm_correct.hip"), "gfx90a", 300);
   auto b = cache.compile(hip_candidate("rms_norm_correct.hip"), "gfx940", 300);
@@ -129,25 +137,30 @@ TEST_F(HipTest, OffloadArchIsPartOfTheCacheKeyAndOfTheObject) {
 // Debian 12's hipcc (HIP 5.2) predates gfx942, the MI300X default: the compile error says which
 // setting picks another arch. A newer hipcc compiles it.
 TEST_F(HipTest, DefaultArchUnknownToThisHipccNamesTheSetting) {
-  ATREX_NEED(on_path("hipcc"), "hipcc is not installed (Debian: apt-get install hipcc libamdhip64-dev)");
+  ATREX_NEED(on_path("hipcc"),
+             "hipcc is not installed (Debian: apt-get install hipcc libamdhip64-dev)");
   CompileCache cache(dir_ / "cache", ATREX_TEST_INCLUDE_DIR);
   auto r = cache.compile(hip_candidate("rms_norm_correct.hip"), default_hip_arch(), 300);
   ASSERT_TRUE(r) << r.error().message;
   if (r->ok) {
-    EXPECT_NE(file_bytes(r->library).find("amdgcn-amd-amdhsa--" + default_hip_arch()), std::string::npos);
+    EXPECT_NE(file_bytes(r->library).find("amdgcn-amd-amdhsa--" + default_hip_arch()),
+              std::string::npos);
   } else {
-    EXPECT_NE(r->log.find("invalid target ID '" + default_hip_arch() + "'"), std::string::npos) << r->log;
+    EXPECT_NE(r->log.find("invalid target ID '" + default_hip_arch() + "'"), std::string::npos)
+        << r->log;
     EXPECT_NE(r->log.find("ATREX_HIP_ARCH"), std::string::npos) << r->log;
   }
 }
 
 TEST_F(HipTest, HipccVersionIsPartOfTheCacheKey) {
   CompileCache first(dir_ / "cache", ATREX_TEST_INCLUDE_DIR);
-  fake_hipcc("hipcc-a", "HIP version: 5.2.21153-0", "for a; do [ \"$prev\" = -o ] && : > \"$a\"; prev=$a; done");
+  fake_hipcc("hipcc-a", "HIP version: 5.2.21153-0",
+             "for a; do [ \"$prev\" = -o ] && : > \"$a\"; prev=$a; done");
   auto a = first.compile(hip_candidate("rms_norm_correct.hip"), "gfx90a", 60);
   ASSERT_TRUE(a && a->ok) << (a ? a->log : a.error().message);
   CompileCache second(dir_ / "cache", ATREX_TEST_INCLUDE_DIR);
-  fake_hipcc("hipcc-b", "HIP version: 6.2.41133-0", "for a; do [ \"$prev\" = -o ] && : > \"$a\"; prev=$a; done");
+  fake_hipcc("hipcc-b", "HIP version: 6.2.41133-0",
+             "for a; do [ \"$prev\" = -o ] && : > \"$a\"; prev=$a; done");
   auto b = second.compile(hip_candidate("rms_norm_correct.hip"), "gfx90a", 60);
   ASSERT_TRUE(b && b->ok) << (b ? b->log : b.error().message);
   EXPECT_NE(a->key, b->key) << "a different hipcc reused a cached object";
@@ -155,7 +168,8 @@ TEST_F(HipTest, HipccVersionIsPartOfTheCacheKey) {
 }
 
 TEST_F(HipTest, CompilerRejectingTheArchGetsTheHintAndTheFailureIsCached) {
-  fake_hipcc("hipcc", "HIP version: 5.2.21153-0", "echo \"clang: error: invalid target ID 'gfx942'; format is ...\" >&2; exit 1");
+  fake_hipcc("hipcc", "HIP version: 5.2.21153-0",
+             "echo \"clang: error: invalid target ID 'gfx942'; format is ...\" >&2; exit 1");
   CompileCache cache(dir_ / "cache", ATREX_TEST_INCLUDE_DIR);
   auto r = cache.compile(hip_candidate("rms_norm_correct.hip"), "gfx942", 60);
   ASSERT_TRUE(r) << r.error().message;
@@ -172,7 +186,8 @@ TEST_F(HipTest, CompilerRejectingTheArchGetsTheHintAndTheFailureIsCached) {
 // hipGetDeviceCount error, on every shape.
 TEST_F(HipTest, EvaluatorWithoutAnAmdGpuRejectsEveryShapeNamingWhy) {
   ATREX_NEED(fs::exists(fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-hip"),
-             "atrex-eval-hip was not built (no HIP runtime at configure time: ATREX_WITH_HIP, libamdhip64-dev)");
+             "atrex-eval-hip was not built (no HIP runtime at configure time: ATREX_WITH_HIP, "
+             "libamdhip64-dev)");
   if (!probe_hip_environment().gpus.empty()) GTEST_SKIP() << "this machine has an AMD GPU";
   auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
   ASSERT_TRUE(suite) << suite.error().message;
@@ -193,7 +208,9 @@ TEST_F(HipTest, EvaluatorWithoutAnAmdGpuRejectsEveryShapeNamingWhy) {
   ASSERT_EQ(recs->size(), 2u);
   for (const auto& r : *recs) {
     EXPECT_EQ(r.status, EvalStatus::kRejected) << r.error;
-    EXPECT_NE(r.error.find("no AMD GPU / HIP runtime found: hipGetDeviceCount: hipError"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("no AMD GPU / HIP runtime found: hipGetDeviceCount: hipError"),
+              std::string::npos)
+        << r.error;
   }
 }
 
@@ -201,14 +218,21 @@ TEST_F(HipTest, EvaluatorWithoutAnAmdGpuRejectsEveryShapeNamingWhy) {
 // line per shape and exit code 4, not a signal; `--probe` lists no device and says why.
 TEST_F(HipTest, ChildWithoutAnAmdGpuWritesARejectedVerdictPerShape) {
   const fs::path child = fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-hip";
-  ATREX_NEED(fs::exists(child), "atrex-eval-hip was not built (no HIP runtime at configure time: ATREX_WITH_HIP, libamdhip64-dev)");
+  ATREX_NEED(fs::exists(child),
+             "atrex-eval-hip was not built (no HIP runtime at configure time: ATREX_WITH_HIP, "
+             "libamdhip64-dev)");
   if (!probe_hip_environment().gpus.empty()) GTEST_SKIP() << "this machine has an AMD GPU";
-  const Json request{{"schema", "atrex.child-request/1"}, {"operator", "rms_norm"}, {"library", (dir_ / "none.so").string()},
-                     {"shapes", Json::array({Json{{"shape_id", "15"}, {"params", Json::object()}, {"seeds", {1}}},
-                                             Json{{"shape_id", "5"}, {"params", Json::object()}, {"seeds", {2}}}})}};
+  const Json request{
+      {"schema", "atrex.child-request/1"},
+      {"operator", "rms_norm"},
+      {"library", (dir_ / "none.so").string()},
+      {"shapes",
+       Json::array({Json{{"shape_id", "15"}, {"params", Json::object()}, {"seeds", {1}}},
+                    Json{{"shape_id", "5"}, {"params", Json::object()}, {"seeds", {2}}}})}};
   ASSERT_TRUE(write_text_file_atomic(dir_ / "req.json", request.dump()));
   SubprocessOptions opt;
-  opt.argv = {child.string(), "--request", (dir_ / "req.json").string(), "--response", (dir_ / "resp.jsonl").string()};
+  opt.argv = {child.string(), "--request", (dir_ / "req.json").string(), "--response",
+              (dir_ / "resp.jsonl").string()};
   auto r = run_subprocess(opt);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->term_signal, 0) << r->describe();
@@ -221,7 +245,8 @@ TEST_F(HipTest, ChildWithoutAnAmdGpuWritesARejectedVerdictPerShape) {
   EXPECT_EQ(lines[1].value("shape_id", ""), "5");
   for (const auto& j : lines) {
     EXPECT_EQ(j.value("status", ""), "rejected");
-    EXPECT_NE(j.value("error", "").find("no AMD GPU / HIP runtime found"), std::string::npos) << j.dump();
+    EXPECT_NE(j.value("error", "").find("no AMD GPU / HIP runtime found"), std::string::npos)
+        << j.dump();
   }
   opt.argv = {child.string(), "--probe"};
   auto probe = run_subprocess(opt);

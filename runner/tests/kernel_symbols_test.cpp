@@ -21,17 +21,20 @@ namespace fs = std::filesystem;
 TEST(KernelSymbols, StubSymbolsNameTheirKernel) {
   EXPECT_EQ(kernel_of_stub_symbol("_Z31__device_stub__Z11dead_kernelPfPf"), "_Z11dead_kernelPf");
   // -O3 inlines a template kernel's stub: only its static locals keep the name.
-  EXPECT_EQ(kernel_of_stub_symbol("_ZZL38__device_stub__Z11tmpl_kernelILi4EEvPfPfE8__handle"), "_Z11tmpl_kernelILi4EEvPf");
-  EXPECT_EQ(kernel_of_stub_symbol("_ZGVZL33__device_stub__Z9tmpl_deadIfEvPT_PfE5__tmp"), "_Z9tmpl_deadIfEvPT_");
+  EXPECT_EQ(kernel_of_stub_symbol("_ZZL38__device_stub__Z11tmpl_kernelILi4EEvPfPfE8__handle"),
+            "_Z11tmpl_kernelILi4EEvPf");
+  EXPECT_EQ(kernel_of_stub_symbol("_ZGVZL33__device_stub__Z9tmpl_deadIfEvPT_PfE5__tmp"),
+            "_Z9tmpl_deadIfEvPT_");
   EXPECT_FALSE(kernel_of_stub_symbol("_Z11dead_kernelPf"));
-  EXPECT_FALSE(kernel_of_stub_symbol("__device_stub__"));             // no length prefix
-  EXPECT_FALSE(kernel_of_stub_symbol("_Z99__device_stub__Z1fv"));     // length past the end
+  EXPECT_FALSE(kernel_of_stub_symbol("__device_stub__"));          // no length prefix
+  EXPECT_FALSE(kernel_of_stub_symbol("_Z99__device_stub__Z1fv"));  // length past the end
 }
 
 #ifdef ATREX_TEST_HAVE_NVCC
 
 // Compiles `source` (a .cu candidate) as the evaluator does; the library path.
-fs::path compile_cuda(const std::string& name, const std::string& source, const fs::path& cache_dir) {
+fs::path compile_cuda(const std::string& name, const std::string& source,
+                      const fs::path& cache_dir) {
   CandidateRef c;
   c.source = source;
   c.sha256 = sha256_hex(source);
@@ -91,7 +94,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   EXPECT_TRUE(kernels->count("_Z11tmpl_kernelILi8EEvPf"));
   EXPECT_TRUE(kernels->count("c_kernel")) << "extern \"C\": the device name is the plain one";
   EXPECT_TRUE(keys.count("(anonymous namespace)::anon_kernel(float*)"));
-  for (const auto& k : keys) EXPECT_EQ(k.find("helper"), std::string::npos) << k << " is not a kernel";
+  for (const auto& k : keys)
+    EXPECT_EQ(k.find("helper"), std::string::npos) << k << " is not a kernel";
 }
 
 // The dead-kernel fixture: with only its row kernel in the traced calls, the wide kernel is
@@ -104,7 +108,8 @@ TEST_F(KernelSymbolsNvccTest, KernelsNoTracedCallLaunchedAreReported) {
   ASSERT_TRUE(kernels) << kernels.error().message;
   ASSERT_EQ(kernels->size(), 2u);
   std::string row, wide;
-  for (const auto& k : *kernels) (k.find("rms_norm_row_kernel") != std::string::npos ? row : wide) = k;
+  for (const auto& k : *kernels)
+    (k.find("rms_norm_row_kernel") != std::string::npos ? row : wide) = k;
   ASSERT_NE(wide.find("rms_norm_wide_kernel"), std::string::npos) << wide;
   std::map<uint64_t, CallTrace> traces;
   traces[0].kernels.push_back(TracedKernel{row, 3.0});
@@ -114,7 +119,8 @@ TEST_F(KernelSymbolsNvccTest, KernelsNoTracedCallLaunchedAreReported) {
   ASSERT_TRUE(resp.contains("unlaunched_kernels"));
   ASSERT_EQ(resp["unlaunched_kernels"].size(), 1u) << resp.dump();
   EXPECT_EQ(resp["unlaunched_kernels"][0], kernel_key(wide));
-  EXPECT_NE(resp["unlaunched_kernels"][0].get<std::string>().find("rms_norm_wide_kernel<4>"), std::string::npos);
+  EXPECT_NE(resp["unlaunched_kernels"][0].get<std::string>().find("rms_norm_wide_kernel<4>"),
+            std::string::npos);
   traces[2].kernels.push_back(TracedKernel{wide, 1.0});
   resp = Json::object();
   child::report_unlaunched_kernels(resp, lib.string(), traces);
@@ -127,9 +133,12 @@ TEST_F(KernelSymbolsNvccTest, KernelsNoTracedCallLaunchedAreReported) {
 // not a ghost; a kernel of a template or name that never ran is (seen on the H200: every
 // built-in template was flagged for its unlaunched VEC < 8 instantiations before this).
 TEST(KernelSymbols, InstantiationsOfALaunchedTemplateAreNotGhosts) {
-  const std::string k1 = "void (anonymous namespace)::rms_norm_kernel<1>(unsigned short const*, int)";
-  const std::string k8 = "void (anonymous namespace)::rms_norm_kernel<8>(unsigned short const*, int)";
-  const std::string wide = "void (anonymous namespace)::rms_norm_wide_kernel<8>(unsigned short const*, int)";
+  const std::string k1 =
+      "void (anonymous namespace)::rms_norm_kernel<1>(unsigned short const*, int)";
+  const std::string k8 =
+      "void (anonymous namespace)::rms_norm_kernel<8>(unsigned short const*, int)";
+  const std::string wide =
+      "void (anonymous namespace)::rms_norm_wide_kernel<8>(unsigned short const*, int)";
   const std::string plain = "helper_kernel(float*)";
   EXPECT_EQ(child::kernel_template(k8), "void {anon}::rms_norm_kernel");
   EXPECT_EQ(child::kernel_template(plain), "helper_kernel");

@@ -32,7 +32,8 @@ class FlakyResultStore final : public ResultStore {
     return inner_.put(key, record);
   }
   Result<std::optional<Json>> get(const std::string& key) override { return inner_.get(key); }
-  Result<std::optional<Json>> wait(const std::string& key, std::chrono::milliseconds timeout) override {
+  Result<std::optional<Json>> wait(const std::string& key,
+                                   std::chrono::milliseconds timeout) override {
     return inner_.wait(key, timeout);
   }
   Result<std::vector<Json>> all() override { return inner_.all(); }
@@ -47,10 +48,12 @@ class RunnerLoopTest : public ::testing::Test {
     auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
     ASSERT_TRUE(suite) << suite.error().message;
     suite_ = std::make_unique<problems::Suite>(std::move(*suite));
-    auto profiles = problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
+    auto profiles =
+        problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
     ASSERT_TRUE(profiles);
-    cache_ = fs::temp_directory_path() / ("atrex_loop_cache_" + std::to_string(::getpid()) + "_" +
-                                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    cache_ = fs::temp_directory_path() /
+             ("atrex_loop_cache_" + std::to_string(::getpid()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(cache_);
     EvaluatorOptions o;
     o.suite = suite_.get();
@@ -115,7 +118,8 @@ TEST_F(RunnerLoopTest, NextCandidateIsCompiledWhileTheCurrentTaskIsEvaluated) {
     auto rec = store_.get(record_key(t.task_id, "15"));
     ASSERT_TRUE(rec && *rec) << t.task_id;
     EXPECT_EQ((**rec)["status"], "ok") << (**rec).dump();
-    // The record names the runner that produced it (its consumer name), not the evaluator's default.
+    // The record names the runner that produced it (its consumer name), not the evaluator's
+    // default.
     EXPECT_EQ((**rec)["runner"], "runner-t") << (**rec).dump();
   }
 }
@@ -187,9 +191,9 @@ TEST_F(RunnerLoopTest, MetricsCountTasksEvaluationsByStatusCompilesAndDuration) 
   metrics::RunnerMetrics rm(*(*e)->registry);
   EvaluatorOptions eo;  // the fixture's evaluator, with the compile-cache hook
   eo.suite = suite_.get();
-  eo.hardware = *problems::find_hardware_profile(*problems::load_hardware_profiles(
-                                                     {fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"}),
-                                                 "H20");
+  eo.hardware = *problems::find_hardware_profile(
+      *problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"}),
+      "H20");
   eo.cache_dir = cache_;
   eo.include_dir = ATREX_TEST_INCLUDE_DIR;
   eo.child_dir = ATREX_TEST_BIN_DIR;
@@ -214,8 +218,13 @@ TEST_F(RunnerLoopTest, MetricsCountTasksEvaluationsByStatusCompilesAndDuration) 
   using testing::sample_value;
   EXPECT_EQ(sample_value(*body, R"(atrex_runner_tasks_total{status="done"})"), 2.0) << *body;
   EXPECT_EQ(sample_value(*body, R"(atrex_runner_tasks_total{status="invalid"})"), 1.0);
-  EXPECT_EQ(sample_value(*body, R"(atrex_runner_evaluations_total{operator="rms_norm",status="ok"})"), 1.0);
-  EXPECT_EQ(sample_value(*body, R"(atrex_runner_evaluations_total{operator="rms_norm",status="compile_error"})"), 1.0);
+  EXPECT_EQ(
+      sample_value(*body, R"(atrex_runner_evaluations_total{operator="rms_norm",status="ok"})"),
+      1.0);
+  EXPECT_EQ(
+      sample_value(*body,
+                   R"(atrex_runner_evaluations_total{operator="rms_norm",status="compile_error"})"),
+      1.0);
   EXPECT_EQ(sample_value(*body, "atrex_runner_evaluation_duration_seconds_count"), 2.0);
   EXPECT_GT(*sample_value(*body, "atrex_runner_evaluation_duration_seconds_sum"), 0.0);
   EXPECT_EQ(sample_value(*body, "atrex_runner_busy"), 0.0);

@@ -44,7 +44,8 @@ TEST(Subprocess, TimeoutKillsTheWholeProcessGroup) {
   const auto t0 = std::chrono::steady_clock::now();
   // The grandchild would keep the output file open for 30 s if it survived.
   auto r = run({"sh", "-c", "sleep 30 & sleep 30"}, 300ms);
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(r.timed_out);
   EXPECT_LT(elapsed, 10.0);
   EXPECT_NE(r.describe().find("timed out"), std::string::npos);
@@ -68,14 +69,16 @@ TEST(Subprocess, ExtraEnvironmentReachesTheChild) {
 // A runner killed with SIGKILL must not leave its evaluation child running (on a GPU it would
 // keep the device busy and skew the next runner's timings).
 TEST(Subprocess, ChildDiesWithAKilledParent) {
-  const auto pid_file = std::filesystem::temp_directory_path() / ("atrex_pdeath_" + std::to_string(::getpid()));
+  const auto pid_file =
+      std::filesystem::temp_directory_path() / ("atrex_pdeath_" + std::to_string(::getpid()));
   std::filesystem::remove(pid_file);
   const pid_t runner = ::fork();
   ASSERT_GE(runner, 0);
   if (runner == 0) {
     SubprocessOptions o;
-    o.argv = {"sh", "-c", "echo $$ > " + pid_file.string() + ".tmp && mv " + pid_file.string() + ".tmp " +
-                              pid_file.string() + " && exec sleep 60"};
+    o.argv = {"sh", "-c",
+              "echo $$ > " + pid_file.string() + ".tmp && mv " + pid_file.string() + ".tmp " +
+                  pid_file.string() + " && exec sleep 60"};
     o.timeout = std::chrono::seconds(120);
     (void)run_subprocess(o);
     _exit(0);

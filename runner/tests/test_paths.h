@@ -10,7 +10,8 @@
 
 namespace atrex::testing {
 
-inline std::filesystem::path source_path(const std::string& compiled_abs, const std::string& rel_from_root) {
+inline std::filesystem::path source_path(const std::string& compiled_abs,
+                                         const std::string& rel_from_root) {
   std::error_code ec;
   if (std::filesystem::exists(compiled_abs, ec)) return compiled_abs;
   return problems::executable_dir().parent_path().parent_path().parent_path() / rel_from_root;

@@ -23,14 +23,22 @@ namespace fs = std::filesystem;
 std::string sweep_prefix(const std::string& sweep_id) { return "atrex:{" + sweep_id + "}"; }
 
 Json to_json(const ClusterOptions& o) {
-  return Json{{"launcher", o.launcher},           {"runners", o.runners},
-              {"agent_workers", o.agent_workers}, {"gpus_per_runner", o.gpus_per_runner},
-              {"gpu_partition", o.gpu_partition}, {"cpu_partition", o.cpu_partition},
-              {"time_limit", o.time_limit},       {"array_throttle", o.array_throttle},
-              {"sbatch_args", o.sbatch_args},     {"job_template", o.job_template.string()},
-              {"atrex", o.atrex.string()},        {"lease_timeout_s", o.lease_timeout_s},
-              {"max_deliveries", o.max_deliveries}, {"prefetch", o.prefetch},
-              {"metrics", o.metrics}, {"metrics_targets", o.metrics_targets.string()}};
+  return Json{{"launcher", o.launcher},
+              {"runners", o.runners},
+              {"agent_workers", o.agent_workers},
+              {"gpus_per_runner", o.gpus_per_runner},
+              {"gpu_partition", o.gpu_partition},
+              {"cpu_partition", o.cpu_partition},
+              {"time_limit", o.time_limit},
+              {"array_throttle", o.array_throttle},
+              {"sbatch_args", o.sbatch_args},
+              {"job_template", o.job_template.string()},
+              {"atrex", o.atrex.string()},
+              {"lease_timeout_s", o.lease_timeout_s},
+              {"max_deliveries", o.max_deliveries},
+              {"prefetch", o.prefetch},
+              {"metrics", o.metrics},
+              {"metrics_targets", o.metrics_targets.string()}};
 }
 
 ClusterOptions cluster_options_from_json(const Json& j, ClusterOptions o) {
@@ -64,8 +72,8 @@ struct Connections {
 
 // `lease_timeout_s`, `max_deliveries`: the sweep's (manifest "cluster"), which the workers'
 // claims apply.
-Result<Connections> connect(const std::string& url, const std::string& sweep_id, int lease_timeout_s = 60,
-                            int max_deliveries = 3) {
+Result<Connections> connect(const std::string& url, const std::string& sweep_id,
+                            int lease_timeout_s = 60, int max_deliveries = 3) {
   ATREX_ASSIGN_OR_RETURN(RedisOptions ro, parse_redis_url(url));
   Connections c;
   QueueOptions qo;
@@ -98,12 +106,15 @@ Result<problems::Suite> suite_for(const Json& m) {
 Result<Json> manifest_from_redis(const std::string& url, const std::string& sweep_id) {
   ATREX_ASSIGN_OR_RETURN(RedisOptions ro, parse_redis_url(url));
   ATREX_ASSIGN_OR_RETURN(auto conn, RedisConnection::connect(ro));
-  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command({"GET", sweep_prefix(sweep_id) + ":manifest"}));
-  if (v.is_nil()) return not_found(fmt::format("no sweep {} in Redis {}:{}", sweep_id, ro.host, ro.port));
+  ATREX_ASSIGN_OR_RETURN(RedisValue v,
+                         conn->command({"GET", sweep_prefix(sweep_id) + ":manifest"}));
+  if (v.is_nil())
+    return not_found(fmt::format("no sweep {} in Redis {}:{}", sweep_id, ro.host, ro.port));
   try {
     return Json::parse(v.str);
   } catch (const Json::parse_error& e) {
-    return internal_error(fmt::format("sweep {} manifest in Redis is not JSON: {}", sweep_id, e.what()));
+    return internal_error(
+        fmt::format("sweep {} manifest in Redis is not JSON: {}", sweep_id, e.what()));
   }
 }
 
@@ -111,8 +122,9 @@ Result<Json> read_manifest(const fs::path& dir) {
   auto m = read_json_file(dir / "manifest.json");
   if (!m) return tl::unexpected(with_context(m.error(), "not a sweep results folder"));
   if (m->value("redis_url", "").empty()) {
-    return invalid_input(fmt::format("{}: this sweep was not submitted to a cluster (no redis_url in its manifest)",
-                                     dir.string()));
+    return invalid_input(
+        fmt::format("{}: this sweep was not submitted to a cluster (no redis_url in its manifest)",
+                    dir.string()));
   }
   return m;
 }
@@ -128,19 +140,21 @@ Result<std::vector<Json>> all_dead_letters(TaskQueue& queue) {
 
 // The worker's /metrics endpoint: --metrics-listen, else the manifest's cluster.metrics; null
 // when neither asks for one. Its target file goes to <results>/metrics/targets/<name>.json.
-Result<std::unique_ptr<metrics::Exposition>> start_worker_metrics(const Json& m, const ClusterOptions& co,
-                                                                  const std::optional<metrics::ListenAddress>& flag,
-                                                                  const std::string& role, const std::string& name) {
+Result<std::unique_ptr<metrics::Exposition>> start_worker_metrics(
+    const Json& m, const ClusterOptions& co, const std::optional<metrics::ListenAddress>& flag,
+    const std::string& role, const std::string& name) {
   std::optional<metrics::ListenAddress> listen = flag;
   if (!listen && !co.metrics.empty()) {
-    ATREX_ASSIGN_OR_RETURN(listen, metrics::parse_listen_address(co.metrics, "the manifest's cluster.metrics"));
+    ATREX_ASSIGN_OR_RETURN(
+        listen, metrics::parse_listen_address(co.metrics, "the manifest's cluster.metrics"));
   }
   if (!listen) return std::unique_ptr<metrics::Exposition>();
   // In a folder shared by sweeps the file names carry the sweep id.
   const bool shared = !co.metrics_targets.empty();
   const fs::path dir = shared ? co.metrics_targets : metrics_targets_dir(m.value("output", "."));
-  ATREX_ASSIGN_OR_RETURN(auto e, metrics::start_exposition(*listen, dir, m.value("name", ""), role, name,
-                                                           shared ? m.value("sweep_id", "") + "-" + name : name));
+  ATREX_ASSIGN_OR_RETURN(
+      auto e, metrics::start_exposition(*listen, dir, m.value("name", ""), role, name,
+                                        shared ? m.value("sweep_id", "") + "-" + name : name));
   spdlog::info("{} {}: metrics at http://{}/metrics", role, name, e->server->target());
   return e;
 }
@@ -158,7 +172,8 @@ Result<void> observe_sweep(metrics::SweepMetrics* sm, TaskQueue& queue, int done
 }
 
 // report.json gets "dead_letters"; report.md a table of them.
-Result<void> add_dead_letters_to_reports(const SweepOutcome& out, const std::vector<Json>& dead, const ProgressFn& say) {
+Result<void> add_dead_letters_to_reports(const SweepOutcome& out, const std::vector<Json>& dead,
+                                         const ProgressFn& say) {
   if (dead.empty()) return ok();
   ATREX_ASSIGN_OR_RETURN(Json report, read_json_file(out.report_json));
   report["dead_letters"] = dead;
@@ -179,58 +194,80 @@ Result<void> add_dead_letters_to_reports(const SweepOutcome& out, const std::vec
 Result<ResolvedSweep> sweep_from_manifest(const fs::path& dir) {
   ATREX_ASSIGN_OR_RETURN(Json m, read_json_file(dir / "manifest.json"));
   ATREX_ASSIGN_OR_RETURN(problems::Suite suite, suite_for(m));
-  ResolvedSweep r{SweepSpec{}, std::move(suite), hardware_from_manifest(m), m.value("backend", ""),
-                  m.value("device", ""), {}, {}, dir, m.value("sweep_id", "")};
+  ResolvedSweep r{SweepSpec{},
+                  std::move(suite),
+                  hardware_from_manifest(m),
+                  m.value("backend", ""),
+                  m.value("device", ""),
+                  {},
+                  {},
+                  dir,
+                  m.value("sweep_id", "")};
   r.spec.name = m.value("name", "");
   r.spec.source = m.value("source", "");
   r.spec.raw = m.value("spec", Json::object());
-  for (const auto& a : m.value("agents", Json::array())) r.spec.agents.push_back(agent::agent_spec_from_flat_json(a));
-  const Json ev = m.value("evaluation", Json::object()), qev = m.value("quick_evaluation", Json::object());
-  ATREX_ASSIGN_OR_RETURN(r.spec.evaluation, eval_settings_from_json(JsonField(ev, (dir / "manifest.json").string(), "evaluation")));
+  for (const auto& a : m.value("agents", Json::array()))
+    r.spec.agents.push_back(agent::agent_spec_from_flat_json(a));
+  const Json ev = m.value("evaluation", Json::object()),
+             qev = m.value("quick_evaluation", Json::object());
+  ATREX_ASSIGN_OR_RETURN(
+      r.spec.evaluation,
+      eval_settings_from_json(JsonField(ev, (dir / "manifest.json").string(), "evaluation")));
   ATREX_ASSIGN_OR_RETURN(r.spec.quick_evaluation,
-                         eval_settings_from_json(JsonField(qev, (dir / "manifest.json").string(), "quick_evaluation")));
+                         eval_settings_from_json(
+                             JsonField(qev, (dir / "manifest.json").string(), "quick_evaluation")));
   for (const auto& o : m.value("operators", Json::array())) {
-    r.operators.push_back(OperatorPlan{o.value("operator", ""), o.value("shapes", std::vector<std::string>{}),
+    r.operators.push_back(OperatorPlan{o.value("operator", ""),
+                                       o.value("shapes", std::vector<std::string>{}),
                                        o.value("quick_shapes", std::vector<std::string>{})});
   }
   r.not_covered = m.value("not_covered", std::vector<std::string>{});
   return r;
 }
 
-Result<Json> submit_sweep(const ResolvedSweep& sweep, const ClusterOptions& given, const ProgressFn& say) {
+Result<Json> submit_sweep(const ResolvedSweep& sweep, const ClusterOptions& given,
+                          const ProgressFn& say) {
   ClusterOptions options = given;
   if (!options.redis_urls.empty()) {
-    ATREX_ASSIGN_OR_RETURN(options.redis_url, choose_redis_url(options.redis_urls, options.redis_urls_source,
-                                                               sweep.sweep_id, sweep.output));
+    ATREX_ASSIGN_OR_RETURN(options.redis_url,
+                           choose_redis_url(options.redis_urls, options.redis_urls_source,
+                                            sweep.sweep_id, sweep.output));
     if (say && options.redis_urls.size() > 1) {
       const auto& l = options.redis_urls;
       const auto pos = std::find(l.begin(), l.end(), options.redis_url) - l.begin();
       say(fmt::format("sweep {}: Redis {} ({}; the manifest keeps it there)", sweep.sweep_id,
                       redis_url_without_password(options.redis_url),
-                      pos < static_cast<long>(l.size()) ? fmt::format("entry {} of the {} listed", pos + 1, l.size())
-                                                        : std::string("as its manifest records")));
+                      pos < static_cast<long>(l.size())
+                          ? fmt::format("entry {} of the {} listed", pos + 1, l.size())
+                          : std::string("as its manifest records")));
     }
   }
   ATREX_ASSIGN_OR_RETURN(Connections c, connect(options.redis_url, sweep.sweep_id));
   const Json cluster = to_json(options);
-  ATREX_ASSIGN_OR_RETURN(Json manifest,
-                         open_results_dir(sweep, Json{{"status", "submitted"}, {"redis_url", options.redis_url},
-                                                      {"redis", redis_url_without_password(options.redis_url)},
-                                                      {"cluster", cluster}, {"submitted_at", utc_timestamp_now()}}));
+  ATREX_ASSIGN_OR_RETURN(
+      Json manifest,
+      open_results_dir(sweep, Json{{"status", "submitted"},
+                                   {"redis_url", options.redis_url},
+                                   {"redis", redis_url_without_password(options.redis_url)},
+                                   {"cluster", cluster},
+                                   {"submitted_at", utc_timestamp_now()}}));
   ATREX_ASSIGN_OR_RETURN(RedisOptions ro, parse_redis_url(options.redis_url));
   {
     ATREX_ASSIGN_OR_RETURN(auto conn, RedisConnection::connect(ro));
     ATREX_TRY(conn->command({"SET", sweep_prefix(sweep.sweep_id) + ":manifest", manifest.dump()}));
   }
   ATREX_ASSIGN_OR_RETURN(int n, enqueue_missing(sweep, *c.queue, *c.store, say));
-  if (say) say(fmt::format("sweep {} ({}): {} agent task(s) queued in {}", sweep.spec.name, sweep.sweep_id, n,
-                           redis_url_without_password(options.redis_url)));
+  if (say)
+    say(fmt::format("sweep {} ({}): {} agent task(s) queued in {}", sweep.spec.name, sweep.sweep_id,
+                    n, redis_url_without_password(options.redis_url)));
   auto workers = launch_workers(manifest, options, say);
   if (!workers) {
     return tl::unexpected(with_context(
-        workers.error(), fmt::format("sweep {}: tasks are queued but no workers started (fix that, then `atrex sweep "
-                                     "resume {}`)",
-                                     sweep.sweep_id, sweep.output.string())));
+        workers.error(),
+        fmt::format(
+            "sweep {}: tasks are queued but no workers started (fix that, then `atrex sweep "
+            "resume {}`)",
+            sweep.sweep_id, sweep.output.string())));
   }
   return update_manifest(sweep.output, Json{{"status", "running"}, {"workers", *workers}});
 }
@@ -241,8 +278,10 @@ Result<SweepStatus> sweep_status(const fs::path& dir) {
   const std::string id = st.manifest.value("sweep_id", "");
   ATREX_ASSIGN_OR_RETURN(Connections c, connect(st.manifest.value("redis_url", ""), id));
   std::vector<std::string> agents, ops;
-  for (const auto& a : st.manifest.value("agents", Json::array())) agents.push_back(a.value("name", ""));
-  for (const auto& o : st.manifest.value("operators", Json::array())) ops.push_back(o.value("operator", ""));
+  for (const auto& a : st.manifest.value("agents", Json::array()))
+    agents.push_back(a.value("name", ""));
+  for (const auto& o : st.manifest.value("operators", Json::array()))
+    ops.push_back(o.value("operator", ""));
   st.total = static_cast<int>(agents.size() * ops.size());
   std::set<std::string> seen;
   ATREX_ASSIGN_OR_RETURN(st.done, count_finals(agents, ops, *c.store, seen, nullptr));
@@ -255,8 +294,9 @@ Result<SweepStatus> sweep_status(const fs::path& dir) {
   return st;
 }
 
-Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeout, const ProgressFn& say,
-                                const std::atomic<bool>* stop, metrics::SweepMetrics* sm) {
+Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeout,
+                                const ProgressFn& say, const std::atomic<bool>* stop,
+                                metrics::SweepMetrics* sm) {
   ATREX_ASSIGN_OR_RETURN(Json m, read_manifest(dir));
   const std::string id = m.value("sweep_id", "");
   ATREX_ASSIGN_OR_RETURN(Connections c, connect(m.value("redis_url", ""), id));
@@ -268,11 +308,14 @@ Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeou
   std::set<std::string> seen;
   for (;;) {
     ATREX_ASSIGN_OR_RETURN(int done, count_finals(agents, ops, *c.store, seen, say));
-    if (auto o = observe_sweep(sm, *c.queue, done, total); !o) spdlog::warn("sweep metrics: {}", o.error().message);
+    if (auto o = observe_sweep(sm, *c.queue, done, total); !o)
+      spdlog::warn("sweep metrics: {}", o.error().message);
     if (done == total) break;
     ATREX_TRY(finalize_dead_agent_tasks(*c.queue, *c.store));
     if (std::chrono::steady_clock::now() > deadline || (stop && stop->load())) {
-      return make_error(ErrorCode::kTimeout, fmt::format("sweep {}: {}/{} operators done; still running", id, done, total));
+      return make_error(
+          ErrorCode::kTimeout,
+          fmt::format("sweep {}: {}/{} operators done; still running", id, done, total));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
@@ -291,14 +334,16 @@ Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeou
   }
   // Nothing is left to do: the sweep's workers stop (they serve this sweep only).
   ATREX_TRY(stop_workers(m.value("workers", Json::object())));
-  ATREX_TRY(update_manifest(dir, Json{{"status", "complete"}, {"finished_at", utc_timestamp_now()}}));
+  ATREX_TRY(
+      update_manifest(dir, Json{{"status", "complete"}, {"finished_at", utc_timestamp_now()}}));
   return out;
 }
 
 Result<void> cancel_sweep(const fs::path& dir) {
   ATREX_ASSIGN_OR_RETURN(Json m, read_manifest(dir));
   ATREX_TRY(stop_workers(m.value("workers", Json::object())));
-  ATREX_TRY(update_manifest(dir, Json{{"status", "cancelled"}, {"cancelled_at", utc_timestamp_now()}}));
+  ATREX_TRY(
+      update_manifest(dir, Json{{"status", "cancelled"}, {"cancelled_at", utc_timestamp_now()}}));
   return ok();
 }
 
@@ -317,11 +362,13 @@ Result<Json> resume_sweep(const fs::path& dir, const ProgressFn& say) {
   ClusterOptions o = cluster_options_from_json(m.value("cluster", Json::object()));
   o.redis_url = m.value("redis_url", "");
   ATREX_ASSIGN_OR_RETURN(Json workers, revive_workers(m, o, say));
-  return update_manifest(dir, Json{{"status", "running"}, {"workers", workers}, {"resumed_at", utc_timestamp_now()}});
+  return update_manifest(
+      dir, Json{{"status", "running"}, {"workers", workers}, {"resumed_at", utc_timestamp_now()}});
 }
 
-int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id, int device, const std::string& name,
-                      const std::atomic<bool>& stop, const std::optional<metrics::ListenAddress>& metrics_listen) {
+int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id, int device,
+                      const std::string& name, const std::atomic<bool>& stop,
+                      const std::optional<metrics::ListenAddress>& metrics_listen) {
   auto m = manifest_from_redis(redis_url, sweep_id);
   if (!m) {
     spdlog::error("runner: {}", m.error().message);
@@ -362,8 +409,8 @@ int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id,
   return 0;
 }
 
-int run_agent_worker_daemon(const std::string& redis_url, const std::string& sweep_id, const std::string& name,
-                            const std::atomic<bool>& stop,
+int run_agent_worker_daemon(const std::string& redis_url, const std::string& sweep_id,
+                            const std::string& name, const std::atomic<bool>& stop,
                             const std::optional<metrics::ListenAddress>& metrics_listen) {
   auto m = manifest_from_redis(redis_url, sweep_id);
   if (!m) {

@@ -87,17 +87,22 @@ Result<Json> launch_local(const Json& manifest, const ClusterOptions& o, const P
   };
   for (int i = 0; i < o.runners; ++i) {
     const std::string name = fmt::format("runner-{}", i);
-    ATREX_TRY(start({atrex.string(), "runner", "--redis", o.redis_url, "--sweep", id, "--device", std::to_string(i),
-                     "--name", name},
+    ATREX_TRY(start({atrex.string(), "runner", "--redis", o.redis_url, "--sweep", id, "--device",
+                     std::to_string(i), "--name", name},
                     name));
   }
   for (int i = 0; i < o.agent_workers; ++i) {
     const std::string name = fmt::format("agent-worker-{}", i);
-    ATREX_TRY(start({atrex.string(), "agent-worker", "--redis", o.redis_url, "--sweep", id, "--name", name}, name));
+    ATREX_TRY(start(
+        {atrex.string(), "agent-worker", "--redis", o.redis_url, "--sweep", id, "--name", name},
+        name));
   }
-  if (say) say(fmt::format("started {} runner(s) and {} agent worker(s) on this machine; logs in {}", o.runners,
-                           o.agent_workers, (out / "logs").string()));
-  return Json{{"launcher", "local"}, {"host", [] {
+  if (say)
+    say(fmt::format("started {} runner(s) and {} agent worker(s) on this machine; logs in {}",
+                    o.runners, o.agent_workers, (out / "logs").string()));
+  return Json{{"launcher", "local"},
+              {"host",
+               [] {
                  char host[256] = {};
                  ::gethostname(host, sizeof host - 1);
                  return std::string(host);
@@ -111,10 +116,12 @@ Result<Json> launch_slurm(const Json& manifest, const ClusterOptions& o, const P
 std::pair<int, std::string> slurm_alive(const Json& workers);
 Result<void> slurm_stop(const Json& workers);
 
-Result<Json> launch_workers(const Json& manifest, const ClusterOptions& options, const ProgressFn& say) {
+Result<Json> launch_workers(const Json& manifest, const ClusterOptions& options,
+                            const ProgressFn& say) {
   if (options.launcher == "local") return launch_local(manifest, options, say);
   if (options.launcher == "slurm") return launch_slurm(manifest, options, say);
-  return invalid_input(fmt::format("--launcher: expected local or slurm; got \"{}\"", options.launcher));
+  return invalid_input(
+      fmt::format("--launcher: expected local or slurm; got \"{}\"", options.launcher));
 }
 
 std::pair<int, std::string> workers_alive(const Json& workers) {
@@ -126,12 +133,15 @@ std::pair<int, std::string> workers_alive(const Json& workers) {
     ++total;
     if (is_recorded_worker(p)) ++alive;
   }
-  return {alive, fmt::format("{}/{} local worker processes alive on {}", alive, total, workers.value("host", "?"))};
+  return {alive, fmt::format("{}/{} local worker processes alive on {}", alive, total,
+                             workers.value("host", "?"))};
 }
 
-Result<Json> revive_slurm(const Json& manifest, const ClusterOptions& options, const ProgressFn& say);
+Result<Json> revive_slurm(const Json& manifest, const ClusterOptions& options,
+                          const ProgressFn& say);
 
-Result<Json> revive_workers(const Json& manifest, const ClusterOptions& options, const ProgressFn& say) {
+Result<Json> revive_workers(const Json& manifest, const ClusterOptions& options,
+                            const ProgressFn& say) {
   Json workers = manifest.value("workers", Json::object());
   if (workers.value("launcher", "") == "slurm") return revive_slurm(manifest, options, say);
   if (workers.value("launcher", "") != "local") return launch_workers(manifest, options, say);
@@ -139,7 +149,9 @@ Result<Json> revive_workers(const Json& manifest, const ClusterOptions& options,
   for (auto& p : workers["processes"]) {
     if (is_recorded_worker(p)) continue;
     const auto args = p.value("args", std::vector<std::string>{});
-    if (args.empty()) return internal_error(fmt::format("worker {} has no recorded command line", p.value("name", "")));
+    if (args.empty())
+      return internal_error(
+          fmt::format("worker {} has no recorded command line", p.value("name", "")));
     ATREX_ASSIGN_OR_RETURN(pid_t pid, spawn_detached(args, p.value("log", "/dev/null")));
     p["pid"] = pid;
     ++revived;

@@ -20,8 +20,10 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
-  ATREX_ASSIGN_OR_RETURN(Json manifest, open_results_dir(sweep, Json{{"status", "running"}, {"launcher", "in-process"},
-                                                                     {"started_at", utc_timestamp_now()}}));
+  ATREX_ASSIGN_OR_RETURN(Json manifest,
+                         open_results_dir(sweep, Json{{"status", "running"},
+                                                      {"launcher", "in-process"},
+                                                      {"started_at", utc_timestamp_now()}}));
   ATREX_ASSIGN_OR_RETURN(auto store, MemoryResultStore::open_jsonl(sweep.output / "results.jsonl"));
   QueueOptions qopt;
   qopt.lease_timeout = std::chrono::minutes(10);
@@ -46,9 +48,10 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   runner::Evaluator evaluator(eopt);
 
   ATREX_ASSIGN_OR_RETURN(int pending, enqueue_missing(sweep, queue, *store, say));
-  say(fmt::format("sweep {} ({}): {} agent task(s) on backend {} ({}), hardware profile {}, results in {}",
-                  sweep.spec.name, sweep.sweep_id, pending, sweep.backend, sweep.device, sweep.hardware.name,
-                  sweep.output.string()));
+  say(fmt::format(
+      "sweep {} ({}): {} agent task(s) on backend {} ({}), hardware profile {}, results in {}",
+      sweep.spec.name, sweep.sweep_id, pending, sweep.backend, sweep.device, sweep.hardware.name,
+      sweep.output.string()));
 
   // One runner (one GPU, or the CPU: a second one would disturb the timing) and a few agent
   // workers, as threads.
@@ -57,7 +60,8 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   ropt.metrics = rm ? &*rm : nullptr;
   runner::RunnerLoop runner_loop(queue, *store, evaluator, ropt);
   threads.emplace_back([&] { runner_loop.run(stop_workers); });
-  const int workers = options.agent_workers > 0 ? options.agent_workers : std::max(1, std::min(pending, 2));
+  const int workers =
+      options.agent_workers > 0 ? options.agent_workers : std::max(1, std::min(pending, 2));
   std::vector<std::unique_ptr<agent::AgentWorker>> agent_workers;
   for (int i = 0; i < workers; ++i) {
     agent::AgentWorkerOptions wopt;
@@ -95,9 +99,9 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
     if (now - last_report > std::chrono::seconds(30)) {
       last_report = now;
       auto st = queue.stats(runner::kEvalStream);
-      say(fmt::format("{}/{} operators done after {:.0f} s; {} evaluations done, {} queued", done, total,
-                      std::chrono::duration<double>(now - t0).count(), runner_loop.stats().tasks_done.load(),
-                      st ? st->ready : 0));
+      say(fmt::format("{}/{} operators done after {:.0f} s; {} evaluations done, {} queued", done,
+                      total, std::chrono::duration<double>(now - t0).count(),
+                      runner_loop.stats().tasks_done.load(), st ? st->ready : 0));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -111,7 +115,8 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   if (sm) {
     for (const auto& a : outcome.agents) sm->s_agg.Add({{"agent", a.agent}}).Set(a.s_agg);
   }
-  ATREX_TRY(update_manifest(sweep.output, Json{{"status", "complete"}, {"finished_at", utc_timestamp_now()}}));
+  ATREX_TRY(update_manifest(sweep.output,
+                            Json{{"status", "complete"}, {"finished_at", utc_timestamp_now()}}));
   return outcome;
 }
 

@@ -8,8 +8,9 @@
 //
 // The manifest's workers object:
 //   {"launcher": "slurm", "roles": [{"role": "runner", "job_ids": ["12"], "ended_job_ids": [],
-//     "tasks": 2, "workers_per_task": 1, "partition": "cpu", "gres": "", "script": ".../runner.sbatch",
-//     "sbatch": [argv of the last submission]}, {"role": "agent-worker", ...}]}
+//     "tasks": 2, "workers_per_task": 1, "partition": "cpu", "gres": "", "script":
+//     ".../runner.sbatch", "sbatch": [argv of the last submission]}, {"role": "agent-worker",
+//     ...}]}
 #include <algorithm>
 #include <map>
 #include <set>
@@ -40,10 +41,12 @@ Result<runner::SubprocessResult> slurm_command(std::vector<std::string> argv) {
   o.output_tail_bytes = 1 << 20;
   ATREX_ASSIGN_OR_RETURN(runner::SubprocessResult r, runner::run_subprocess(o));
   if (!r.started) {
-    return make_error(ErrorCode::kUnavailable,
-                      fmt::format("{} not found: --launcher slurm needs the Slurm client commands (sbatch, squeue, "
-                                  "scancel) on this machine's PATH",
-                                  o.argv.front()));
+    return make_error(
+        ErrorCode::kUnavailable,
+        fmt::format(
+            "{} not found: --launcher slurm needs the Slurm client commands (sbatch, squeue, "
+            "scancel) on this machine's PATH",
+            o.argv.front()));
   }
   return r;
 }
@@ -57,10 +60,13 @@ tl::unexpected<Error> slurm_failed(const std::string& what, const runner::Subpro
   std::string hint;
   if (r.output_tail.find("Unable to contact slurm controller") != std::string::npos ||
       r.output_tail.find("Connection refused") != std::string::npos) {
-    hint = " (is SLURM_CONF right and slurmctld up? for the local test cluster: deploy/cluster-in-a-box.sh start, "
-           "then eval \"$(deploy/cluster-in-a-box.sh env)\")";
+    hint =
+        " (is SLURM_CONF right and slurmctld up? for the local test cluster: "
+        "deploy/cluster-in-a-box.sh start, "
+        "then eval \"$(deploy/cluster-in-a-box.sh env)\")";
   }
-  return make_error(ErrorCode::kUnavailable, fmt::format("{} failed ({}): {}{}", what, r.describe(), trimmed(r.output_tail), hint));
+  return make_error(ErrorCode::kUnavailable, fmt::format("{} failed ({}): {}{}", what, r.describe(),
+                                                         trimmed(r.output_tail), hint));
 }
 
 std::string shell_quote(const std::string& s) {
@@ -80,11 +86,13 @@ Result<std::string> render(std::string text, const std::map<std::string, std::st
                            const std::string& source) {
   for (const auto& [name, value] : values) {
     const std::string token = "@" + name + "@", quoted = shell_quote(value);
-    for (size_t at = text.find(token); at != std::string::npos; at = text.find(token, at + quoted.size())) {
+    for (size_t at = text.find(token); at != std::string::npos;
+         at = text.find(token, at + quoted.size())) {
       text.replace(at, token.size(), quoted);
     }
   }
-  if (text.rfind("#!", 0) != 0) return invalid_input(fmt::format("{}: a job script must start with #!", source));
+  if (text.rfind("#!", 0) != 0)
+    return invalid_input(fmt::format("{}: a job script must start with #!", source));
   return text;
 }
 
@@ -107,35 +115,43 @@ std::vector<ArrayPlan> plans_for(const Json& manifest, const ClusterOptions& o) 
 }
 
 // Writes the role's job script and submits an array of `count` tasks; returns the job id.
-Result<std::pair<std::string, Json>> submit_array(const Json& manifest, const ClusterOptions& o, const ArrayPlan& p,
-                                                  int count) {
-  if (count < 1) return invalid_input(fmt::format("slurm: the {} array needs at least one task", p.role));
+Result<std::pair<std::string, Json>> submit_array(const Json& manifest, const ClusterOptions& o,
+                                                  const ArrayPlan& p, int count) {
+  if (count < 1)
+    return invalid_input(fmt::format("slurm: the {} array needs at least one task", p.role));
   const fs::path out = manifest.value("output", ".");
   const std::string id = manifest.value("sweep_id", "");
   const fs::path atrex = o.atrex.empty() ? problems::executable_dir() / "atrex" : o.atrex;
   std::error_code ec;
   fs::create_directories(out / "slurm", ec);
   fs::create_directories(out / "logs" / "slurm", ec);
-  if (ec) return io_error(fmt::format("{}: cannot create the slurm folders: {}", out.string(), ec.message()));
+  if (ec)
+    return io_error(
+        fmt::format("{}: cannot create the slurm folders: {}", out.string(), ec.message()));
   ATREX_ASSIGN_OR_RETURN(std::string tpl, job_template(o));
-  ATREX_ASSIGN_OR_RETURN(std::string script_text,
-                         render(tpl,
-                                {{"ROLE", p.role},
-                                 {"ATREX", fs::absolute(atrex).string()},
-                                 {"REDIS_URL", o.redis_url},
-                                 {"SWEEP_ID", id},
-                                 {"WORKERS_PER_TASK", std::to_string(p.workers_per_task)},
-                                 {"LOG_DIR", (out / "logs").string()}},
-                                o.job_template.empty() ? "deploy/slurm/worker.sbatch" : o.job_template.string()));
+  ATREX_ASSIGN_OR_RETURN(
+      std::string script_text,
+      render(tpl,
+             {{"ROLE", p.role},
+              {"ATREX", fs::absolute(atrex).string()},
+              {"REDIS_URL", o.redis_url},
+              {"SWEEP_ID", id},
+              {"WORKERS_PER_TASK", std::to_string(p.workers_per_task)},
+              {"LOG_DIR", (out / "logs").string()}},
+             o.job_template.empty() ? "deploy/slurm/worker.sbatch" : o.job_template.string()));
   const fs::path script = out / "slurm" / (p.role + ".sbatch");
   ATREX_TRY(write_text_file_atomic(script, script_text));
   fs::permissions(script, fs::perms::owner_all, ec);  // it holds the Redis URL
 
-  std::vector<std::string> args = {"sbatch", "--parsable", fmt::format("--job-name=atrex-{}-{}", p.role, id),
-                                   o.array_throttle > 0 ? fmt::format("--array=0-{}%{}", count - 1, o.array_throttle)
-                                                        : fmt::format("--array=0-{}", count - 1),
-                                   "--time=" + o.time_limit, "--chdir=" + fs::current_path().string(),
-                                   "--output=" + (out / "logs" / "slurm" / "%x-%A_%a.out").string()};
+  std::vector<std::string> args = {
+      "sbatch",
+      "--parsable",
+      fmt::format("--job-name=atrex-{}-{}", p.role, id),
+      o.array_throttle > 0 ? fmt::format("--array=0-{}%{}", count - 1, o.array_throttle)
+                           : fmt::format("--array=0-{}", count - 1),
+      "--time=" + o.time_limit,
+      "--chdir=" + fs::current_path().string(),
+      "--output=" + (out / "logs" / "slurm" / "%x-%A_%a.out").string()};
   if (!p.partition.empty()) args.push_back("--partition=" + p.partition);
   if (!p.gres.empty()) args.push_back("--gres=" + p.gres);
   args.insert(args.end(), o.sbatch_args.begin(), o.sbatch_args.end());
@@ -174,12 +190,13 @@ struct TaskState {
 
 Result<std::vector<TaskState>> squeue(const std::vector<std::string>& job_ids) {
   if (job_ids.empty()) return std::vector<TaskState>{};
-  ATREX_ASSIGN_OR_RETURN(runner::SubprocessResult r,
-                         slurm_command({"squeue", "--noheader", "--array", "--states=all",
-                                        "--jobs=" + fmt::format("{}", fmt::join(job_ids, ",")),
-                                        "--format=%F|%K|%T"}));
+  ATREX_ASSIGN_OR_RETURN(
+      runner::SubprocessResult r,
+      slurm_command({"squeue", "--noheader", "--array", "--states=all",
+                     "--jobs=" + fmt::format("{}", fmt::join(job_ids, ",")), "--format=%F|%K|%T"}));
   // Every id purged (older than MinJobAge) is an error for squeue; it means "none left".
-  if (!r.ok() && r.output_tail.find("Invalid job id") == std::string::npos) return slurm_failed("squeue", r);
+  if (!r.ok() && r.output_tail.find("Invalid job id") == std::string::npos)
+    return slurm_failed("squeue", r);
   std::vector<TaskState> out;
   std::istringstream in(r.output_tail);
   for (std::string line; std::getline(in, line);) {
@@ -191,8 +208,9 @@ Result<std::vector<TaskState>> squeue(const std::vector<std::string>& job_ids) {
 }
 
 bool alive_state(const std::string& s) {
-  static const std::set<std::string> kAlive = {"PENDING",      "CONFIGURING", "RUNNING",  "REQUEUED", "REQUEUE_FED",
-                                               "REQUEUE_HOLD", "RESIZING",    "SUSPENDED", "SIGNALING"};
+  static const std::set<std::string> kAlive = {"PENDING",  "CONFIGURING", "RUNNING",
+                                               "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+                                               "RESIZING", "SUSPENDED",   "SIGNALING"};
   return kAlive.count(s) > 0;
 }
 
@@ -208,8 +226,9 @@ std::vector<std::string> all_job_ids(const Json& workers) {
 std::map<std::string, std::string> sacct_states(const std::vector<std::string>& job_ids) {
   std::map<std::string, std::string> out;
   if (job_ids.empty()) return out;
-  auto r = slurm_command({"sacct", "--noheader", "--allocations", "--parsable2", "--format=JobID,State",
-                          "--jobs=" + fmt::format("{}", fmt::join(job_ids, ","))});
+  auto r =
+      slurm_command({"sacct", "--noheader", "--allocations", "--parsable2", "--format=JobID,State",
+                     "--jobs=" + fmt::format("{}", fmt::join(job_ids, ","))});
   if (!r || !r->ok()) return out;  // absent, or "accounting storage is disabled"
   std::istringstream in(r->output_tail);
   for (std::string line; std::getline(in, line);) {
@@ -233,14 +252,23 @@ Result<Json> launch_slurm(const Json& manifest, const ClusterOptions& o, const P
       return tl::unexpected(job.error());
     }
     submitted.push_back(job->first);
-    roles.push_back(Json{{"role", p.role}, {"job_ids", {job->first}}, {"ended_job_ids", Json::array()},
-                         {"tasks", p.tasks}, {"workers_per_task", p.workers_per_task}, {"partition", p.partition},
-                         {"gres", p.gres}, {"script", (fs::path(manifest.value("output", ".")) / "slurm" / (p.role + ".sbatch")).string()},
-                         {"sbatch", job->second}});
+    roles.push_back(
+        Json{{"role", p.role},
+             {"job_ids", {job->first}},
+             {"ended_job_ids", Json::array()},
+             {"tasks", p.tasks},
+             {"workers_per_task", p.workers_per_task},
+             {"partition", p.partition},
+             {"gres", p.gres},
+             {"script",
+              (fs::path(manifest.value("output", ".")) / "slurm" / (p.role + ".sbatch")).string()},
+             {"sbatch", job->second}});
     if (say) {
-      say(fmt::format("slurm: {} array job {} ({} task(s){}{}{})", p.role, job->first, p.tasks,
-                      p.partition.empty() ? "" : ", partition " + p.partition, p.gres.empty() ? "" : ", gres " + p.gres,
-                      o.array_throttle > 0 ? fmt::format(", at most {} at once", o.array_throttle) : ""));
+      say(fmt::format(
+          "slurm: {} array job {} ({} task(s){}{}{})", p.role, job->first, p.tasks,
+          p.partition.empty() ? "" : ", partition " + p.partition,
+          p.gres.empty() ? "" : ", gres " + p.gres,
+          o.array_throttle > 0 ? fmt::format(", at most {} at once", o.array_throttle) : ""));
     }
   }
   return Json{{"launcher", "slurm"}, {"roles", roles}};
@@ -267,11 +295,14 @@ std::pair<int, std::string> slurm_alive(const Json& workers) {
       if (!listed) gone.push_back(id);
     }
     std::string detail;
-    for (const auto& [state, n] : by_state) detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", n, state);
-    for (const auto& [id, st] : sacct_states(gone)) detail += fmt::format("{}job {}: {}", detail.empty() ? "" : ", ", id, st);
+    for (const auto& [state, n] : by_state)
+      detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", n, state);
+    for (const auto& [id, st] : sacct_states(gone))
+      detail += fmt::format("{}job {}: {}", detail.empty() ? "" : ", ", id, st);
     if (detail.empty() && !gone.empty()) detail = "ended";
-    parts.push_back(fmt::format("{} {}/{} alive (job {}: {})", role.value("role", "?"), alive, role.value("tasks", 0),
-                                fmt::join(role.value("job_ids", std::vector<std::string>{}), ","), detail));
+    parts.push_back(fmt::format(
+        "{} {}/{} alive (job {}: {})", role.value("role", "?"), alive, role.value("tasks", 0),
+        fmt::join(role.value("job_ids", std::vector<std::string>{}), ","), detail));
     alive_total += alive;
   }
   return {alive_total, "slurm: " + fmt::format("{}", fmt::join(parts, "; "))};
@@ -285,14 +316,17 @@ Result<Json> revive_slurm(const Json& manifest, const ClusterOptions& o, const P
   const auto plans = plans_for(manifest, o);
   for (auto& role : workers["roles"]) {
     const std::string name = role.value("role", "");
-    const auto plan = std::find_if(plans.begin(), plans.end(), [&](const ArrayPlan& p) { return p.role == name; });
-    if (plan == plans.end()) return internal_error(fmt::format("slurm: unknown worker role \"{}\" in the manifest", name));
+    const auto plan = std::find_if(plans.begin(), plans.end(),
+                                   [&](const ArrayPlan& p) { return p.role == name; });
+    if (plan == plans.end())
+      return internal_error(fmt::format("slurm: unknown worker role \"{}\" in the manifest", name));
     int alive = 0;
     Json still = Json::array();
     for (const auto& j : role["job_ids"]) {
-      const int n = static_cast<int>(std::count_if(states.begin(), states.end(), [&](const TaskState& t) {
-        return t.job == j.get<std::string>() && alive_state(t.state);
-      }));
+      const int n =
+          static_cast<int>(std::count_if(states.begin(), states.end(), [&](const TaskState& t) {
+            return t.job == j.get<std::string>() && alive_state(t.state);
+          }));
       alive += n;
       (n > 0 ? still : role["ended_job_ids"]).push_back(j);
     }
@@ -302,7 +336,9 @@ Result<Json> revive_slurm(const Json& manifest, const ClusterOptions& o, const P
     ATREX_ASSIGN_OR_RETURN(auto job, submit_array(manifest, o, *plan, tasks - alive));
     role["job_ids"].push_back(job.first);
     role["sbatch"] = job.second;
-    if (say) say(fmt::format("slurm: {} of {} {} task(s) had ended; new array job {}", tasks - alive, tasks, name, job.first));
+    if (say)
+      say(fmt::format("slurm: {} of {} {} task(s) had ended; new array job {}", tasks - alive,
+                      tasks, name, job.first));
   }
   return workers;
 }

@@ -27,8 +27,9 @@ Result<void> check_keys(const JsonField& f, const std::set<std::string>& known) 
     if (!known.count(key)) {
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      return invalid_input(fmt::format("{}: field \"{}{}{}\" is not a known field here (known: {})", f.source(), f.path(),
-                                       f.path().empty() ? "" : ".", key, list));
+      return invalid_input(fmt::format("{}: field \"{}{}{}\" is not a known field here (known: {})",
+                                       f.source(), f.path(), f.path().empty() ? "" : ".", key,
+                                       list));
     }
   }
   return ok();
@@ -44,7 +45,10 @@ Result<ShapeRule> parse_shape_rule(const JsonField& f) {
   ShapeRule r;
   if (f.value().is_string()) {
     ATREX_ASSIGN_OR_RETURN(std::string s, f.as_string());
-    if (s != "all") return f.fail("expected `all` or a mapping with ids / max_input_elements / max_per_operator / at_least");
+    if (s != "all")
+      return f.fail(
+          "expected `all` or a mapping with ids / max_input_elements / max_per_operator / "
+          "at_least");
     return r;
   }
   ATREX_TRY(check_keys(f, {"ids", "max_input_elements", "max_per_operator", "at_least"}));
@@ -68,9 +72,12 @@ Result<ShapeRule> parse_shape_rule(const JsonField& f) {
       ATREX_TRY(lf.expect_array());
       for (size_t i = 0; i < list.size(); ++i) {
         const Json& v = list[i];
-        if (v.is_number_integer()) r.ids[op].push_back(std::to_string(v.get<int64_t>()));
-        else if (v.is_string()) r.ids[op].push_back(v.get<std::string>());
-        else return lf.element(i).fail("expected a shape id");
+        if (v.is_number_integer())
+          r.ids[op].push_back(std::to_string(v.get<int64_t>()));
+        else if (v.is_string())
+          r.ids[op].push_back(v.get<std::string>());
+        else
+          return lf.element(i).fail("expected a shape id");
       }
     }
   }
@@ -80,18 +87,24 @@ Result<ShapeRule> parse_shape_rule(const JsonField& f) {
 // The `cluster` section (docs/sweeps.md "Cluster sweeps"), normalised to the manifest's
 // "cluster" keys.
 Result<Json> parse_cluster_section(const JsonField& f) {
-  ATREX_TRY(check_keys(f, {"launcher", "runners", "agent_workers", "gpus_per_runner", "gpu_partition", "cpu_partition",
-                           "time_limit", "array_throttle", "sbatch_args", "job_template", "lease_timeout_s",
-                           "max_deliveries", "prefetch", "metrics", "metrics_targets"}));
+  ATREX_TRY(check_keys(
+      f, {"launcher", "runners", "agent_workers", "gpus_per_runner", "gpu_partition",
+          "cpu_partition", "time_limit", "array_throttle", "sbatch_args", "job_template",
+          "lease_timeout_s", "max_deliveries", "prefetch", "metrics", "metrics_targets"}));
   Json out = Json::object();
-  for (const char* key : {"launcher", "gpu_partition", "cpu_partition", "job_template", "metrics_targets"}) {
+  for (const char* key :
+       {"launcher", "gpu_partition", "cpu_partition", "job_template", "metrics_targets"}) {
     if (!f.has(key)) continue;
     ATREX_ASSIGN_OR_RETURN(auto c, f.at(key));
     ATREX_ASSIGN_OR_RETURN(std::string v, c.as_string());
-    if (std::string_view(key) == "launcher" && v != "local" && v != "slurm") return c.fail("expected local or slurm");
-    const bool is_path = std::string_view(key) == "job_template" || (std::string_view(key) == "metrics_targets" && !v.empty());
+    if (std::string_view(key) == "launcher" && v != "local" && v != "slurm")
+      return c.fail("expected local or slurm");
+    const bool is_path = std::string_view(key) == "job_template" ||
+                         (std::string_view(key) == "metrics_targets" && !v.empty());
     if (is_path && !f.source().empty() && f.source().front() != '<') {
-      v = (std::filesystem::path(f.source()).parent_path() / v).lexically_normal().string();  // relative to the file
+      v = (std::filesystem::path(f.source()).parent_path() / v)
+              .lexically_normal()
+              .string();  // relative to the file
     }
     out[key] = v;
   }
@@ -116,7 +129,10 @@ Result<Json> parse_cluster_section(const JsonField& f) {
     ATREX_ASSIGN_OR_RETURN(std::string v, c.as_string());
     if (!v.empty()) {
       auto a = metrics::parse_listen_address(v, "metrics");
-      if (!a) return c.fail("expected ADDR:PORT (a numeric IPv4 address or [IPv6], port 0-65535; 0 = any free port)");
+      if (!a)
+        return c.fail(
+            "expected ADDR:PORT (a numeric IPv4 address or [IPv6], port 0-65535; 0 = any free "
+            "port)");
     }
     out["metrics"] = v;
   }
@@ -139,7 +155,8 @@ Result<Json> parse_cluster_section(const JsonField& f) {
     Json args = Json::array();
     for (size_t i = 0; i < c.value().size(); ++i) {
       ATREX_ASSIGN_OR_RETURN(std::string a, c.element(i).as_string());
-      if (a.rfind("-", 0) != 0) return c.element(i).fail("expected an sbatch option such as --account=NAME");
+      if (a.rfind("-", 0) != 0)
+        return c.element(i).fail("expected an sbatch option such as --account=NAME");
       args.push_back(a);
     }
     out["sbatch_args"] = args;
@@ -153,19 +170,22 @@ Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) 
   ATREX_ASSIGN_OR_RETURN(Json doc, parse_yaml_to_json(text, source));
   JsonField root(doc, source);
   if (!doc.is_object()) return root.fail("a sweep file is a YAML mapping");
-  ATREX_TRY(check_keys(root, {"schema", "name", "suite", "hardware", "backend", "agents", "operators", "shapes",
-                              "evaluation", "quick_evaluation", "output", "cluster"}));
+  ATREX_TRY(
+      check_keys(root, {"schema", "name", "suite", "hardware", "backend", "agents", "operators",
+                        "shapes", "evaluation", "quick_evaluation", "output", "cluster"}));
   SweepSpec s;
   s.source = source;
   s.raw = doc;
   if (root.has("schema")) {
     ATREX_ASSIGN_OR_RETURN(auto sc, root.at("schema"));
     ATREX_ASSIGN_OR_RETURN(std::string v, sc.as_string());
-    if (v != kSweepSchema) return sc.fail(fmt::format("unsupported schema (this atrex reads {})", kSweepSchema));
+    if (v != kSweepSchema)
+      return sc.fail(fmt::format("unsupported schema (this atrex reads {})", kSweepSchema));
   }
   ATREX_ASSIGN_OR_RETURN(auto name, root.at("name"));
   ATREX_ASSIGN_OR_RETURN(s.name, name.as_string());
-  if (s.name.empty() || s.name.find_first_of("/ \t") != std::string::npos) return name.fail("expected a name without spaces or '/'");
+  if (s.name.empty() || s.name.find_first_of("/ \t") != std::string::npos)
+    return name.fail("expected a name without spaces or '/'");
   ATREX_ASSIGN_OR_RETURN(s.suite, string_field(root, "suite", "bundled"));
   ATREX_ASSIGN_OR_RETURN(s.hardware, string_field(root, "hardware", "auto"));
   ATREX_ASSIGN_OR_RETURN(s.backend, string_field(root, "backend", "auto"));
@@ -182,7 +202,8 @@ Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) 
     std::set<std::string> names;
     for (size_t i = 0; i < agents.value().size(); ++i) {
       ATREX_ASSIGN_OR_RETURN(agent::AgentSpec a, agent::agent_spec_from_json(agents.element(i)));
-      if (!names.insert(a.name).second) return agents.element(i).fail(fmt::format("duplicate agent name \"{}\"", a.name));
+      if (!names.insert(a.name).second)
+        return agents.element(i).fail(fmt::format("duplicate agent name \"{}\"", a.name));
       s.agents.push_back(std::move(a));
     }
   }

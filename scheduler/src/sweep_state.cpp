@@ -12,16 +12,19 @@ namespace fs = std::filesystem;
 Result<Json> open_results_dir(const ResolvedSweep& sweep, const Json& fields) {
   std::error_code ec;
   fs::create_directories(sweep.output, ec);
-  if (ec) return io_error(fmt::format("{}: cannot create results folder: {}", sweep.output.string(), ec.message()));
+  if (ec)
+    return io_error(
+        fmt::format("{}: cannot create results folder: {}", sweep.output.string(), ec.message()));
   const fs::path file = sweep.output / "manifest.json";
   Json manifest = sweep.to_manifest();
   if (fs::exists(file, ec)) {
     ATREX_ASSIGN_OR_RETURN(Json old, read_json_file(file));
     const std::string old_id = old.value("sweep_id", "");
     if (old_id != sweep.sweep_id) {
-      return invalid_input(fmt::format("{} holds results of a different sweep (id {}, this one is {}); choose another "
-                                       "output folder (--out) or remove that one",
-                                       sweep.output.string(), old_id, sweep.sweep_id));
+      return invalid_input(fmt::format(
+          "{} holds results of a different sweep (id {}, this one is {}); choose another "
+          "output folder (--out) or remove that one",
+          sweep.output.string(), old_id, sweep.sweep_id));
     }
     for (auto& [k, v] : old.items()) {
       if (!manifest.contains(k)) manifest[k] = v;  // keep launcher state, start times, ...
@@ -40,9 +43,10 @@ Result<Json> update_manifest(const fs::path& dir, const Json& fields) {
   return manifest;
 }
 
-Result<agent::AgentTask> agent_task_for(const ResolvedSweep& sweep, const agent::AgentSpec& a, const OperatorPlan& op,
-                                        const fs::path& audit_dir) {
-  ATREX_ASSIGN_OR_RETURN(auto trail, agent::AuditTrail::open(audit_dir / a.name / (op.name + ".jsonl")));
+Result<agent::AgentTask> agent_task_for(const ResolvedSweep& sweep, const agent::AgentSpec& a,
+                                        const OperatorPlan& op, const fs::path& audit_dir) {
+  ATREX_ASSIGN_OR_RETURN(auto trail,
+                         agent::AuditTrail::open(audit_dir / a.name / (op.name + ".jsonl")));
   const auto progress = trail->progress();
   agent::AgentTask t;
   t.sweep_id = sweep.sweep_id;
@@ -61,22 +65,25 @@ Result<agent::AgentTask> agent_task_for(const ResolvedSweep& sweep, const agent:
   return t;
 }
 
-Result<int> enqueue_missing(const ResolvedSweep& sweep, TaskQueue& queue, ResultStore& store, const ProgressFn& say) {
+Result<int> enqueue_missing(const ResolvedSweep& sweep, TaskQueue& queue, ResultStore& store,
+                            const ProgressFn& say) {
   // A dead-lettered agent task is finished (it failed max_deliveries times), not missing:
   // without its `error` marker a resume would enqueue it again, and again after each death.
   ATREX_TRY(finalize_dead_agent_tasks(queue, store));
   ATREX_ASSIGN_OR_RETURN(std::vector<Json> flying, queue.in_flight(agent::kAgentStream));
   std::set<std::string> busy;
-  for (const auto& body : flying) busy.insert(body["agent"].value("name", "") + "/" + body.value("operator", ""));
+  for (const auto& body : flying)
+    busy.insert(body["agent"].value("name", "") + "/" + body.value("operator", ""));
   int enqueued = 0;
   for (const auto& a : sweep.spec.agents) {
     for (const auto& op : sweep.operators) {
       ATREX_ASSIGN_OR_RETURN(auto done, store.get(agent::final_key(a.name, op.name)));
       if (done || busy.count(a.name + "/" + op.name)) continue;
-      ATREX_ASSIGN_OR_RETURN(agent::AgentTask t, agent_task_for(sweep, a, op, sweep.output / "audit"));
+      ATREX_ASSIGN_OR_RETURN(agent::AgentTask t,
+                             agent_task_for(sweep, a, op, sweep.output / "audit"));
       if (t.iterations_used > 0 && say) {
-        say(fmt::format("resuming {} / {} at generation {}, {} iterations done", a.name, op.name, t.generation,
-                        t.iterations_used));
+        say(fmt::format("resuming {} / {} at generation {}, {} iterations done", a.name, op.name,
+                        t.generation, t.iterations_used));
       }
       ATREX_TRY(queue.enqueue(agent::kAgentStream, agent::to_json(t)));
       ++enqueued;
@@ -90,16 +97,21 @@ Result<void> finalize_dead_agent_tasks(TaskQueue& queue, ResultStore& store) {
   for (const auto& d : dead) {
     const std::string a = d.body["agent"].value("name", ""), op = d.body.value("operator", "");
     ATREX_TRY(store.put(agent::final_key(a, op),
-                        Json{{"schema", agent::kFinalSchema}, {"agent", a}, {"operator", op}, {"status", "error"},
-                             {"error", fmt::format("agent task failed {} times: {}", d.delivery_count, d.last_error)}}));
+                        Json{{"schema", agent::kFinalSchema},
+                             {"agent", a},
+                             {"operator", op},
+                             {"status", "error"},
+                             {"error", fmt::format("agent task failed {} times: {}",
+                                                   d.delivery_count, d.last_error)}}));
   }
   return ok();
 }
 
 Json dead_letter_json(std::string_view stream, const DeadLetter& d) {
   const Json& b = d.body;
-  Json j{{"queue", std::string(stream)}, {"message_id", d.message_id}, {"deliveries", d.delivery_count},
-         {"error", d.last_error},          {"kind", b.value("kind", "")}, {"operator", b.value("operator", "")}};
+  Json j{{"queue", std::string(stream)},   {"message_id", d.message_id},
+         {"deliveries", d.delivery_count}, {"error", d.last_error},
+         {"kind", b.value("kind", "")},    {"operator", b.value("operator", "")}};
   if (b.value("kind", "") == "eval") {
     const Json c = b.value("candidate", Json::object());
     j["agent"] = c.value("agent", "");
@@ -116,9 +128,11 @@ Json dead_letter_json(std::string_view stream, const DeadLetter& d) {
 
 std::string dead_letters_markdown(const std::vector<Json>& dead) {
   using scoring::markdown_cell;
-  std::string md = "\n## Dead-lettered tasks\n\nThe sweep completed without these: their workers failed or died on every "
-                   "delivery.\n\n| queue | operator | agent | candidate | deliveries | last error |\n"
-                   "|---|---|---|---|---|---|\n";
+  std::string md =
+      "\n## Dead-lettered tasks\n\nThe sweep completed without these: their workers failed or died "
+      "on every "
+      "delivery.\n\n| queue | operator | agent | candidate | deliveries | last error |\n"
+      "|---|---|---|---|---|---|\n";
   for (const auto& d : dead) {
     md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", markdown_cell(d.value("queue", "")),
                       markdown_cell(d.value("operator", "")), markdown_cell(d.value("agent", "")),
@@ -128,7 +142,8 @@ std::string dead_letters_markdown(const std::vector<Json>& dead) {
   return md;
 }
 
-Result<int> count_finals(const std::vector<std::string>& agents, const std::vector<std::string>& ops, ResultStore& store,
+Result<int> count_finals(const std::vector<std::string>& agents,
+                         const std::vector<std::string>& ops, ResultStore& store,
                          std::set<std::string>& seen, const ProgressFn& say) {
   int done = 0;
   for (const auto& a : agents) {
@@ -141,8 +156,9 @@ Result<int> count_finals(const std::vector<std::string>& agents, const std::vect
       if (f.value("status", "") == "error") {
         say(fmt::format("{} / {}: error: {}", a, op, f.value("error", "")));
       } else {
-        say(fmt::format("{} / {}: {} (quick S = {:.4f}, {} iterations, {} generation(s))", a, op, f.value("status", ""),
-                        f.value("quick_score", -1.0), f.value("iterations_used", 0), f.value("generations", 0)));
+        say(fmt::format("{} / {}: {} (quick S = {:.4f}, {} iterations, {} generation(s))", a, op,
+                        f.value("status", ""), f.value("quick_score", -1.0),
+                        f.value("iterations_used", 0), f.value("generations", 0)));
       }
     }
   }
@@ -154,7 +170,8 @@ Result<SweepOutcome> reduce(const fs::path& dir, const problems::Suite& suite, R
   std::vector<EvalRecord> finals;
   std::map<std::string, std::map<std::string, std::string>> failed;  // agent -> op -> reason
   std::vector<std::string> agents;
-  for (const auto& a : manifest.value("agents", Json::array())) agents.push_back(a.value("name", ""));
+  for (const auto& a : manifest.value("agents", Json::array()))
+    agents.push_back(a.value("name", ""));
   for (const auto& a : agents) {
     for (const auto& op : manifest.value("operators", Json::array())) {
       const std::string name = op.value("operator", "");
@@ -168,16 +185,22 @@ Result<SweepOutcome> reduce(const fs::path& dir, const problems::Suite& suite, R
       for (const auto& shape : (*fin).value("shapes", std::vector<std::string>{})) {
         ATREX_ASSIGN_OR_RETURN(auto rec, store.get(record_key(task_id, shape)));
         if (!rec) continue;
-        ATREX_ASSIGN_OR_RETURN(EvalRecord r, eval_record_from_json(*rec, "result " + record_key(task_id, shape)));
+        ATREX_ASSIGN_OR_RETURN(EvalRecord r,
+                               eval_record_from_json(*rec, "result " + record_key(task_id, shape)));
         finals.push_back(std::move(r));
       }
     }
   }
   SweepOutcome out;
-  for (const auto& a : agents) out.agents.push_back(scoring::score_agent(suite, a, finals, failed[a]));
-  scoring::ReportContext ctx{manifest.value("sweep_id", ""), manifest.value("name", ""), manifest.value("suite", ""),
-                             manifest["hardware"].value("name", ""), manifest.value("backend", ""),
-                             manifest.value("device", ""), utc_timestamp_now()};
+  for (const auto& a : agents)
+    out.agents.push_back(scoring::score_agent(suite, a, finals, failed[a]));
+  scoring::ReportContext ctx{manifest.value("sweep_id", ""),
+                             manifest.value("name", ""),
+                             manifest.value("suite", ""),
+                             manifest["hardware"].value("name", ""),
+                             manifest.value("backend", ""),
+                             manifest.value("device", ""),
+                             utc_timestamp_now()};
   out.report_json = dir / "report.json";
   out.report_md = dir / "report.md";
   ATREX_TRY(write_text_file_atomic(out.report_json, scoring::report_json(ctx, out.agents).dump(2)));

@@ -26,7 +26,8 @@ TEST(RedisShard, EmptyBadOrRepeatedEntryNamesTheFlagAndEntryWithoutPasswords) {
   auto empty = parse_redis_url_list("redis://a:1,,redis://b:2", "--redis");
   ASSERT_FALSE(empty);
   EXPECT_EQ(empty.error().code, ErrorCode::kInvalidInput);
-  EXPECT_NE(empty.error().message.find("--redis \"redis://a:1,,redis://b:2\": entry 2 is empty"), std::string::npos)
+  EXPECT_NE(empty.error().message.find("--redis \"redis://a:1,,redis://b:2\": entry 2 is empty"),
+            std::string::npos)
       << empty.error().message;
   EXPECT_FALSE(parse_redis_url_list("redis://a:1,", "--redis"));
   EXPECT_FALSE(parse_redis_url_list("  ", "--redis"));
@@ -40,9 +41,11 @@ TEST(RedisShard, EmptyBadOrRepeatedEntryNamesTheFlagAndEntryWithoutPasswords) {
   // The same instance, spelt differently (default db, credentials, host case), twice.
   auto twice = parse_redis_url_list("redis://Host:1,redis://:pw@host:1/0", "--redis");
   ASSERT_FALSE(twice);
-  EXPECT_NE(twice.error().message.find("entry 2 names the instance host:1/0 a second time"), std::string::npos)
+  EXPECT_NE(twice.error().message.find("entry 2 names the instance host:1/0 a second time"),
+            std::string::npos)
       << twice.error().message;
-  EXPECT_TRUE(parse_redis_url_list("redis://host:1,redis://host:1/1", "--redis")) << "another db is another instance";
+  EXPECT_TRUE(parse_redis_url_list("redis://host:1,redis://host:1/1", "--redis"))
+      << "another db is another instance";
 }
 
 TEST(RedisShard, IndexIsTheSweepIdsSha256PrefixModuloTheInstances) {
@@ -74,7 +77,8 @@ TEST_F(RedisShardPinning, NewSweepGoesToItsShard) {
 }
 
 TEST_F(RedisShardPinning, ManifestOfTheSameSweepWinsOverTheShard) {
-  write_manifest(R"({"sweep_id": "abc", "redis_url": "redis://:pw@c:3/0"})");  // the shard is a (0 of 3)
+  write_manifest(
+      R"({"sweep_id": "abc", "redis_url": "redis://:pw@c:3/0"})");  // the shard is a (0 of 3)
   auto u = choose_redis_url(urls_, "--redis", "abc", dir_);
   ASSERT_TRUE(u) << u.error().message;
   EXPECT_EQ(*u, "redis://:pw@c:3/0");
@@ -90,7 +94,8 @@ TEST_F(RedisShardPinning, ListWithoutTheManifestsInstanceIsRefused) {
   auto u = choose_redis_url(urls_, "--redis", "abc", dir_);
   ASSERT_FALSE(u);
   EXPECT_EQ(u.error().code, ErrorCode::kInvalidInput);
-  EXPECT_NE(u.error().message.find("--redis: sweep abc is already on redis://***@d:4"), std::string::npos)
+  EXPECT_NE(u.error().message.find("--redis: sweep abc is already on redis://***@d:4"),
+            std::string::npos)
       << u.error().message;
   EXPECT_EQ(u.error().message.find("secret"), std::string::npos) << u.error().message;
 }

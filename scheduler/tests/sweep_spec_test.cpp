@@ -24,18 +24,21 @@ TEST(SweepSpec, UnknownTopLevelFieldIsNamed) {
   auto s = parse_sweep("name: x\nagents: [{name: a}]\noperatorz: all\n", "bad.yaml");
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().code, ErrorCode::kInvalidInput);
-  EXPECT_NE(s.error().message.find("bad.yaml: field \"operatorz\""), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("bad.yaml: field \"operatorz\""), std::string::npos)
+      << s.error().message;
 }
 
 TEST(SweepSpec, BadAgentBudgetNamesPathAndValue) {
   auto s = parse_sweep("name: x\nagents:\n  - name: a\n    budget: {iterations: -2}\n", "s.yaml");
   ASSERT_FALSE(s);
-  EXPECT_NE(s.error().message.find("agents[0].budget.iterations"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("agents[0].budget.iterations"), std::string::npos)
+      << s.error().message;
   EXPECT_NE(s.error().message.find("got -2"), std::string::npos);
 }
 
 TEST(SweepSpec, ClusterMetricsIsAListenAddressAndItsTargetsFolderIsRelativeToTheFile) {
-  auto s = parse_sweep("name: x\ncluster: {metrics: \"0.0.0.0:0\", metrics_targets: prom}\n", "/site/s.yaml");
+  auto s = parse_sweep("name: x\ncluster: {metrics: \"0.0.0.0:0\", metrics_targets: prom}\n",
+                       "/site/s.yaml");
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_EQ(s->cluster["metrics"], "0.0.0.0:0");
   EXPECT_EQ(s->cluster["metrics_targets"], "/site/prom");
@@ -71,7 +74,10 @@ TEST(SweepSpec, MissingFileIsNotFound) {
 }
 
 TEST(SweepSpec, QuickEvaluationInheritsEvaluation) {
-  auto s = parse_sweep("name: x\nagents: [{name: a}]\nevaluation: {atol: 0.5, seeds: 3}\nquick_evaluation: {seeds: 1}\n", "s");
+  auto s = parse_sweep(
+      "name: x\nagents: [{name: a}]\nevaluation: {atol: 0.5, seeds: 3}\nquick_evaluation: {seeds: "
+      "1}\n",
+      "s");
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_DOUBLE_EQ(s->quick_evaluation.atol, 0.5);
   EXPECT_EQ(s->quick_evaluation.seeds, 1);
@@ -95,7 +101,8 @@ TEST(Resolve, DefaultCpuSubsetRespectsCapsAndKeepsSmallestWhenNoneFit) {
     EXPECT_LE(op.shapes.size(), 3u) << op.name;
     EXPECT_LE(op.quick_shapes.size(), op.shapes.size());
   }
-  const auto& moe = *std::find_if(r->operators.begin(), r->operators.end(), [](auto& o) { return o.name == "moe_sum_reduce"; });
+  const auto& moe = *std::find_if(r->operators.begin(), r->operators.end(),
+                                  [](auto& o) { return o.name == "moe_sum_reduce"; });
   ASSERT_EQ(moe.shapes.size(), 1u);
   EXPECT_EQ(moe.shapes[0], "6");  // 4195 tokens: the smallest
   EXPECT_EQ(r->not_covered.size(), 25u);
@@ -119,12 +126,14 @@ TEST(Resolve, UnknownOperatorNamesTheField) {
   auto r = resolve_sweep(*s, cpu_h20());
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
-  EXPECT_NE(r.error().message.find("my.yaml: field \"operators[1]\": unknown operator \"rmsnorm\""), std::string::npos)
+  EXPECT_NE(r.error().message.find("my.yaml: field \"operators[1]\": unknown operator \"rmsnorm\""),
+            std::string::npos)
       << r.error().message;
 }
 
 TEST(Resolve, OperatorOutsideTheSuiteIsNamedWithItsField) {
-  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm, fused_moee]\n", "my.yaml");
+  auto s =
+      parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm, fused_moee]\n", "my.yaml");
   auto r = resolve_sweep(*s, cpu_h20());
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("fused_moee"), std::string::npos) << r.error().message;
@@ -132,11 +141,16 @@ TEST(Resolve, OperatorOutsideTheSuiteIsNamedWithItsField) {
 }
 
 TEST(Resolve, ExplicitIdsAndBadId) {
-  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm]\nshapes: {cpu: {ids: {l2_norm: [0, 3]}}}\n", "my.yaml");
+  auto s = parse_sweep(
+      "name: x\nagents: [{name: a}]\noperators: [l2_norm]\nshapes: {cpu: {ids: {l2_norm: [0, "
+      "3]}}}\n",
+      "my.yaml");
   auto r = resolve_sweep(*s, cpu_h20());
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->operators[0].shapes, (std::vector<std::string>{"0", "3"}));
-  auto bad = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm]\nshapes: {cpu: {ids: {l2_norm: [77]}}}\n", "my.yaml");
+  auto bad = parse_sweep(
+      "name: x\nagents: [{name: a}]\noperators: [l2_norm]\nshapes: {cpu: {ids: {l2_norm: [77]}}}\n",
+      "my.yaml");
   auto rb = resolve_sweep(*bad, cpu_h20());
   ASSERT_FALSE(rb);
   EXPECT_NE(rb.error().message.find("no shape \"77\""), std::string::npos);
@@ -144,7 +158,8 @@ TEST(Resolve, ExplicitIdsAndBadId) {
 
 TEST(Resolve, SweepIdChangesWithSettings) {
   auto a = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm]\n", "s");
-  auto b = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm]\nevaluation: {seeds: 3}\n", "s");
+  auto b = parse_sweep(
+      "name: x\nagents: [{name: a}]\noperators: [l2_norm]\nevaluation: {seeds: 3}\n", "s");
   auto ra = resolve_sweep(*a, cpu_h20());
   auto rb = resolve_sweep(*b, cpu_h20());
   ASSERT_TRUE(ra && rb);
@@ -159,12 +174,16 @@ TEST(DeadLetters, ErrorWithPipeAndNewlineStaysInItsTableCell) {
   d.message_id = "1-0";
   d.delivery_count = 3;
   d.last_error = "worker died: sh -c 'a | b' failed\nterminate called <here>";
-  d.body = Json{{"kind", "eval"}, {"operator", "rms_norm"}, {"task_id", "t1"},
+  d.body = Json{{"kind", "eval"},
+                {"operator", "rms_norm"},
+                {"task_id", "t1"},
                 {"candidate", {{"agent", "search"}, {"file_name", "x|y.cpp"}, {"sha256", "ab"}}}};
   const std::string md = dead_letters_markdown({dead_letter_json("eval", d)});
   const std::string row = md.substr(md.rfind("\n| eval |") + 1);
-  EXPECT_EQ(row, "| eval | rms_norm | search | x\\|y.cpp | 3 | worker died: sh -c 'a \\| b' failed<br>terminate called "
-                 "&lt;here&gt; |\n")
+  EXPECT_EQ(row,
+            "| eval | rms_norm | search | x\\|y.cpp | 3 | worker died: sh -c 'a \\| b' "
+            "failed<br>terminate called "
+            "&lt;here&gt; |\n")
       << md;
 }
 

@@ -14,11 +14,13 @@ namespace atrex::scoring {
 
 double median(std::vector<double> v) { return stats::median(std::move(v)); }
 
-AgentScore score_agent(const problems::Suite& suite, const std::string& agent, const std::vector<EvalRecord>& records,
+AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
+                       const std::vector<EvalRecord>& records,
                        const std::map<std::string, std::string>& failed, double dsl_threshold) {
   std::map<std::string, std::vector<const EvalRecord*>> by_op;
   for (const auto& r : records) {
-    if (r.candidate.agent == agent && suite.find(r.operator_name)) by_op[r.operator_name].push_back(&r);
+    if (r.candidate.agent == agent && suite.find(r.operator_name))
+      by_op[r.operator_name].push_back(&r);
   }
   AgentScore out;
   out.agent = agent;
@@ -82,7 +84,8 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent, c
     out.s_agg += os.weight * os.s_i;
     out.operators.push_back(std::move(os));
   }
-  out.correctness_rate = out.operators_attempted ? double(out.operators_correct) / out.operators_attempted : 0.0;
+  out.correctness_rate =
+      out.operators_attempted ? double(out.operators_correct) / out.operators_attempted : 0.0;
   if (measured_correct > 0) out.dsl_adoption_rate = double(adopting) / measured_correct;
   return out;
 }

@@ -34,7 +34,8 @@ Result<std::vector<OperatorAudit>> audit_roofline(const problems::Suite& suite, 
     a.notes = def->roofline_notes;
     for (const auto& shape : info.shapes) {
       ATREX_ASSIGN_OR_RETURN(problems::ResolvedShape r, problems::resolve_shape(*def, shape));
-      ATREX_ASSIGN_OR_RETURN(problems::RooflineCounts released, suite.roofline(info.name, shape.id));
+      ATREX_ASSIGN_OR_RETURN(problems::RooflineCounts released,
+                             suite.roofline(info.name, shape.id));
       const problems::RooflineCounts analytic = def->analytic(r);
       ShapeAudit s;
       s.shape_id = shape.id;

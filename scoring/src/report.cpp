@@ -27,18 +27,23 @@ Json operator_json(const OperatorScore& o) {
 std::string status_text(const OperatorScore& o) {
   std::string text = o.status;
   if (o.shapes_above_roofline > 0) {
-    text += fmt::format(" ({} shape(s) capped at S_j = 1: measured faster than the roofline)", o.shapes_above_roofline);
+    text += fmt::format(" ({} shape(s) capped at S_j = 1: measured faster than the roofline)",
+                        o.shapes_above_roofline);
   }
   if (!o.unlaunched_kernels.empty()) {
     std::string names;
-    for (size_t i = 0; i < o.unlaunched_kernels.size() && i < 3; ++i) names += (i ? ", " : "") + o.unlaunched_kernels[i];
-    text += fmt::format(" [{} kernel(s) defined but never launched: {}{}]", o.unlaunched_kernels.size(), names,
-                        o.unlaunched_kernels.size() > 3 ? ", ..." : "");
+    for (size_t i = 0; i < o.unlaunched_kernels.size() && i < 3; ++i)
+      names += (i ? ", " : "") + o.unlaunched_kernels[i];
+    text +=
+        fmt::format(" [{} kernel(s) defined but never launched: {}{}]", o.unlaunched_kernels.size(),
+                    names, o.unlaunched_kernels.size() > 3 ? ", ..." : "");
   }
   return text;
 }
 
-std::string opt_pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", 100 * *v) : "n/a"; }
+std::string opt_pct(const std::optional<double>& v) {
+  return v ? fmt::format("{:.1f}%", 100 * *v) : "n/a";
+}
 
 std::string not_attempted(const AgentScore& a) {
   std::string names;
@@ -72,28 +77,29 @@ std::string markdown_cell(std::string_view text) {
 }
 
 Json report_json(const ReportContext& ctx, const std::vector<AgentScore>& agents) {
-  Json j{{"schema", kReportSchema}, {"sweep_id", ctx.sweep_id}, {"sweep_name", ctx.sweep_name},
-         {"suite", ctx.suite_dir},  {"hardware", ctx.hardware},  {"backend", ctx.backend},
+  Json j{{"schema", kReportSchema}, {"sweep_id", ctx.sweep_id},    {"sweep_name", ctx.sweep_name},
+         {"suite", ctx.suite_dir},  {"hardware", ctx.hardware},    {"backend", ctx.backend},
          {"device", ctx.device},    {"created_at", ctx.created_at}};
   Json arr = Json::array();
   for (const auto& a : agents) {
     Json ops = Json::array();
     for (const auto& o : a.operators) ops.push_back(operator_json(o));
-    arr.push_back(Json{{"agent", a.agent},
-                       {"s_agg", a.s_agg},
-                       {"operators_attempted", a.operators_attempted},
-                       {"operators_correct", a.operators_correct},
-                       {"correctness_rate", a.correctness_rate},
-                       {"dsl_adoption_rate", a.dsl_adoption_rate ? Json(*a.dsl_adoption_rate) : Json(nullptr)},
-                       {"operators", ops}});
+    arr.push_back(Json{
+        {"agent", a.agent},
+        {"s_agg", a.s_agg},
+        {"operators_attempted", a.operators_attempted},
+        {"operators_correct", a.operators_correct},
+        {"correctness_rate", a.correctness_rate},
+        {"dsl_adoption_rate", a.dsl_adoption_rate ? Json(*a.dsl_adoption_rate) : Json(nullptr)},
+        {"operators", ops}});
   }
   j["agents"] = arr;
   return j;
 }
 
 std::string agent_table_text(const AgentScore& a) {
-  std::string out = fmt::format("{:<30} {:>7} {:>8} {:>9} {:>9}  {}\n", "operator", "weight", "S_i", "correct", "w*S_i",
-                                "status");
+  std::string out = fmt::format("{:<30} {:>7} {:>8} {:>9} {:>9}  {}\n", "operator", "weight", "S_i",
+                                "correct", "w*S_i", "status");
   int skipped = 0;
   double skipped_weight = 0;
   for (const auto& o : a.operators) {
@@ -103,30 +109,40 @@ std::string agent_table_text(const AgentScore& a) {
       continue;
     }
     out += fmt::format("{:<30} {:>7.4f} {:>8.4f} {:>9} {:>9.5f}  {}\n", o.name, o.weight, o.s_i,
-                       fmt::format("{}/{}", o.shapes_correct, o.shapes_evaluated), o.weight * o.s_i, status_text(o));
+                       fmt::format("{}/{}", o.shapes_correct, o.shapes_evaluated), o.weight * o.s_i,
+                       status_text(o));
   }
   if (skipped > 0) {
     out += fmt::format("{:<30} {:>7.4f} {:>8.4f} {:>9} {:>9.5f}  not attempted (count as 0)\n",
                        fmt::format("({} other operators)", skipped), skipped_weight, 0.0, "-", 0.0);
     out += fmt::format("not attempted: {}\n", not_attempted(a));
   }
-  out += fmt::format("S_agg = {:.5f}   correctness rate = {:.1f}% ({}/{} operators)   DSL adoption = {}\n", a.s_agg,
-                     100 * a.correctness_rate, a.operators_correct, a.operators_attempted, opt_pct(a.dsl_adoption_rate));
+  out += fmt::format(
+      "S_agg = {:.5f}   correctness rate = {:.1f}% ({}/{} operators)   DSL adoption = {}\n",
+      a.s_agg, 100 * a.correctness_rate, a.operators_correct, a.operators_attempted,
+      opt_pct(a.dsl_adoption_rate));
   return out;
 }
 
 std::string report_markdown(const ReportContext& ctx, const std::vector<AgentScore>& agents) {
-  std::string md = fmt::format("# atrex sweep report: {}\n\n", ctx.sweep_name.empty() ? ctx.sweep_id : ctx.sweep_name);
-  md += fmt::format("- sweep id: `{}`\n- hardware profile: `{}` (backend `{}`, device `{}`)\n- created: {}\n\n",
-                    ctx.sweep_id, ctx.hardware, ctx.backend, ctx.device, ctx.created_at);
-  md += "| agent | S_agg | correctness rate | target-DSL adoption | operators correct |\n|---|---:|---:|---:|---:|\n";
+  std::string md = fmt::format("# atrex sweep report: {}\n\n",
+                               ctx.sweep_name.empty() ? ctx.sweep_id : ctx.sweep_name);
+  md += fmt::format(
+      "- sweep id: `{}`\n- hardware profile: `{}` (backend `{}`, device `{}`)\n- created: {}\n\n",
+      ctx.sweep_id, ctx.hardware, ctx.backend, ctx.device, ctx.created_at);
+  md +=
+      "| agent | S_agg | correctness rate | target-DSL adoption | operators correct "
+      "|\n|---|---:|---:|---:|---:|\n";
   for (const auto& a : agents) {
     md += fmt::format("| {} | {:.5f} | {:.1f}% | {} | {}/{} |\n", markdown_cell(a.agent), a.s_agg,
-                      100 * a.correctness_rate, opt_pct(a.dsl_adoption_rate), a.operators_correct, a.operators_attempted);
+                      100 * a.correctness_rate, opt_pct(a.dsl_adoption_rate), a.operators_correct,
+                      a.operators_attempted);
   }
   for (const auto& a : agents) {
-    md += fmt::format("\n## {}\n\n| operator | weight | S_i | shapes correct | w·S_i | status |\n|---|---:|---:|---:|---:|---|\n",
-                      a.agent);
+    md += fmt::format(
+        "\n## {}\n\n| operator | weight | S_i | shapes correct | w·S_i | status "
+        "|\n|---|---:|---:|---:|---:|---|\n",
+        a.agent);
     int skipped = 0;
     double skipped_weight = 0;
     for (const auto& o : a.operators) {
@@ -137,12 +153,14 @@ std::string report_markdown(const ReportContext& ctx, const std::vector<AgentSco
       }
       std::string status = status_text(o);
       if (!o.first_error.empty()) status += " (" + o.first_error.substr(0, 120) + ")";
-      md += fmt::format("| {} | {:.4f} | {:.4f} | {}/{} | {:.5f} | {} |\n", markdown_cell(o.name), o.weight, o.s_i,
-                        o.shapes_correct, o.shapes_evaluated, o.weight * o.s_i, markdown_cell(status));
+      md += fmt::format("| {} | {:.4f} | {:.4f} | {}/{} | {:.5f} | {} |\n", markdown_cell(o.name),
+                        o.weight, o.s_i, o.shapes_correct, o.shapes_evaluated, o.weight * o.s_i,
+                        markdown_cell(status));
     }
     if (skipped > 0) {
-      md += fmt::format("\n{} operators (total weight {:.4f}) were not attempted and count as S_i = 0: {}.\n", skipped,
-                        skipped_weight, not_attempted(a));
+      md += fmt::format(
+          "\n{} operators (total weight {:.4f}) were not attempted and count as S_i = 0: {}.\n",
+          skipped, skipped_weight, not_attempted(a));
     }
     md += fmt::format("\n**S_agg = {:.5f}**\n", a.s_agg);
   }

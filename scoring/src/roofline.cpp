@@ -9,25 +9,29 @@ namespace atrex::scoring {
 
 Result<std::string> peak_path_for_dtype(std::string_view dtype) {
   static const std::map<std::string, std::string, std::less<>> kPaths = {
-      {"bf16", "bf16_tc"},       {"fp16", "fp16_tc"},         {"fp32", "fp32_strict"},
-      {"fp32_strict", "fp32_strict"}, {"fp32_tf32", "fp32_tf32_tc"}, {"tf32", "fp32_tf32_tc"},
-      {"fp8_e4m3", "fp8_e4m3_tc"}, {"fp8_e5m2", "fp8_e5m2_tc"}};
+      {"bf16", "bf16_tc"},           {"fp16", "fp16_tc"},
+      {"fp32", "fp32_strict"},       {"fp32_strict", "fp32_strict"},
+      {"fp32_tf32", "fp32_tf32_tc"}, {"tf32", "fp32_tf32_tc"},
+      {"fp8_e4m3", "fp8_e4m3_tc"},   {"fp8_e5m2", "fp8_e5m2_tc"}};
   auto it = kPaths.find(dtype);
   if (it != kPaths.end()) return it->second;
   for (const auto& [_, path] : kPaths) {
     if (path == dtype) return path;
   }
-  return invalid_input(fmt::format("unknown W dtype \"{}\" (known: bf16, fp16, fp32, fp32_tf32, fp8_e4m3, fp8_e5m2)", dtype));
+  return invalid_input(fmt::format(
+      "unknown W dtype \"{}\" (known: bf16, fp16, fp32, fp32_tf32, fp8_e4m3, fp8_e5m2)", dtype));
 }
 
-Result<RooflineTime> roofline_time(const problems::RooflineCounts& counts, const problems::HardwareProfile& hw) {
+Result<RooflineTime> roofline_time(const problems::RooflineCounts& counts,
+                                   const problems::HardwareProfile& hw) {
   RooflineTime t;
   for (const auto& [dtype, flops] : counts.w_flops_by_dtype) {
     if (flops <= 0) continue;
     ATREX_ASSIGN_OR_RETURN(std::string path, peak_path_for_dtype(dtype));
     auto it = hw.p_peak_flops_per_s.find(path);
     if (it == hw.p_peak_flops_per_s.end()) {
-      return invalid_input(fmt::format("hardware profile {} has no p_peak.{} (needed for {} FLOPs)", hw.name, path, dtype));
+      return invalid_input(fmt::format("hardware profile {} has no p_peak.{} (needed for {} FLOPs)",
+                                       hw.name, path, dtype));
     }
     t.compute_s += flops / it->second;
   }

@@ -8,8 +8,8 @@
 namespace atrex::scoring {
 namespace {
 
-EvalRecord rec(const std::string& agent, const std::string& op, const std::string& shape, EvalStatus st,
-               std::optional<double> s_j) {
+EvalRecord rec(const std::string& agent, const std::string& op, const std::string& shape,
+               EvalStatus st, std::optional<double> s_j) {
   EvalRecord r;
   r.candidate.agent = agent;
   r.candidate.sha256 = "c0ffee";
@@ -25,15 +25,18 @@ TEST(Aggregate, SiIsMedianOverCorrectShapesAndSaggWeightsWholeSuite) {
   auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
   ASSERT_TRUE(suite);
   std::vector<EvalRecord> records = {
-      rec("a", "rms_norm", "0", EvalStatus::kOk, 0.2), rec("a", "rms_norm", "1", EvalStatus::kOk, 0.4),
-      rec("a", "rms_norm", "2", EvalStatus::kOk, 0.9), rec("a", "silu_and_mul", "0", EvalStatus::kOk, 0.5),
+      rec("a", "rms_norm", "0", EvalStatus::kOk, 0.2),
+      rec("a", "rms_norm", "1", EvalStatus::kOk, 0.4),
+      rec("a", "rms_norm", "2", EvalStatus::kOk, 0.9),
+      rec("a", "silu_and_mul", "0", EvalStatus::kOk, 0.5),
       rec("a", "silu_and_mul", "1", EvalStatus::kWrongResult, std::nullopt),
       rec("a", "l2_norm", "0", EvalStatus::kCrashed, std::nullopt),
       rec("b", "rms_norm", "0", EvalStatus::kOk, 1.0),  // other agent: ignored
   };
   AgentScore a = score_agent(*suite, "a", records);
   const auto find = [&](const char* name) {
-    for (const auto& o : a.operators) if (o.name == name) return o;
+    for (const auto& o : a.operators)
+      if (o.name == name) return o;
     return OperatorScore{};
   };
   EXPECT_DOUBLE_EQ(find("rms_norm").s_i, 0.4);
@@ -83,8 +86,10 @@ TEST(Report, JsonIsVersionedAndMarkdownListsUnattempted) {
 int markdown_cells(const std::string& row) {
   int pipes = 0;
   for (size_t i = 0; i < row.size(); ++i) {
-    if (row[i] == '\\') ++i;  // an escaped character
-    else if (row[i] == '|') ++pipes;
+    if (row[i] == '\\')
+      ++i;  // an escaped character
+    else if (row[i] == '|')
+      ++pipes;
   }
   return pipes - 1;
 }
@@ -106,11 +111,14 @@ TEST(Report, FreeTextInMarkdownTableCellsIsEscaped) {
     }
     if (line.rfind("| rms_norm |", 0) == 0) {
       EXPECT_EQ(markdown_cells(line), 6) << line;
-      EXPECT_NE(line.find("'operator\\|' (a \\| b)<br>second line &lt;vector&gt; &amp; \\\\"), std::string::npos) << line;
+      EXPECT_NE(line.find("'operator\\|' (a \\| b)<br>second line &lt;vector&gt; &amp; \\\\"),
+                std::string::npos)
+          << line;
       ++rows;
     }
     if (line.rfind("| rms_norm |", 0) != 0) {
-      EXPECT_EQ(line.find("second line"), std::string::npos) << "the error's second line left its row: " << line;
+      EXPECT_EQ(line.find("second line"), std::string::npos)
+          << "the error's second line left its row: " << line;
     }
   }
   EXPECT_EQ(rows, 2) << md;

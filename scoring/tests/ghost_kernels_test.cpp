@@ -33,7 +33,8 @@ TEST(GhostKernels, OnlyKernelsLaunchedOnNoTracedShapeAreFlagged) {
   auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
   ASSERT_TRUE(suite);
   std::vector<EvalRecord> records = {
-      ok_record("0", std::vector<std::string>{"small_rows_kernel(float*)", "wide_kernel<4>(float*)"}),
+      ok_record("0",
+                std::vector<std::string>{"small_rows_kernel(float*)", "wide_kernel<4>(float*)"}),
       ok_record("1", std::vector<std::string>{"wide_kernel<4>(float*)"}),
       ok_record("2", std::nullopt),  // not traced: says nothing
   };
@@ -42,14 +43,17 @@ TEST(GhostKernels, OnlyKernelsLaunchedOnNoTracedShapeAreFlagged) {
   EXPECT_EQ(o.unlaunched_kernels, std::vector<std::string>{"wide_kernel<4>(float*)"});
   EXPECT_EQ(o.status, "correct");
   EXPECT_DOUBLE_EQ(o.s_i, 0.5);
-  EXPECT_NE(agent_table_text(a).find("1 kernel(s) defined but never launched: wide_kernel<4>(float*)"), std::string::npos)
+  EXPECT_NE(
+      agent_table_text(a).find("1 kernel(s) defined but never launched: wide_kernel<4>(float*)"),
+      std::string::npos)
       << agent_table_text(a);
   const std::string md = report_markdown(ReportContext{}, {a});
   EXPECT_NE(md.find("never launched"), std::string::npos);
   const Json j = report_json(ReportContext{}, {a});
   bool found = false;
   for (const auto& op : j["agents"][0]["operators"]) {
-    if (op["operator"] == "rms_norm") found = op["unlaunched_kernels"] == Json::array({"wide_kernel<4>(float*)"});
+    if (op["operator"] == "rms_norm")
+      found = op["unlaunched_kernels"] == Json::array({"wide_kernel<4>(float*)"});
   }
   EXPECT_TRUE(found) << j.dump();
 }

@@ -14,7 +14,8 @@ namespace fs = std::filesystem;
 TEST(Roofline, ReproducesReleasedSolTimesForAll440Shapes) {
   auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
   ASSERT_TRUE(suite) << suite.error().message;
-  auto profiles = problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
+  auto profiles =
+      problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
   ASSERT_TRUE(profiles) << profiles.error().message;
   int checked = 0;
   for (const auto& op : suite->operators()) {
@@ -28,8 +29,10 @@ TEST(Roofline, ReproducesReleasedSolTimesForAll440Shapes) {
         ASSERT_TRUE(hw);
         auto t = roofline_time(*counts, *hw);
         ASSERT_TRUE(t) << op.name << " " << shape.id << ": " << t.error().message;
-        const double released_ms = (*rl)["shapes"][shape.id]["SOL_time_ms"][hw_name].template get<double>();
-        EXPECT_NEAR(t->roofline_s * 1e3, released_ms, released_ms * 1e-9 + 1e-15) << op.name << " " << shape.id << " " << hw_name;
+        const double released_ms =
+            (*rl)["shapes"][shape.id]["SOL_time_ms"][hw_name].template get<double>();
+        EXPECT_NEAR(t->roofline_s * 1e3, released_ms, released_ms * 1e-9 + 1e-15)
+            << op.name << " " << shape.id << " " << hw_name;
         ++checked;
       }
     }

@@ -29,7 +29,8 @@ int free_port(const std::string& address) {
   int port = 0;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
     socklen_t len = sizeof addr;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) port = ntohs(addr.sin_port);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+      port = ntohs(addr.sin_port);
   }
   ::close(fd);
   return port;
@@ -41,9 +42,11 @@ Result<std::unique_ptr<LocalRedisServer>> LocalRedisServer::start(LocalRedisOpti
   s->extra_args_ = options.extra_args;
   s->port_ = options.port > 0 ? options.port : free_port(options.bind);
   if (s->port_ == 0) {
-    return make_error(ErrorCode::kUnavailable,
-                      fmt::format("cannot find a free port on {} for redis-server (is it an address of this host?)",
-                                  options.bind));
+    return make_error(
+        ErrorCode::kUnavailable,
+        fmt::format(
+            "cannot find a free port on {} for redis-server (is it an address of this host?)",
+            options.bind));
   }
   // The same port may be free in two network namespaces: the counter keeps the folders apart.
   static std::atomic<int> started{0};
@@ -51,7 +54,9 @@ Result<std::unique_ptr<LocalRedisServer>> LocalRedisServer::start(LocalRedisOpti
             fmt::format("atrex_redis_{}_{}_{}", ::getpid(), s->port_, started.fetch_add(1));
   std::error_code ec;
   std::filesystem::create_directories(s->dir_, ec);
-  if (ec) return io_error(fmt::format("{}: cannot create the redis-server folder: {}", s->dir_.string(), ec.message()));
+  if (ec)
+    return io_error(fmt::format("{}: cannot create the redis-server folder: {}", s->dir_.string(),
+                                ec.message()));
   // A port picked here may be taken by another process before redis-server binds it (two test
   // binaries starting servers at once): then it exits at start, and another free port is tried.
   for (int attempt = 1;; ++attempt) {
@@ -80,9 +85,22 @@ void LocalRedisServer::stop() {
 Result<void> LocalRedisServer::spawn() {
   // Protected mode (Redis 7) refuses every client from outside loopback to a server without a
   // password, whatever --bind says; the one address given here is the access control.
-  std::vector<std::string> args = {"redis-server", "--bind", bind_, "--port", std::to_string(port_),
-                                   "--protected-mode", "no", "--dir", dir_.string(), "--appendonly", "yes",
-                                   "--save", "", "--maxmemory-policy", "noeviction", "--logfile",
+  std::vector<std::string> args = {"redis-server",
+                                   "--bind",
+                                   bind_,
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--protected-mode",
+                                   "no",
+                                   "--dir",
+                                   dir_.string(),
+                                   "--appendonly",
+                                   "yes",
+                                   "--save",
+                                   "",
+                                   "--maxmemory-policy",
+                                   "noeviction",
+                                   "--logfile",
                                    (dir_ / "redis.log").string()};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
@@ -90,7 +108,9 @@ Result<void> LocalRedisServer::spawn() {
   argv.push_back(nullptr);
   if (::posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) {
     pid_ = 0;
-    return make_error(ErrorCode::kUnavailable, "cannot start redis-server: not on PATH (install it: deploy/install-deps.sh)");
+    return make_error(
+        ErrorCode::kUnavailable,
+        "cannot start redis-server: not on PATH (install it: deploy/install-deps.sh)");
   }
   // Ready when the server on the port answers and is this child (INFO's process_id): another
   // server already on the port would answer too, while this child fails to bind and exits.
@@ -109,14 +129,17 @@ Result<void> LocalRedisServer::spawn() {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = 0;
-      return make_error(ErrorCode::kUnavailable,
-                        fmt::format("redis-server exited at start{}; see {}",
-                                    port_taken_ ? fmt::format(" (another server answers on {}:{})", bind_, port_) : "",
-                                    (dir_ / "redis.log").string()));
+      return make_error(
+          ErrorCode::kUnavailable,
+          fmt::format(
+              "redis-server exited at start{}; see {}",
+              port_taken_ ? fmt::format(" (another server answers on {}:{})", bind_, port_) : "",
+              (dir_ / "redis.log").string()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return make_error(ErrorCode::kUnavailable, fmt::format("redis-server did not answer PING on {}:{}", bind_, port_));
+  return make_error(ErrorCode::kUnavailable,
+                    fmt::format("redis-server did not answer PING on {}:{}", bind_, port_));
 }
 
 LocalRedisServer::~LocalRedisServer() {

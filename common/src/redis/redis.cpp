@@ -21,7 +21,8 @@ Result<RedisOptions> parse_redis_url(std::string_view url) {
   const std::string s(url);
   if (!std::regex_match(s.c_str(), m, kUrl)) {
     return invalid_input(fmt::format(
-        "Redis URL \"{}\": expected redis://[[user]:password@]host[:port][/db] (rediss:// for TLS)", s));
+        "Redis URL \"{}\": expected redis://[[user]:password@]host[:port][/db] (rediss:// for TLS)",
+        s));
   }
   RedisOptions o;
   o.tls = m[1].str() == "rediss";
@@ -34,9 +35,12 @@ Result<RedisOptions> parse_redis_url(std::string_view url) {
   o.host = m[4].str();
   if (m[5].matched) o.port = std::stoi(m[5].str());
   if (m[6].matched) o.db = std::stoi(m[6].str());
-  if (o.port <= 0 || o.port > 65535) return invalid_input(fmt::format("Redis URL \"{}\": port out of range", s));
+  if (o.port <= 0 || o.port > 65535)
+    return invalid_input(fmt::format("Redis URL \"{}\": port out of range", s));
   if (m[7].matched && !m[7].str().empty()) {
-    if (!o.tls) return invalid_input(fmt::format("Redis URL \"{}\": query parameters are for rediss:// (TLS) URLs", s));
+    if (!o.tls)
+      return invalid_input(
+          fmt::format("Redis URL \"{}\": query parameters are for rediss:// (TLS) URLs", s));
     std::string query = m[7].str();
     for (size_t start = 0; start <= query.size();) {
       const size_t amp = std::min(query.find('&', start), query.size());
@@ -44,14 +48,21 @@ Result<RedisOptions> parse_redis_url(std::string_view url) {
       start = amp + 1;
       if (kv.empty()) continue;
       const size_t eq = kv.find('=');
-      const std::string key = kv.substr(0, eq), value = eq == std::string::npos ? "" : kv.substr(eq + 1);
-      if (key == "tls_ca") o.tls_ca_file = value;
-      else if (key == "tls_cert") o.tls_cert_file = value;
-      else if (key == "tls_key") o.tls_key_file = value;
-      else if (key == "tls_insecure" && (value == "1" || value == "0")) o.tls_insecure = value == "1";
+      const std::string key = kv.substr(0, eq),
+                        value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+      if (key == "tls_ca")
+        o.tls_ca_file = value;
+      else if (key == "tls_cert")
+        o.tls_cert_file = value;
+      else if (key == "tls_key")
+        o.tls_key_file = value;
+      else if (key == "tls_insecure" && (value == "1" || value == "0"))
+        o.tls_insecure = value == "1";
       else {
-        return invalid_input(fmt::format("Redis URL \"{}\": unknown parameter \"{}\" (tls_ca, tls_cert, tls_key, "
-                                         "tls_insecure=0|1)", s, kv));
+        return invalid_input(
+            fmt::format("Redis URL \"{}\": unknown parameter \"{}\" (tls_ca, tls_cert, tls_key, "
+                        "tls_insecure=0|1)",
+                        s, kv));
       }
     }
     if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
@@ -66,10 +77,22 @@ namespace {
 RedisValue copy_reply(const redisReply* r) {
   RedisValue v;
   switch (r->type) {
-    case REDIS_REPLY_STRING: v.type = RedisValue::Type::kString; v.str.assign(r->str, r->len); break;
-    case REDIS_REPLY_STATUS: v.type = RedisValue::Type::kStatus; v.str.assign(r->str, r->len); break;
-    case REDIS_REPLY_ERROR: v.type = RedisValue::Type::kError; v.str.assign(r->str, r->len); break;
-    case REDIS_REPLY_INTEGER: v.type = RedisValue::Type::kInteger; v.integer = r->integer; break;
+    case REDIS_REPLY_STRING:
+      v.type = RedisValue::Type::kString;
+      v.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      v.type = RedisValue::Type::kStatus;
+      v.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      v.type = RedisValue::Type::kError;
+      v.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      v.type = RedisValue::Type::kInteger;
+      v.integer = r->integer;
+      break;
     case REDIS_REPLY_ARRAY:
       v.type = RedisValue::Type::kArray;
       v.elements.reserve(r->elements);
@@ -81,7 +104,8 @@ RedisValue copy_reply(const redisReply* r) {
 }
 
 timeval to_timeval(std::chrono::milliseconds ms) {
-  return timeval{static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
+  return timeval{static_cast<time_t>(ms.count() / 1000),
+                 static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
 }
 
 }  // namespace
@@ -108,15 +132,18 @@ Result<void> RedisConnection::reconnect() {
     ATREX_ASSIGN_OR_RETURN(relay_, TlsRelay::open(options_));
     ctx_ = redisConnectFd(relay_->take_client_fd());
   } else {
-    ctx_ = redisConnectWithTimeout(options_.host.c_str(), options_.port, to_timeval(options_.connect_timeout));
+    ctx_ = redisConnectWithTimeout(options_.host.c_str(), options_.port,
+                                   to_timeval(options_.connect_timeout));
   }
   if (!ctx_ || ctx_->err) {
     std::string why = ctx_ ? ctx_->errstr : "out of memory";
     drop();
-    return make_error(ErrorCode::kUnavailable, fmt::format("redis {}:{}: {}", options_.host, options_.port, why));
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("redis {}:{}: {}", options_.host, options_.port, why));
   }
   redisSetTimeout(ctx_, to_timeval(options_.command_timeout));
-  if (!options_.tls) redisEnableKeepAlive(ctx_);  // TCP only (the relay keeps its own TCP socket alive)
+  if (!options_.tls)
+    redisEnableKeepAlive(ctx_);  // TCP only (the relay keeps its own TCP socket alive)
   auto simple = [&](std::vector<std::string> args) -> Result<void> {
     std::vector<const char*> argv;
     std::vector<size_t> lens;
@@ -124,11 +151,16 @@ Result<void> RedisConnection::reconnect() {
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    auto* r = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-    if (!r) return make_error(ErrorCode::kUnavailable, fmt::format("redis {}: {}", args[0], ctx_->errstr));
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    if (!r)
+      return make_error(ErrorCode::kUnavailable,
+                        fmt::format("redis {}: {}", args[0], ctx_->errstr));
     std::string err = r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "";
     freeReplyObject(r);
-    if (!err.empty()) return invalid_input(fmt::format("redis {} {}:{}: {}", args[0], options_.host, options_.port, err));
+    if (!err.empty())
+      return invalid_input(
+          fmt::format("redis {} {}:{}: {}", args[0], options_.host, options_.port, err));
     return ok();
   };
   if (!options_.password.empty()) {
@@ -156,22 +188,26 @@ Result<RedisValue> RedisConnection::command(const std::vector<std::string>& args
       auto rc = reconnect();
       if (!rc) {
         if (attempt >= options_.max_reconnects) return tl::unexpected(rc.error());
-        std::this_thread::sleep_for(backoff + std::chrono::milliseconds(rng() % (backoff.count() + 1)));
+        std::this_thread::sleep_for(backoff +
+                                    std::chrono::milliseconds(rng() % (backoff.count() + 1)));
         backoff = std::min(backoff * 2, std::chrono::milliseconds(3000));
         continue;
       }
     }
     if (timeout) redisSetTimeout(ctx_, to_timeval(*timeout));
-    auto* r = static_cast<redisReply*>(redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
     if (timeout && ctx_ && !ctx_->err) redisSetTimeout(ctx_, to_timeval(options_.command_timeout));
     if (!r) {
       const std::string why = ctx_ && ctx_->errstr[0] ? ctx_->errstr : "connection lost";
-      spdlog::warn("redis {}:{}: {} failed ({}); reconnecting", options_.host, options_.port, args[0], why);
+      spdlog::warn("redis {}:{}: {} failed ({}); reconnecting", options_.host, options_.port,
+                   args[0], why);
       drop();
       if (attempt >= options_.max_reconnects) {
         return make_error(ErrorCode::kUnavailable, fmt::format("redis {}: {}", args[0], why));
       }
-      std::this_thread::sleep_for(backoff + std::chrono::milliseconds(rng() % (backoff.count() + 1)));
+      std::this_thread::sleep_for(backoff +
+                                  std::chrono::milliseconds(rng() % (backoff.count() + 1)));
       backoff = std::min(backoff * 2, std::chrono::milliseconds(3000));
       continue;
     }
@@ -180,14 +216,16 @@ Result<RedisValue> RedisConnection::command(const std::vector<std::string>& args
     if (v.type == RedisValue::Type::kError) {
       // The error code is the reply's first word: BUSYGROUP (a group that exists) is not BUSY.
       const std::string code = v.str.substr(0, v.str.find(' '));
-      const bool transient = code == "LOADING" || code == "BUSY" || code == "TRYAGAIN" || code == "MASTERDOWN";
+      const bool transient =
+          code == "LOADING" || code == "BUSY" || code == "TRYAGAIN" || code == "MASTERDOWN";
       if (transient && attempt < options_.max_reconnects) {
         std::this_thread::sleep_for(backoff);
         backoff = std::min(backoff * 2, std::chrono::milliseconds(3000));
         continue;
       }
       if (code == "NOAUTH" || code == "NOPERM") {  // the URL's credentials, not a fault of ours
-        return invalid_input(fmt::format("redis {} {}:{}: {}{}", args[0], options_.host, options_.port, v.str,
+        return invalid_input(fmt::format("redis {} {}:{}: {}{}", args[0], options_.host,
+                                         options_.port, v.str,
                                          code == "NOAUTH" ? " (give the password in the URL: "
                                                             "redis://[user]:password@host[:port])"
                                                           : ""));

@@ -24,7 +24,8 @@ struct Script {
   std::string sha;
 };
 
-Result<RedisValue> run_script(RedisConnection& conn, const Script& script, const std::vector<std::string>& keys,
+Result<RedisValue> run_script(RedisConnection& conn, const Script& script,
+                              const std::vector<std::string>& keys,
                               const std::vector<std::string>& args) {
   std::vector<std::string> cmd = {"EVALSHA", script.sha, std::to_string(keys.size())};
   cmd.insert(cmd.end(), keys.begin(), keys.end());
@@ -43,12 +44,30 @@ Result<int64_t> eval(RedisPool& pool, const Script& script, const std::vector<st
   return v.integer;
 }
 
-const Script& enqueue_script() { static const Script s(kEnqueue); return s; }
-const Script& reclaim_script() { static const Script s(kReclaim); return s; }
-const Script& ack_script() { static const Script s(std::string(kOwnerCheck) + kAckTail); return s; }
-const Script& ack_batch_script() { static const Script s(kAckBatch); return s; }
-const Script& renew_script() { static const Script s(std::string(kOwnerCheck) + kRenewTail); return s; }
-const Script& release_script() { static const Script s(std::string(kOwnerCheck) + kReleaseTail); return s; }
+const Script& enqueue_script() {
+  static const Script s(kEnqueue);
+  return s;
+}
+const Script& reclaim_script() {
+  static const Script s(kReclaim);
+  return s;
+}
+const Script& ack_script() {
+  static const Script s(std::string(kOwnerCheck) + kAckTail);
+  return s;
+}
+const Script& ack_batch_script() {
+  static const Script s(kAckBatch);
+  return s;
+}
+const Script& renew_script() {
+  static const Script s(std::string(kOwnerCheck) + kRenewTail);
+  return s;
+}
+const Script& release_script() {
+  static const Script s(std::string(kOwnerCheck) + kReleaseTail);
+  return s;
+}
 
 Result<Json> parse_body(const std::string& text, const std::string& where) {
   try {
@@ -60,8 +79,8 @@ Result<Json> parse_body(const std::string& text, const std::string& where) {
 
 }  // namespace
 
-Result<std::unique_ptr<RedisQueue>> RedisQueue::open(const RedisOptions& redis, QueueOptions options,
-                                                     std::string prefix) {
+Result<std::unique_ptr<RedisQueue>> RedisQueue::open(const RedisOptions& redis,
+                                                     QueueOptions options, std::string prefix) {
   std::unique_ptr<RedisQueue> q(new RedisQueue(redis, options, std::move(prefix)));
   ATREX_ASSIGN_OR_RETURN(auto conn, q->pool_.acquire());
   // Checked (and warned about) once per server and process.
@@ -71,15 +90,18 @@ Result<std::unique_ptr<RedisQueue>> RedisQueue::open(const RedisOptions& redis, 
     std::lock_guard lock(checked_mu);
     if (!checked.insert(fmt::format("{}:{}/{}", redis.host, redis.port, redis.db)).second) return q;
   }
-  for (const auto& [name, want] : {std::pair<std::string, std::string>{"appendonly", "yes"},
-                                   std::pair<std::string, std::string>{"maxmemory-policy", "noeviction"}}) {
+  for (const auto& [name, want] :
+       {std::pair<std::string, std::string>{"appendonly", "yes"},
+        std::pair<std::string, std::string>{"maxmemory-policy", "noeviction"}}) {
     auto v = conn->command({"CONFIG", "GET", name});
     if (!v) {
-      spdlog::warn("redis {}:{}: cannot read {} ({}); make sure it is `{}`", redis.host, redis.port, name,
-                   v.error().message, want);
+      spdlog::warn("redis {}:{}: cannot read {} ({}); make sure it is `{}`", redis.host, redis.port,
+                   name, v.error().message, want);
     } else if (v->elements.size() < 2 || v->elements[1].str != want) {
-      spdlog::warn("!!! redis {}:{} runs with {} = {}: set it to `{}` or a restart/eviction can LOSE QUEUED TASKS !!!",
-                   redis.host, redis.port, name, v->elements.size() > 1 ? v->elements[1].str : "?", want);
+      spdlog::warn(
+          "!!! redis {}:{} runs with {} = {}: set it to `{}` or a restart/eviction can LOSE QUEUED "
+          "TASKS !!!",
+          redis.host, redis.port, name, v->elements.size() > 1 ? v->elements[1].str : "?", want);
     }
   }
   return q;
@@ -96,7 +118,8 @@ Result<void> RedisQueue::ensure_group(std::string_view stream) {
   }
   ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
   auto r = conn->command({"XGROUP", "CREATE", key("q", stream), kGroup, "0", "MKSTREAM"});
-  if (!r && r.error().message.find("BUSYGROUP") == std::string::npos) return tl::unexpected(r.error());
+  if (!r && r.error().message.find("BUSYGROUP") == std::string::npos)
+    return tl::unexpected(r.error());
   std::lock_guard lock(mu_);
   groups_.insert(std::string(stream));
   return ok();
@@ -107,18 +130,21 @@ Result<std::string> RedisQueue::enqueue(std::string_view stream, const Json& bod
   return ids.front();
 }
 
-Result<std::vector<std::string>> RedisQueue::enqueue_batch(std::string_view stream, const std::vector<Json>& bodies) {
+Result<std::vector<std::string>> RedisQueue::enqueue_batch(std::string_view stream,
+                                                           const std::vector<Json>& bodies) {
   if (bodies.empty()) return std::vector<std::string>{};
   ATREX_TRY(ensure_group(stream));
   std::vector<std::string> args = {std::to_string(options_.max_length)};
   args.reserve(bodies.size() + 1);
   for (const auto& b : bodies) args.push_back(b.dump());
   ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
-  ATREX_ASSIGN_OR_RETURN(RedisValue v, run_script(*conn, enqueue_script(), {key("q", stream), key("cnt", stream)}, args));
+  ATREX_ASSIGN_OR_RETURN(RedisValue v, run_script(*conn, enqueue_script(),
+                                                  {key("q", stream), key("cnt", stream)}, args));
   if (v.type == RedisValue::Type::kInteger) {
-    return make_error(ErrorCode::kUnavailable,
-                      fmt::format("queue {} is full ({} messages + {} would pass max_length {}); retry later",
-                                  key("q", stream), -v.integer - 1, bodies.size(), options_.max_length));
+    return make_error(
+        ErrorCode::kUnavailable,
+        fmt::format("queue {} is full ({} messages + {} would pass max_length {}); retry later",
+                    key("q", stream), -v.integer - 1, bodies.size(), options_.max_length));
   }
   std::vector<std::string> ids;
   ids.reserve(v.elements.size());
@@ -126,19 +152,22 @@ Result<std::vector<std::string>> RedisQueue::enqueue_batch(std::string_view stre
   return ids;
 }
 
-Result<std::vector<Lease>> RedisQueue::reclaim(std::string_view stream, std::string_view consumer, size_t max_count) {
+Result<std::vector<Lease>> RedisQueue::reclaim(std::string_view stream, std::string_view consumer,
+                                               size_t max_count) {
   ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
-  ATREX_ASSIGN_OR_RETURN(RedisValue v, run_script(*conn, reclaim_script(),
-                                                  {key("q", stream), key("dlq", stream), key("err", stream)},
-                                                  {kGroup, std::string(consumer),
-                                                   std::to_string(options_.lease_timeout.count()),
-                                                   std::to_string(max_count), std::to_string(options_.max_deliveries)}));
+  ATREX_ASSIGN_OR_RETURN(
+      RedisValue v,
+      run_script(*conn, reclaim_script(),
+                 {key("q", stream), key("dlq", stream), key("err", stream)},
+                 {kGroup, std::string(consumer), std::to_string(options_.lease_timeout.count()),
+                  std::to_string(max_count), std::to_string(options_.max_deliveries)}));
   std::vector<Lease> out;
   for (const auto& e : v.elements) {
     if (e.elements.size() < 3) continue;
-    ATREX_ASSIGN_OR_RETURN(Json body, parse_body(e.elements[1].str, key("q", stream) + " " + e.elements[0].str));
-    out.push_back(Lease{std::string(stream), e.elements[0].str, std::move(body), static_cast<int>(e.elements[2].integer),
-                        std::string(consumer)});
+    ATREX_ASSIGN_OR_RETURN(
+        Json body, parse_body(e.elements[1].str, key("q", stream) + " " + e.elements[0].str));
+    out.push_back(Lease{std::string(stream), e.elements[0].str, std::move(body),
+                        static_cast<int>(e.elements[2].integer), std::string(consumer)});
   }
   return out;
 }
@@ -152,8 +181,8 @@ bool RedisQueue::reclaim_due(std::string_view stream) {
   return true;
 }
 
-Result<std::vector<Lease>> RedisQueue::claim(std::string_view stream, std::string_view consumer, size_t max_count,
-                                             std::chrono::milliseconds block) {
+Result<std::vector<Lease>> RedisQueue::claim(std::string_view stream, std::string_view consumer,
+                                             size_t max_count, std::chrono::milliseconds block) {
   ATREX_TRY(ensure_group(stream));
   const auto deadline = std::chrono::steady_clock::now() + block;
   for (;;) {
@@ -166,24 +195,31 @@ Result<std::vector<Lease>> RedisQueue::claim(std::string_view stream, std::strin
     }
     if (out.size() < max_count) {
       // Block in short slices so leases that expire (or are released) meanwhile are seen too.
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      const auto slice = out.empty() ? std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(500))
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      const auto slice = out.empty() ? std::clamp(left, std::chrono::milliseconds(0),
+                                                  std::chrono::milliseconds(500))
                                      : std::chrono::milliseconds(0);
-      std::vector<std::string> cmd = {"XREADGROUP", "GROUP", kGroup, std::string(consumer), "COUNT",
-                                      std::to_string(max_count - out.size())};
+      std::vector<std::string> cmd = {"XREADGROUP", "GROUP",
+                                      kGroup,       std::string(consumer),
+                                      "COUNT",      std::to_string(max_count - out.size())};
       if (slice.count() > 0) {
         cmd.push_back("BLOCK");
         cmd.push_back(std::to_string(slice.count()));
       }
       cmd.insert(cmd.end(), {"STREAMS", key("q", stream), ">"});
-      ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());  // a blocking read holds its own connection
+      ATREX_ASSIGN_OR_RETURN(auto conn,
+                             pool_.acquire());  // a blocking read holds its own connection
       ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command(cmd, slice + std::chrono::seconds(5)));
       for (const auto& s : v.elements) {
         if (s.elements.size() < 2) continue;
         for (const auto& entry : s.elements[1].elements) {
-          if (entry.elements.size() < 2 || entry.elements[1].elements.size() < 2) continue;  // trimmed entry
-          ATREX_ASSIGN_OR_RETURN(Json body, parse_body(entry.elements[1].elements[1].str, key("q", stream)));
-          out.push_back(Lease{std::string(stream), entry.elements[0].str, std::move(body), 1, std::string(consumer)});
+          if (entry.elements.size() < 2 || entry.elements[1].elements.size() < 2)
+            continue;  // trimmed entry
+          ATREX_ASSIGN_OR_RETURN(Json body,
+                                 parse_body(entry.elements[1].elements[1].str, key("q", stream)));
+          out.push_back(Lease{std::string(stream), entry.elements[0].str, std::move(body), 1,
+                              std::string(consumer)});
         }
       }
     }
@@ -199,9 +235,10 @@ Result<std::vector<Lease>> RedisQueue::claim(std::string_view stream, std::strin
 }
 
 Result<bool> RedisQueue::ack(const Lease& l) {
-  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, ack_script(),
-                                         {key("q", l.stream), key("cnt", l.stream), key("err", l.stream)},
-                                         {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count)}));
+  ATREX_ASSIGN_OR_RETURN(
+      int64_t r,
+      eval(pool_, ack_script(), {key("q", l.stream), key("cnt", l.stream), key("err", l.stream)},
+           {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count)}));
   return r == 1;
 }
 
@@ -210,8 +247,9 @@ namespace {
 bool id_less(const std::string& a, const std::string& b) {
   const auto split = [](const std::string& id) {
     const auto dash = id.find('-');
-    return std::pair<uint64_t, uint64_t>{std::strtoull(id.c_str(), nullptr, 10),
-                                         dash == std::string::npos ? 0 : std::strtoull(id.c_str() + dash + 1, nullptr, 10)};
+    return std::pair<uint64_t, uint64_t>{
+        std::strtoull(id.c_str(), nullptr, 10),
+        dash == std::string::npos ? 0 : std::strtoull(id.c_str() + dash + 1, nullptr, 10)};
   };
   return split(a) < split(b);
 }
@@ -224,31 +262,37 @@ Result<size_t> RedisQueue::ack_batch(const std::vector<Lease>& leases) {
   for (const auto& l : leases) groups[{l.stream, l.consumer}].push_back(&l);
   size_t n = 0;
   for (auto& [sc, ls] : groups) {
-    std::sort(ls.begin(), ls.end(), [](const Lease* a, const Lease* b) { return id_less(a->message_id, b->message_id); });
-    std::vector<std::string> args = {kGroup, sc.second, ls.front()->message_id, ls.back()->message_id};
+    std::sort(ls.begin(), ls.end(),
+              [](const Lease* a, const Lease* b) { return id_less(a->message_id, b->message_id); });
+    std::vector<std::string> args = {kGroup, sc.second, ls.front()->message_id,
+                                     ls.back()->message_id};
     args.reserve(4 + 2 * ls.size());
     for (const Lease* l : ls) {
       args.push_back(l->message_id);
       args.push_back(std::to_string(l->delivery_count));
     }
-    ATREX_ASSIGN_OR_RETURN(int64_t acked, eval(pool_, ack_batch_script(),
-                                               {key("q", sc.first), key("cnt", sc.first), key("err", sc.first)}, args));
+    ATREX_ASSIGN_OR_RETURN(
+        int64_t acked,
+        eval(pool_, ack_batch_script(),
+             {key("q", sc.first), key("cnt", sc.first), key("err", sc.first)}, args));
     n += static_cast<size_t>(acked);
   }
   return n;
 }
 
 Result<bool> RedisQueue::renew(const Lease& l) {
-  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, renew_script(), {key("q", l.stream)},
-                                         {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count)}));
+  ATREX_ASSIGN_OR_RETURN(
+      int64_t r, eval(pool_, renew_script(), {key("q", l.stream)},
+                      {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count)}));
   return r == 1;
 }
 
 Result<bool> RedisQueue::release(const Lease& l, std::string_view error) {
-  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, release_script(),
-                                         {key("q", l.stream), key("dlq", l.stream), key("err", l.stream)},
-                                         {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count),
-                                          std::string(error), std::to_string(options_.max_deliveries)}));
+  ATREX_ASSIGN_OR_RETURN(int64_t r,
+                         eval(pool_, release_script(),
+                              {key("q", l.stream), key("dlq", l.stream), key("err", l.stream)},
+                              {kGroup, l.message_id, l.consumer, std::to_string(l.delivery_count),
+                               std::string(error), std::to_string(options_.max_deliveries)}));
   return r == 1;
 }
 
@@ -262,9 +306,12 @@ Result<std::vector<DeadLetter>> RedisQueue::dead_letters(std::string_view stream
     const auto& f = entry.elements[1].elements;
     for (size_t i = 0; i + 1 < f.size(); i += 2) {
       const std::string& name = f[i].str;
-      if (name == "message_id") d.message_id = f[i + 1].str;
-      else if (name == "deliveries") d.delivery_count = std::stoi(f[i + 1].str);
-      else if (name == "error") d.last_error = f[i + 1].str;
+      if (name == "message_id")
+        d.message_id = f[i + 1].str;
+      else if (name == "deliveries")
+        d.delivery_count = std::stoi(f[i + 1].str);
+      else if (name == "error")
+        d.last_error = f[i + 1].str;
       else if (name == "body") {
         ATREX_ASSIGN_OR_RETURN(d.body, parse_body(f[i + 1].str, key("dlq", stream)));
       }
@@ -282,7 +329,8 @@ Result<std::vector<Json>> RedisQueue::in_flight(std::string_view stream) {
   std::vector<Json> out;
   for (const auto& entry : v.elements) {
     if (entry.elements.size() < 2 || entry.elements[1].elements.size() < 2) continue;
-    ATREX_ASSIGN_OR_RETURN(Json body, parse_body(entry.elements[1].elements[1].str, key("q", stream)));
+    ATREX_ASSIGN_OR_RETURN(Json body,
+                           parse_body(entry.elements[1].elements[1].str, key("q", stream)));
     out.push_back(std::move(body));
   }
   return out;
@@ -310,7 +358,8 @@ Result<QueueStats> RedisQueue::stats(std::string_view stream) {
   }
   ATREX_ASSIGN_OR_RETURN(RedisValue dead, conn->command({"XLEN", key("dlq", stream)}));
   st.dead = dead.integer;
-  ATREX_ASSIGN_OR_RETURN(RedisValue cnt, conn->command({"HMGET", key("cnt", stream), "enqueued", "acked"}));
+  ATREX_ASSIGN_OR_RETURN(RedisValue cnt,
+                         conn->command({"HMGET", key("cnt", stream), "enqueued", "acked"}));
   if (cnt.elements.size() == 2) {
     st.enqueued_total = cnt.elements[0].is_nil() ? 0 : std::stoll(cnt.elements[0].str);
     st.acked_total = cnt.elements[1].is_nil() ? 0 : std::stoll(cnt.elements[1].str);

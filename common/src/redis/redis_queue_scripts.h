@@ -1,6 +1,7 @@
 // The Lua scripts of the Redis Streams queue (redis_queue.cpp). Each runs atomically on the
 // server; every key a script touches carries the stream's hash tag, so they work on a Redis
-// Cluster too. Redis docs: https://redis.io/docs/latest/develop/interactive/programmability/eval-intro/
+// Cluster too. Redis docs:
+// https://redis.io/docs/latest/develop/interactive/programmability/eval-intro/
 #pragma once
 
 namespace atrex::redis_queue_scripts {

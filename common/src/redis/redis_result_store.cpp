@@ -26,7 +26,8 @@ Result<Json> parse_record(const std::string& text, const std::string& key) {
 
 }  // namespace
 
-Result<std::unique_ptr<RedisResultStore>> RedisResultStore::open(const RedisOptions& redis, std::string prefix) {
+Result<std::unique_ptr<RedisResultStore>> RedisResultStore::open(const RedisOptions& redis,
+                                                                 std::string prefix) {
   std::unique_ptr<RedisResultStore> s(new RedisResultStore(redis, std::move(prefix)));
   ATREX_ASSIGN_OR_RETURN(auto conn, s->pool_.acquire());
   ATREX_TRY(conn->command({"PING"}));
@@ -35,8 +36,8 @@ Result<std::unique_ptr<RedisResultStore>> RedisResultStore::open(const RedisOpti
 
 Result<bool> RedisResultStore::put(const std::string& key, const Json& record) {
   ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
-  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command({"EVAL", kPut, "2", prefix_ + ":r:" + key, prefix_ + ":r:index",
-                                                      record.dump(), key}));
+  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command({"EVAL", kPut, "2", prefix_ + ":r:" + key,
+                                                      prefix_ + ":r:index", record.dump(), key}));
   return v.integer == 1;
 }
 
@@ -48,14 +49,16 @@ Result<std::optional<Json>> RedisResultStore::get(const std::string& key) {
   return std::optional<Json>{std::move(j)};
 }
 
-Result<std::optional<Json>> RedisResultStore::wait(const std::string& key, std::chrono::milliseconds timeout) {
+Result<std::optional<Json>> RedisResultStore::wait(const std::string& key,
+                                                   std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::milliseconds(5);
   for (;;) {
     ATREX_ASSIGN_OR_RETURN(auto r, get(key));
     if (r || std::chrono::steady_clock::now() >= deadline) return r;
-    std::this_thread::sleep_for(std::min(pause, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                    deadline - std::chrono::steady_clock::now())));
+    std::this_thread::sleep_for(
+        std::min(pause, std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())));
     pause = std::min(pause * 2, std::chrono::milliseconds(200));
   }
 }
@@ -69,16 +72,19 @@ Result<std::vector<Json>> RedisResultStore::all() {
 
 Result<std::vector<std::pair<std::string, Json>>> RedisResultStore::entries() {
   ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
-  ATREX_ASSIGN_OR_RETURN(RedisValue keys, conn->command({"LRANGE", prefix_ + ":r:index", "0", "-1"}));
+  ATREX_ASSIGN_OR_RETURN(RedisValue keys,
+                         conn->command({"LRANGE", prefix_ + ":r:index", "0", "-1"}));
   std::vector<std::pair<std::string, Json>> out;
   constexpr size_t kBatch = 512;
   for (size_t i = 0; i < keys.elements.size(); i += kBatch) {
     std::vector<std::string> cmd = {"MGET"};
-    for (size_t j = i; j < std::min(keys.elements.size(), i + kBatch); ++j) cmd.push_back(prefix_ + ":r:" + keys.elements[j].str);
+    for (size_t j = i; j < std::min(keys.elements.size(), i + kBatch); ++j)
+      cmd.push_back(prefix_ + ":r:" + keys.elements[j].str);
     ATREX_ASSIGN_OR_RETURN(RedisValue vals, conn->command(cmd));
     for (size_t j = 0; j < vals.elements.size(); ++j) {
       if (vals.elements[j].is_nil()) continue;
-      ATREX_ASSIGN_OR_RETURN(Json rec, parse_record(vals.elements[j].str, keys.elements[i + j].str));
+      ATREX_ASSIGN_OR_RETURN(Json rec,
+                             parse_record(vals.elements[j].str, keys.elements[i + j].str));
       out.emplace_back(keys.elements[i + j].str, std::move(rec));
     }
   }

@@ -50,7 +50,8 @@ Result<int> tcp_connect(const RedisOptions& o) {
   addrinfo* res = nullptr;
   const std::string port = std::to_string(o.port);
   if (const int rc = ::getaddrinfo(o.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    return make_error(ErrorCode::kUnavailable, fmt::format("redis {}:{}: {}", o.host, o.port, ::gai_strerror(rc)));
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("redis {}:{}: {}", o.host, o.port, ::gai_strerror(rc)));
   }
   std::string why = "no address";
   for (addrinfo* a = res; a; a = a->ai_next) {
@@ -125,8 +126,7 @@ bool handshake(SSL* ssl) {
   pthread_sigmask(SIG_BLOCK, &pipe, &old);
   const bool ok = SSL_connect(ssl) == 1;
   timespec zero{0, 0};
-  while (sigtimedwait(&pipe, nullptr, &zero) == SIGPIPE) {
-  }
+  while (sigtimedwait(&pipe, nullptr, &zero) == SIGPIPE) {}
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return ok;
 }
@@ -142,14 +142,19 @@ Result<std::unique_ptr<TlsRelay>> TlsRelay::open(const RedisOptions& o) {
   if (!t.ctx) return make_error(ErrorCode::kInternal, where + ": " + openssl_errors());
   SSL_CTX_set_min_proto_version(t.ctx, TLS1_2_VERSION);
   const bool ca_ok = o.tls_ca_file.empty() ? SSL_CTX_set_default_verify_paths(t.ctx) == 1
-                                           : SSL_CTX_load_verify_locations(t.ctx, o.tls_ca_file.c_str(), nullptr) == 1;
-  if (!ca_ok) return invalid_input(fmt::format("{}: tls_ca \"{}\": {}", where, o.tls_ca_file, openssl_errors()));
+                                           : SSL_CTX_load_verify_locations(
+                                                 t.ctx, o.tls_ca_file.c_str(), nullptr) == 1;
+  if (!ca_ok)
+    return invalid_input(
+        fmt::format("{}: tls_ca \"{}\": {}", where, o.tls_ca_file, openssl_errors()));
   if (!o.tls_cert_file.empty() || !o.tls_key_file.empty()) {
     if (SSL_CTX_use_certificate_chain_file(t.ctx, o.tls_cert_file.c_str()) != 1) {
-      return invalid_input(fmt::format("{}: tls_cert \"{}\": {}", where, o.tls_cert_file, openssl_errors()));
+      return invalid_input(
+          fmt::format("{}: tls_cert \"{}\": {}", where, o.tls_cert_file, openssl_errors()));
     }
     if (SSL_CTX_use_PrivateKey_file(t.ctx, o.tls_key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-      return invalid_input(fmt::format("{}: tls_key \"{}\": {}", where, o.tls_key_file, openssl_errors()));
+      return invalid_input(
+          fmt::format("{}: tls_key \"{}\": {}", where, o.tls_key_file, openssl_errors()));
     }
   }
   SSL_CTX_set_verify(t.ctx, o.tls_insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, nullptr);
@@ -158,7 +163,8 @@ Result<std::unique_ptr<TlsRelay>> TlsRelay::open(const RedisOptions& o) {
   SSL_set_fd(t.ssl, r->tcp_fd_);
   in6_addr ip6{};
   in_addr ip4{};
-  const bool is_ip = ::inet_pton(AF_INET, o.host.c_str(), &ip4) == 1 || ::inet_pton(AF_INET6, o.host.c_str(), &ip6) == 1;
+  const bool is_ip = ::inet_pton(AF_INET, o.host.c_str(), &ip4) == 1 ||
+                     ::inet_pton(AF_INET6, o.host.c_str(), &ip6) == 1;
   if (!is_ip) SSL_set_tlsext_host_name(t.ssl, o.host.c_str());  // SNI
   if (!o.tls_insecure) {
     X509_VERIFY_PARAM* param = SSL_get0_param(t.ssl);
@@ -179,14 +185,16 @@ Result<std::unique_ptr<TlsRelay>> TlsRelay::open(const RedisOptions& o) {
     if (verify != X509_V_OK) why += fmt::format(" ({})", X509_verify_cert_error_string(verify));
     ::close(r->tcp_fd_);
     r->tcp_fd_ = -1;
-    return make_error(ErrorCode::kUnavailable, fmt::format("{}: TLS handshake failed: {}", where, why));
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("{}: TLS handshake failed: {}", where, why));
   }
   // Non-blocking from here: a record that is not application data (a TLS 1.3 session ticket)
   // must not leave the relay blocked in SSL_read while hiredis' next command waits unread.
   ::fcntl(r->tcp_fd_, F_SETFL, ::fcntl(r->tcp_fd_, F_GETFL) | O_NONBLOCK);
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-    return make_error(ErrorCode::kInternal, fmt::format("{}: socketpair: {}", where, std::strerror(errno)));
+    return make_error(ErrorCode::kInternal,
+                      fmt::format("{}: socketpair: {}", where, std::strerror(errno)));
   }
   r->client_fd_ = pair[0];
   r->relay_fd_ = pair[1];

@@ -2,7 +2,8 @@
 // hiredis context talks plain RESP over one end of a socketpair (redisConnectFd), and a relay
 // thread moves the bytes between the other end and a TLS connection (OpenSSL) to the server.
 // One relay per RedisConnection; it ends when either side closes or the relay is destroyed.
-// Redis docs, "TLS": https://redis.io/docs/latest/operate/oss_and_stack/management/security/encryption/
+// Redis docs, "TLS":
+// https://redis.io/docs/latest/operate/oss_and_stack/management/security/encryption/
 #pragma once
 
 #include <atomic>

@@ -21,14 +21,17 @@ inline constexpr int kAttnChunks = 32;   // float4 chunks of the largest head di
 
 __device__ inline float4 load_bf16x4(const uint16_t* p) {
   const uint2 u = *reinterpret_cast<const uint2*>(p);
-  return make_float4(num::bf16_to_float(static_cast<uint16_t>(u.x & 0xffffu)), num::bf16_to_float(static_cast<uint16_t>(u.x >> 16)),
-                     num::bf16_to_float(static_cast<uint16_t>(u.y & 0xffffu)), num::bf16_to_float(static_cast<uint16_t>(u.y >> 16)));
+  return make_float4(num::bf16_to_float(static_cast<uint16_t>(u.x & 0xffffu)),
+                     num::bf16_to_float(static_cast<uint16_t>(u.x >> 16)),
+                     num::bf16_to_float(static_cast<uint16_t>(u.y & 0xffffu)),
+                     num::bf16_to_float(static_cast<uint16_t>(u.y >> 16)));
 }
 
 // Grid: x = an upper bound of the query tiles (ceil(T / 64) + S), y = head.
-__global__ void __launch_bounds__(256) attention_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                                                                const int32_t* cu_q, const int32_t* cu_k, uint16_t* out,
-                                                                int64_t num_seqs, int64_t heads, int dim, float scale) {
+__global__ void __launch_bounds__(256)
+    attention_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                             const int32_t* cu_q, const int32_t* cu_k, uint16_t* out,
+                             int64_t num_seqs, int64_t heads, int dim, float scale) {
   __shared__ float4 ks[kAttnKeys][kAttnChunks];
   __shared__ float4 vs[kAttnKeys][kAttnChunks];
   __shared__ int64_t tile_seq, tile_q0;
@@ -55,7 +58,8 @@ __global__ void __launch_bounds__(256) attention_forward_kernel(const uint16_t* 
 #pragma unroll
   for (int i = 0; i < kAttnChunks / 4; ++i) {
     const int c = 4 * i + lane;
-    qv[i] = (active && c < chunks) ? load_bf16x4(q + (t * heads + h) * dim + 4 * c) : make_float4(0, 0, 0, 0);
+    qv[i] = (active && c < chunks) ? load_bf16x4(q + (t * heads + h) * dim + 4 * c)
+                                   : make_float4(0, 0, 0, 0);
     ov[i] = make_float4(0, 0, 0, 0);
   }
   float m = -INFINITY, l = 0.0f;
@@ -80,7 +84,8 @@ __global__ void __launch_bounds__(256) attention_forward_kernel(const uint16_t* 
         const int c = 4 * i + lane;
         if (c < chunks) {
           const float4 kk = ks[j][c];
-          dot = fmaf(qv[i].x, kk.x, fmaf(qv[i].y, kk.y, fmaf(qv[i].z, kk.z, fmaf(qv[i].w, kk.w, dot))));
+          dot = fmaf(qv[i].x, kk.x,
+                     fmaf(qv[i].y, kk.y, fmaf(qv[i].z, kk.z, fmaf(qv[i].w, kk.w, dot))));
         }
       }
       dot += __shfl_xor_sync(0xffffffffu, dot, 1);
@@ -92,7 +97,8 @@ __global__ void __launch_bounds__(256) attention_forward_kernel(const uint16_t* 
     const float alpha = expf(m - m_new);  // 0 on the first tile (m = -inf)
     l *= alpha;
 #pragma unroll
-    for (int i = 0; i < kAttnChunks / 4; ++i) ov[i].x *= alpha, ov[i].y *= alpha, ov[i].z *= alpha, ov[i].w *= alpha;
+    for (int i = 0; i < kAttnChunks / 4; ++i)
+      ov[i].x *= alpha, ov[i].y *= alpha, ov[i].z *= alpha, ov[i].w *= alpha;
 #pragma unroll
     for (int j = 0; j < kAttnKeys; ++j) {
       const float pj = expf(p[j] - m_new);  // 0 past the last key
@@ -110,7 +116,7 @@ __global__ void __launch_bounds__(256) attention_forward_kernel(const uint16_t* 
     m = m_new;
   }
   if (!active) return;
-  // No keys: zeros, as the functor.
+    // No keys: zeros, as the functor.
 #pragma unroll
   for (int i = 0; i < kAttnChunks / 4; ++i) {
     const int c = 4 * i + lane;
@@ -123,20 +129,23 @@ __global__ void __launch_bounds__(256) attention_forward_kernel(const uint16_t* 
   }
 }
 
-inline void attention_forward_cuda(const CudaExec& ex, const ResolvedShape& s, const void* const* in,
-                                   void* const* out) {
+inline void attention_forward_cuda(const CudaExec& ex, const ResolvedShape& s,
+                                   const void* const* in, void* const* out) {
   const auto& q = s.inputs[0];
-  const int64_t tokens = q.dims[0], heads = q.dims[1], dim = q.dims[2], seqs = s.inputs[3].dims[0] - 1;
+  const int64_t tokens = q.dims[0], heads = q.dims[1], dim = q.dims[2],
+                seqs = s.inputs[3].dims[0] - 1;
   if (dim > 4 * kAttnChunks || dim % 4 != 0 || seqs <= 0) {
     ops::attention_forward_reference(ex, s, in, out);
     return;
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
-  const dim3 grid(static_cast<unsigned>((tokens + kAttnQueries - 1) / kAttnQueries + seqs), static_cast<unsigned>(heads));
+  const dim3 grid(static_cast<unsigned>((tokens + kAttnQueries - 1) / kAttnQueries + seqs),
+                  static_cast<unsigned>(heads));
   attention_forward_kernel<<<grid, kAttnQueries * 4, 0, ex.stream>>>(
-      static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]), static_cast<const uint16_t*>(in[2]),
-      static_cast<const int32_t*>(in[3]), static_cast<const int32_t*>(in[4]), static_cast<uint16_t*>(out[0]), seqs,
-      heads, static_cast<int>(dim), scale);
+      static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
+      static_cast<const uint16_t*>(in[2]), static_cast<const int32_t*>(in[3]),
+      static_cast<const int32_t*>(in[4]), static_cast<uint16_t*>(out[0]), seqs, heads,
+      static_cast<int>(dim), scale);
 }
 
 }  // namespace atrex::problems::cuda

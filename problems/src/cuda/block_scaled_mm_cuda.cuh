@@ -1,13 +1,14 @@
-// Tiled CUDA reference of block_scaled_mm, bit-identical to the definition ops::BlockScaledMmElement
+// Tiled CUDA reference of block_scaled_mm, bit-identical to the definition
+// ops::BlockScaledMmElement
 // (../ops/moe_gemm_block_mm.h, after alibaba/atrex-bench data/block_scaled_mm/reference.py), which
 // runs one thread per output element and takes ~15 s per call on an H200 for the largest shapes.
 // Included by moe_gemm_cuda.cu only: everything here has internal linkage.
 //
 // Layout: a [M, K] and b [N, K] fp8 e4m3 bytes, row-major; a_scales [M, K/gk] and
-// b_scales [N/gn, K/gk] fp32; out [M, N] fp32. A block of 256 threads computes a 64 x 64 tile of out
-// (8 warps, each a 16 x 32 sub-tile, each thread 4 x 4 outputs). K is walked in chunks of at most 32
-// that never cross a K-group; a chunk of a and b is decoded to doubles in shared memory, k-major
-// (tile[k][row]), while the next chunk's bytes are loaded into registers.
+// b_scales [N/gn, K/gk] fp32; out [M, N] fp32. A block of 256 threads computes a 64 x 64 tile of
+// out (8 warps, each a 16 x 32 sub-tile, each thread 4 x 4 outputs). K is walked in chunks of at
+// most 32 that never cross a K-group; a chunk of a and b is decoded to doubles in shared memory,
+// k-major (tile[k][row]), while the next chunk's bytes are loaded into registers.
 //
 // Exactness: the definition sums a group's products as int64 counts of 2^-18,
 // fp8_units(a) * fp8_units(b), and converts the sum to double. Here every byte is decoded to the
@@ -29,8 +30,8 @@
 namespace atrex::problems::cuda {
 namespace {
 
-constexpr int kBsmmTile = 64;     // rows of a and of b per block tile (out tile 64 x 64)
-constexpr int kBsmmChunkK = 32;   // k values staged per pair of __syncthreads
+constexpr int kBsmmTile = 64;    // rows of a and of b per block tile (out tile 64 x 64)
+constexpr int kBsmmChunkK = 32;  // k values staged per pair of __syncthreads
 constexpr int kBsmmThreads = 256;
 constexpr int64_t kBsmmMaxExactGroupK = int64_t{1} << 17;  // 2^17 * 245760^2 < 2^53
 // The thread mappings below are written for these sizes.
@@ -72,8 +73,8 @@ struct BsmmCursor {
 };
 
 // Threads 0-127 stage the a tile, 128-255 the b tile: 16 bytes each, bytes [16 * half, + 16) of
-// one row's chunk, so a warp reads 16 rows x 32 contiguous bytes and its shared stores (16 rows, both
-// halves) hit every bank exactly twice.
+// one row's chunk, so a warp reads 16 rows x 32 contiguous bytes and its shared stores (16 rows,
+// both halves) hit every bank exactly twice.
 struct BsmmLoader {
   const uint8_t* row_bytes;  // this thread's row of a or b; nullptr beyond M or N
   int row;
@@ -116,7 +117,8 @@ struct BsmmLoader {
 __device__ constexpr int bsmm_row_step(int i) { return i % 2 + 8 * (i / 2); }
 __device__ constexpr int bsmm_col_step(int j) { return j % 2 + 16 * (j / 2); }
 
-__device__ void bsmm_multiply_chunk(const BsmmStaging& s, int len, int row0, int col0, double (&dot)[4][4]) {
+__device__ void bsmm_multiply_chunk(const BsmmStaging& s, int len, int row0, int col0,
+                                    double (&dot)[4][4]) {
   for (int kk = 0; kk < len; kk += 4) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -138,8 +140,9 @@ __device__ void bsmm_multiply_chunk(const BsmmStaging& s, int len, int row0, int
 }
 
 // The definition's step for K-group kb, the same expressions in the same types; resets dot.
-__device__ void bsmm_apply_group(const BsmmArgs& p, int64_t kb, const int64_t (&m)[4], const float* const (&bs)[4],
-                                 double (&dot)[4][4], double (&acc)[4][4]) {
+__device__ void bsmm_apply_group(const BsmmArgs& p, int64_t kb, const int64_t (&m)[4],
+                                 const float* const (&bs)[4], double (&dot)[4][4],
+                                 double (&acc)[4][4]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const float a_scale = p.a_scales[m[i] * p.groups + kb];
@@ -160,7 +163,7 @@ __global__ void __launch_bounds__(kBsmmThreads, 2) block_scaled_mm_kernel(BsmmAr
   const int64_t tiles = (p.m + kBsmmTile - 1) / kBsmmTile * tiles_n;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t m0 = tile / tiles_n * kBsmmTile, n0 = tile % tiles_n * kBsmmTile;
-    int64_t m[4];                // scale rows, clamped into the matrix (outputs beyond it are not stored)
+    int64_t m[4];  // scale rows, clamped into the matrix (outputs beyond it are not stored)
     const float* bs[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -194,7 +197,8 @@ __global__ void __launch_bounds__(kBsmmThreads, 2) block_scaled_mm_kernel(BsmmAr
 }
 
 // The CudaRefFn of block_scaled_mm; a launch error stays pending for the caller.
-void block_scaled_mm_cuda(const CudaExec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void block_scaled_mm_cuda(const CudaExec& ex, const ResolvedShape& s, const void* const* in,
+                          void* const* out) {
   const BsmmArgs p{static_cast<const uint8_t*>(in[0]),
                    static_cast<const uint8_t*>(in[1]),
                    static_cast<const float*>(in[2]),
@@ -212,7 +216,8 @@ void block_scaled_mm_cuda(const CudaExec& ex, const ResolvedShape& s, const void
   }
   if (p.m <= 0 || p.n <= 0) return;
   const int64_t tiles = (p.m + kBsmmTile - 1) / kBsmmTile * ((p.n + kBsmmTile - 1) / kBsmmTile);
-  const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{1} << 20));  // the kernel strides
+  const auto blocks =
+      static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{1} << 20));  // the kernel strides
   block_scaled_mm_kernel<<<blocks, kBsmmThreads, 0, ex.stream>>>(p);
 }
 

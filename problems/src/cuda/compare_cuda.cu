@@ -46,12 +46,16 @@ __device__ unsigned long long warp_sum(unsigned long long v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
   return v;
 }
-__device__ unsigned long long bits(double d) { return static_cast<unsigned long long>(__double_as_longlong(d)); }
+__device__ unsigned long long bits(double d) {
+  return static_cast<unsigned long long>(__double_as_longlong(d));
+}
 
-__global__ void reference_pass(DType dtype, const void* ref, int64_t n, double atol, double rtol, Stats* s) {
+__global__ void reference_pass(DType dtype, const void* ref, int64_t n, double atol, double rtol,
+                               Stats* s) {
   unsigned long long mx = 0, not_ok = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     const double r = load(dtype, ref, i);
     if (isfinite(r)) {
       const double a = fabs(r);
@@ -67,12 +71,13 @@ __global__ void reference_pass(DType dtype, const void* ref, int64_t n, double a
   }
 }
 
-__global__ void compare_pass(DType dtype, bool integer, const void* cand, const void* ref, int64_t n,
-                             const double* abs_tol_p, double rtol, Stats* s) {
+__global__ void compare_pass(DType dtype, bool integer, const void* cand, const void* ref,
+                             int64_t n, const double* abs_tol_p, double rtol, Stats* s) {
   const double abs_tol = *abs_tol_p;
   unsigned long long max_abs = 0, max_rel = 0, bad = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     const double c = load(dtype, cand, i);
     const double r = load(dtype, ref, i);
     bool ok;
@@ -104,17 +109,21 @@ __global__ void compare_pass(DType dtype, bool integer, const void* cand, const 
 
 // abs_tol = low-signal ? atol * ref_max : atol (compare.h), decided on the device so the two
 // passes need no host round trip.
-__global__ void choose_tolerance(bool integer, int64_t n, double atol, const Stats* s, double* abs_tol) {
+__global__ void choose_tolerance(bool integer, int64_t n, double atol, const Stats* s,
+                                 double* abs_tol) {
   const bool low_signal = !integer && n > 0 && s->ref_not_zero_ok == 0;
-  *abs_tol = low_signal ? atol * __longlong_as_double(static_cast<long long>(s->ref_max_bits)) : atol;
+  *abs_tol =
+      low_signal ? atol * __longlong_as_double(static_cast<long long>(s->ref_max_bits)) : atol;
 }
 
-__global__ void first_difference_kernel(const uint8_t* a, const uint8_t* b, size_t bytes, unsigned long long* first) {
+__global__ void first_difference_kernel(const uint8_t* a, const uint8_t* b, size_t bytes,
+                                        unsigned long long* first) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t words = bytes / 8;
   const auto* wa = reinterpret_cast<const unsigned long long*>(a);
   const auto* wb = reinterpret_cast<const unsigned long long*>(b);
-  for (size_t w = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < words; w += stride) {
+  for (size_t w = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < words;
+       w += stride) {
     if (wa[w] != wb[w]) {
       for (size_t k = 0; k < 8; ++k) {
         if (a[w * 8 + k] != b[w * 8 + k]) {
@@ -124,20 +133,25 @@ __global__ void first_difference_kernel(const uint8_t* a, const uint8_t* b, size
       }
     }
   }
-  for (size_t i = words * 8 + static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < bytes; i += stride) {
+  for (size_t i = words * 8 + static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < bytes;
+       i += stride) {
     if (a[i] != b[i]) atomicMin(first, static_cast<unsigned long long>(i));
   }
 }
 
 std::string error_text(cudaError_t e) {
-  return e == cudaSuccess ? std::string() : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  return e == cudaSuccess ? std::string()
+                          : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 
 unsigned grid_for(int64_t n, int threads) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 4096)));
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 4096)));
 }
 
-bool is_integer(DType d) { return d == DType::kI32 || d == DType::kI64 || d == DType::kU8 || d == DType::kBool; }
+bool is_integer(DType d) {
+  return d == DType::kI32 || d == DType::kI64 || d == DType::kU8 || d == DType::kBool;
+}
 
 // Device scratch for the reductions, allocated once per process.
 struct Scratch {
@@ -158,8 +172,8 @@ Scratch& scratch() {
 
 }  // namespace
 
-std::string compare_output(const TensorDesc& desc, const void* candidate, const void* reference, double atol,
-                           double rtol, void* stream, CompareResult& result) {
+std::string compare_output(const TensorDesc& desc, const void* candidate, const void* reference,
+                           double atol, double rtol, void* stream, CompareResult& result) {
   result = CompareResult{};
   const int64_t n = desc.numel();
   if (n == 0) return {};
@@ -169,14 +183,18 @@ std::string compare_output(const TensorDesc& desc, const void* candidate, const 
   if (auto e = error_text(cudaMemsetAsync(sc.stats, 0, sizeof(Stats), st)); !e.empty()) return e;
   const bool integer = is_integer(desc.dtype);
   constexpr int kThreads = 256;
-  reference_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(desc.dtype, reference, n, atol, rtol, sc.stats);
+  reference_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(desc.dtype, reference, n, atol, rtol,
+                                                             sc.stats);
   choose_tolerance<<<1, 1, 0, st>>>(integer, n, atol, sc.stats, sc.abs_tol);
-  compare_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(desc.dtype, integer, candidate, reference, n, sc.abs_tol,
-                                                           rtol, sc.stats);
+  compare_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(
+      desc.dtype, integer, candidate, reference, n, sc.abs_tol, rtol, sc.stats);
   // A launch that failed (configuration, no kernel image) would leave zeroed figures: a pass.
   if (auto e = error_text(cudaGetLastError()); !e.empty()) return e;
   Stats host{};
-  if (auto e = error_text(cudaMemcpyAsync(&host, sc.stats, sizeof host, cudaMemcpyDeviceToHost, st)); !e.empty()) return e;
+  if (auto e =
+          error_text(cudaMemcpyAsync(&host, sc.stats, sizeof host, cudaMemcpyDeviceToHost, st));
+      !e.empty())
+    return e;
   if (auto e = error_text(cudaStreamSynchronize(st)); !e.empty()) return e;
   auto as_double = [](unsigned long long b) {
     double d;
@@ -192,20 +210,28 @@ std::string compare_output(const TensorDesc& desc, const void* candidate, const 
   return {};
 }
 
-std::string first_difference(const void* a, const void* b, size_t bytes, void* stream, int64_t& index) {
+std::string first_difference(const void* a, const void* b, size_t bytes, void* stream,
+                             int64_t& index) {
   index = -1;
   if (bytes == 0) return {};
   auto st = static_cast<cudaStream_t>(stream);
   Scratch& sc = scratch();
   if (auto e = sc.init(); !e.empty()) return e;
   const unsigned long long none = ~0ull;
-  if (auto e = error_text(cudaMemcpyAsync(sc.first, &none, sizeof none, cudaMemcpyHostToDevice, st)); !e.empty()) return e;
+  if (auto e =
+          error_text(cudaMemcpyAsync(sc.first, &none, sizeof none, cudaMemcpyHostToDevice, st));
+      !e.empty())
+    return e;
   constexpr int kThreads = 256;
-  first_difference_kernel<<<grid_for(static_cast<int64_t>(bytes / 8 + 1), kThreads), kThreads, 0, st>>>(
-      static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), bytes, sc.first);
+  first_difference_kernel<<<grid_for(static_cast<int64_t>(bytes / 8 + 1), kThreads), kThreads, 0,
+                            st>>>(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),
+                                  bytes, sc.first);
   if (auto e = error_text(cudaGetLastError()); !e.empty()) return e;
   unsigned long long first = none;
-  if (auto e = error_text(cudaMemcpyAsync(&first, sc.first, sizeof first, cudaMemcpyDeviceToHost, st)); !e.empty()) return e;
+  if (auto e =
+          error_text(cudaMemcpyAsync(&first, sc.first, sizeof first, cudaMemcpyDeviceToHost, st));
+      !e.empty())
+    return e;
   if (auto e = error_text(cudaStreamSynchronize(st)); !e.empty()) return e;
   if (first != none) index = static_cast<int64_t>(first);
   return {};

@@ -18,26 +18,28 @@
 
 namespace atrex::problems::cuda {
 
-std::string compare_custom_output(const ResolvedShape& shape, size_t index, std::span<const void* const> candidate,
-                                  std::span<const void* const> reference, double atol, double rtol, void* stream,
-                                  CompareResult& result, bool& supported) {
+std::string compare_custom_output(const ResolvedShape& shape, size_t index,
+                                  std::span<const void* const> candidate,
+                                  std::span<const void* const> reference, double atol, double rtol,
+                                  void* stream, CompareResult& result, bool& supported) {
   result = CompareResult{};
   supported = false;
   if (!shape.def || index >= shape.def->outputs.size() || index >= shape.outputs.size()) return {};
   const OutputCompareFn fn = shape.def->outputs[index].compare;
   constexpr size_t kScale = 1;  // the quantisation operators' scales
   if (fn == &ops::compare_fp8_dequantised<kScale> && shape.outputs.size() > kScale) {
-    return cuda::compare_fp8_dequantised(shape.outputs[index], shape.outputs[kScale], candidate[index],
-                                         candidate[kScale], reference[index], reference[kScale], rtol, stream, result,
-                                         supported);
+    return cuda::compare_fp8_dequantised(shape.outputs[index], shape.outputs[kScale],
+                                         candidate[index], candidate[kScale], reference[index],
+                                         reference[kScale], rtol, stream, result, supported);
   }
   if (fn == &ops::compare_scale_relative) {
     supported = true;
-    return cuda::compare_output(shape.outputs[index], candidate[index], reference[index], 0.0, rtol, stream, result);
+    return cuda::compare_output(shape.outputs[index], candidate[index], reference[index], 0.0, rtol,
+                                stream, result);
   }
   if (fn == &ops::compare_fp8_output) {
-    return cuda::compare_fp8_output(shape.outputs[index], candidate[index], reference[index], atol, rtol, stream,
-                                    result, supported);
+    return cuda::compare_fp8_output(shape.outputs[index], candidate[index], reference[index], atol,
+                                    rtol, stream, result, supported);
   }
   return {};
 }

@@ -27,7 +27,8 @@ __device__ void fold_max(unsigned long long& acc, double v) {
 }
 
 // Combines every thread's figures: per warp by shuffles, then one atomic per warp.
-__device__ void reduce_into(Stats* s, unsigned long long max_abs, unsigned long long max_rel, unsigned long long bad) {
+__device__ void reduce_into(Stats* s, unsigned long long max_abs, unsigned long long max_rel,
+                            unsigned long long bad) {
   for (int o = 16; o > 0; o /= 2) {
     max_abs = max(max_abs, __shfl_down_sync(0xffffffffu, max_abs, o));
     max_rel = max(max_rel, __shfl_down_sync(0xffffffffu, max_rel, o));
@@ -51,11 +52,13 @@ __device__ double fp8e4m3_step(double q) {
 
 // ops::compare_dequantised, element by element: q fp8 [n], scales fp32, one per `per_scale`
 // consecutive elements.
-__global__ void dequantised_pass(const uint8_t* qc, const float* sc, const uint8_t* qr, const float* sr, int64_t n,
-                                 int64_t per_scale, double rtol, Stats* s) {
+__global__ void dequantised_pass(const uint8_t* qc, const float* sc, const uint8_t* qr,
+                                 const float* sr, int64_t n, int64_t per_scale, double rtol,
+                                 Stats* s) {
   unsigned long long max_abs = 0, max_rel = 0, bad = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     const int64_t si = i / per_scale;
     const double vc = num::fp8e4m3_to_float(qc[i]), vr = num::fp8e4m3_to_float(qr[i]);
     const double dc = __dmul_rn(vc, sc[si]), dr = __dmul_rn(vr, sr[si]);
@@ -68,7 +71,8 @@ __global__ void dequantised_pass(const uint8_t* qc, const float* sc, const uint8
       const double diff = fabs(__dsub_rn(dc, dr));
       fold_max(max_abs, diff);
       if (dr != 0) fold_max(max_rel, diff / fabs(dr));
-      const double tol = __dadd_rn(__dmul_rn(fp8e4m3_step(vr), fabsf(sr[si])), __dmul_rn(rtol, fabs(dr)));
+      const double tol =
+          __dadd_rn(__dmul_rn(fp8e4m3_step(vr), fabsf(sr[si])), __dmul_rn(rtol, fabs(dr)));
       ok = diff <= tol;
     }
     if (!ok) ++bad;
@@ -85,21 +89,26 @@ __device__ double fp8_step(double mag) {
 }
 
 // ops::compare_fp8_output, element by element.
-__global__ void fp8_output_pass(const uint8_t* cb, const uint8_t* rb, int64_t n, double atol, double rtol, Stats* s) {
+__global__ void fp8_output_pass(const uint8_t* cb, const uint8_t* rb, int64_t n, double atol,
+                                double rtol, Stats* s) {
   unsigned long long max_abs = 0, max_rel = 0, bad = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     const uint8_t c = cb[i], x = rb[i];
     const bool c_nan = (c & 0x7f) == 0x7f, x_nan = (x & 0x7f) == 0x7f;
     bool ok;
     if (x_nan || c_nan) {
       const bool same_sign = (c & 0x80) == (x & 0x80);
-      ok = same_sign && ((c_nan && x_nan) || (x_nan && (c & 0x7f) == 0x7e) || (c_nan && (x & 0x7f) == 0x7e));
+      ok = same_sign &&
+           ((c_nan && x_nan) || (x_nan && (c & 0x7f) == 0x7e) || (c_nan && (x & 0x7f) == 0x7e));
     } else {
-      const double cv = num::fp8e4m3_to_float(c), xv = num::fp8e4m3_to_float(x), diff = fabs(__dsub_rn(cv, xv));
+      const double cv = num::fp8e4m3_to_float(c), xv = num::fp8e4m3_to_float(x),
+                   diff = fabs(__dsub_rn(cv, xv));
       fold_max(max_abs, diff);
       if (xv != 0) fold_max(max_rel, diff / fabs(xv));
-      const double tol = __dadd_rn(__dadd_rn(atol, __dmul_rn(rtol, fabs(xv))), fp8_step(fmax(fabs(cv), fabs(xv))));
+      const double tol =
+          __dadd_rn(__dadd_rn(atol, __dmul_rn(rtol, fabs(xv))), fp8_step(fmax(fabs(cv), fabs(xv))));
       ok = !(diff > tol);
     }
     if (!ok) ++bad;
@@ -108,11 +117,13 @@ __global__ void fp8_output_pass(const uint8_t* cb, const uint8_t* rb, int64_t n,
 }
 
 std::string error_text(cudaError_t e) {
-  return e == cudaSuccess ? std::string() : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  return e == cudaSuccess ? std::string()
+                          : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 
 unsigned grid_for(int64_t n, int threads) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 4096)));
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 4096)));
 }
 
 // Device scratch for the reductions, allocated once per process.
@@ -135,7 +146,9 @@ std::string run_pass(void* stream, CompareResult& result, const Launch& launch) 
   launch(stats, st);
   if (auto e = error_text(cudaGetLastError()); !e.empty()) return e;
   Stats host{};
-  if (auto e = error_text(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDeviceToHost, st)); !e.empty()) return e;
+  if (auto e = error_text(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDeviceToHost, st));
+      !e.empty())
+    return e;
   if (auto e = error_text(cudaStreamSynchronize(st)); !e.empty()) return e;
   auto as_double = [](unsigned long long b) {
     double d;
@@ -152,9 +165,10 @@ std::string run_pass(void* stream, CompareResult& result, const Launch& launch) 
 
 }  // namespace
 
-std::string compare_fp8_dequantised(const TensorDesc& q, const TensorDesc& scale, const void* q_cand,
-                                    const void* scale_cand, const void* q_ref, const void* scale_ref, double rtol,
-                                    void* stream, CompareResult& result, bool& supported) {
+std::string compare_fp8_dequantised(const TensorDesc& q, const TensorDesc& scale,
+                                    const void* q_cand, const void* scale_cand, const void* q_ref,
+                                    const void* scale_ref, double rtol, void* stream,
+                                    CompareResult& result, bool& supported) {
   result = CompareResult{};
   supported = false;
   const int64_t n = q.numel(), scales = scale.numel();
@@ -168,20 +182,21 @@ std::string compare_fp8_dequantised(const TensorDesc& q, const TensorDesc& scale
   const int64_t per_scale = n / scales;
   return run_pass(stream, result, [&](Stats* s, cudaStream_t st) {
     dequantised_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(
-        static_cast<const uint8_t*>(q_cand), static_cast<const float*>(scale_cand), static_cast<const uint8_t*>(q_ref),
-        static_cast<const float*>(scale_ref), n, per_scale, rtol, s);
+        static_cast<const uint8_t*>(q_cand), static_cast<const float*>(scale_cand),
+        static_cast<const uint8_t*>(q_ref), static_cast<const float*>(scale_ref), n, per_scale,
+        rtol, s);
   });
 }
 
-std::string compare_fp8_output(const TensorDesc& d, const void* cand, const void* ref, double atol, double rtol,
-                               void* stream, CompareResult& result, bool& supported) {
+std::string compare_fp8_output(const TensorDesc& d, const void* cand, const void* ref, double atol,
+                               double rtol, void* stream, CompareResult& result, bool& supported) {
   result = CompareResult{};
   supported = d.dtype == DType::kFP8E4M3;
   const int64_t n = d.numel();
   if (!supported || n == 0) return {};
   return run_pass(stream, result, [&](Stats* s, cudaStream_t st) {
-    fp8_output_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(static_cast<const uint8_t*>(cand),
-                                                                static_cast<const uint8_t*>(ref), n, atol, rtol, s);
+    fp8_output_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(
+        static_cast<const uint8_t*>(cand), static_cast<const uint8_t*>(ref), n, atol, rtol, s);
   });
 }
 

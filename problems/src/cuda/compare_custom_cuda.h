@@ -18,13 +18,14 @@ namespace atrex::problems::cuda {
 
 // ops::compare_dequantised: q fp8 e4m3 [.., H], scales fp32, one per q.numel() / scale.numel()
 // consecutive elements (a row or a group).
-std::string compare_fp8_dequantised(const TensorDesc& q, const TensorDesc& scale, const void* q_cand,
-                                    const void* scale_cand, const void* q_ref, const void* scale_ref, double rtol,
-                                    void* stream, CompareResult& result, bool& supported);
+std::string compare_fp8_dequantised(const TensorDesc& q, const TensorDesc& scale,
+                                    const void* q_cand, const void* scale_cand, const void* q_ref,
+                                    const void* scale_ref, double rtol, void* stream,
+                                    CompareResult& result, bool& supported);
 
 // ops::compare_fp8_output: fp8 e4m3 outputs, allclose widened by one fp8 step, NaN (torch's
 // overflow) only next to NaN or ±448 of the same sign.
-std::string compare_fp8_output(const TensorDesc& d, const void* cand, const void* ref, double atol, double rtol,
-                               void* stream, CompareResult& result, bool& supported);
+std::string compare_fp8_output(const TensorDesc& d, const void* cand, const void* ref, double atol,
+                               double rtol, void* stream, CompareResult& result, bool& supported);
 
 }  // namespace atrex::problems::cuda

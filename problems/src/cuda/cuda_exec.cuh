@@ -16,7 +16,8 @@ namespace atrex::problems::cuda {
 template <class F>
 __global__ void for_each_kernel(F f, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) f(i);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    f(i);
 }
 
 // Runs a host/device functor f(i) for i in [0, n) on the GPU (naive but parallel: the

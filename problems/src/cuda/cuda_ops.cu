@@ -25,17 +25,20 @@ const CudaRefTable& references() {
 
 std::string last_error() {
   cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? std::string() : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  return e == cudaSuccess ? std::string()
+                          : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 
 }  // namespace
 
-std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t seed, void* device_data, void* stream,
-                           int scale_exponent) {
+std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t seed,
+                           void* device_data, void* stream, int scale_exponent) {
   const TensorSpec& spec = shape.def->inputs[index];
-  if (spec.generate) {  // structured inputs are drawn on the device when they can be, else on the host and copied
+  if (spec.generate) {  // structured inputs are drawn on the device when they can be, else on the
+                        // host and copied
     std::string error;
-    if (generate_input_on_device(shape, index, seed, device_data, static_cast<cudaStream_t>(stream), error)) {
+    if (generate_input_on_device(shape, index, seed, device_data, static_cast<cudaStream_t>(stream),
+                                 error)) {
       return error;
     }
     // Left uninitialised: every structured generator writes each byte of its tensor, and
@@ -46,17 +49,26 @@ std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t se
     cudaError_t e = cudaMemcpyAsync(device_data, host.get(), bytes, cudaMemcpyHostToDevice,
                                     static_cast<cudaStream_t>(stream));
     if (e == cudaSuccess) e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
-    return e == cudaSuccess ? std::string() : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    return e == cudaSuccess ? std::string()
+                            : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
   }
   const Distribution& d = spec.distribution;
-  GenerateFn f{d.kind, static_cast<float>(d.scale), static_cast<float>(d.offset), d.lo, d.hi,
-               gen_dtype(spec.dtype), device_data, seed, input_stream_id(index), std::ldexp(1.0f, scale_exponent)};
+  GenerateFn f{d.kind,
+               static_cast<float>(d.scale),
+               static_cast<float>(d.offset),
+               d.lo,
+               d.hi,
+               gen_dtype(spec.dtype),
+               device_data,
+               seed,
+               input_stream_id(index),
+               std::ldexp(1.0f, scale_exponent)};
   CudaExec{static_cast<cudaStream_t>(stream)}.for_each(shape.inputs[index].numel(), f);
   return last_error();
 }
 
-std::string reference(const ResolvedShape& shape, std::span<const void* const> in, std::span<void* const> out,
-                      void* stream) {
+std::string reference(const ResolvedShape& shape, std::span<const void* const> in,
+                      std::span<void* const> out, void* stream) {
   auto it = references().find(shape.def->name);
   if (it == references().end()) return "no CUDA reference for operator " + shape.def->name;
   it->second(CudaExec{static_cast<cudaStream_t>(stream)}, shape, in.data(), out.data());

@@ -17,8 +17,8 @@ inline constexpr int kMoeTileK = 32;  // reduction step
 // The slot tile `tile` of the expert-major routing: expert e's slots [offset[e], offset[e+1])
 // in tiles of 64, experts in order. False past the last tile (the grid is an upper bound:
 // ceil(slots / 64) + E tiles, so no host round trip is needed for the counts).
-__device__ inline bool moe_slot_tile(const int64_t* offset, int64_t experts, int64_t tile, int64_t& e, int64_t& s0,
-                                     int64_t& s1) {
+__device__ inline bool moe_slot_tile(const int64_t* offset, int64_t experts, int64_t tile,
+                                     int64_t& e, int64_t& s0, int64_t& s1) {
   int64_t first = 0;
   for (e = 0; e < experts; ++e) {
     const int64_t n = (offset[e + 1] - offset[e] + kMoeTile - 1) / kMoeTile;
@@ -63,8 +63,9 @@ struct MoeExpertRows {
 // c[slot, col] = sum_k a(slot, k) * b(e, col, k) over the slot tiles (blockIdx.x) and 64-column
 // tiles (blockIdx.y); 256 threads, 4 x 4 outputs each.
 template <class A, class B>
-__global__ void __launch_bounds__(256) moe_grouped_gemm_kernel(const int64_t* offset, int64_t experts, A a, B b,
-                                                               int64_t kdim, int64_t ncols, float* c) {
+__global__ void __launch_bounds__(256)
+    moe_grouped_gemm_kernel(const int64_t* offset, int64_t experts, A a, B b, int64_t kdim,
+                            int64_t ncols, float* c) {
   __shared__ float as[kMoeTileK][kMoeTile + 1];
   __shared__ float bs[kMoeTileK][kMoeTile + 1];
   int64_t e, s0, s1;
@@ -107,7 +108,7 @@ __global__ void __launch_bounds__(256) moe_grouped_gemm_kernel(const int64_t* of
 struct MoeSiluMul {
   const float* h1;  // [slots, 2N]
   int64_t inter;
-  float* act;       // [slots, N]
+  float* act;  // [slots, N]
   __device__ void operator()(int64_t i) const {
     const int64_t slot = i / inter, n = i % inter;
     act[i] = ops::silu_f32(h1[slot * 2 * inter + n]) * h1[slot * 2 * inter + inter + n];
@@ -115,47 +116,58 @@ struct MoeSiluMul {
 };
 
 template <class Op>
-void fused_moe_tiled(const CudaExec& ex, Op x, Op w1, Op w2, const float* weights, const int32_t* ids, int64_t tokens,
-                     int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, float* out_f32,
-                     uint8_t* out_fp8) {
+void fused_moe_tiled(const CudaExec& ex, Op x, Op w1, Op w2, const float* weights,
+                     const int32_t* ids, int64_t tokens, int64_t hidden, int64_t inter,
+                     int64_t experts, int64_t top_k, float* out_f32, uint8_t* out_fp8) {
   const int64_t slots = tokens * top_k;
   ops::Routing<CudaExec> route(ex, ids, slots, experts);
-  ops::ScratchBuffer<CudaExec> h1(ex, static_cast<size_t>(slots) * static_cast<size_t>(2 * inter) * sizeof(float));
-  ops::ScratchBuffer<CudaExec> act(ex, static_cast<size_t>(slots) * static_cast<size_t>(inter) * sizeof(float));
-  ops::ScratchBuffer<CudaExec> y(ex, static_cast<size_t>(slots) * static_cast<size_t>(hidden) * sizeof(float));
+  ops::ScratchBuffer<CudaExec> h1(
+      ex, static_cast<size_t>(slots) * static_cast<size_t>(2 * inter) * sizeof(float));
+  ops::ScratchBuffer<CudaExec> act(
+      ex, static_cast<size_t>(slots) * static_cast<size_t>(inter) * sizeof(float));
+  ops::ScratchBuffer<CudaExec> y(
+      ex, static_cast<size_t>(slots) * static_cast<size_t>(hidden) * sizeof(float));
   if (!route.buf || !h1 || !act || !y) return;
   const auto tiles = static_cast<unsigned>((slots + kMoeTile - 1) / kMoeTile + experts);
   if (slots > 0) {
     const dim3 g1(tiles, static_cast<unsigned>((2 * inter + kMoeTile - 1) / kMoeTile));
-    moe_grouped_gemm_kernel<<<g1, 256, 0, ex.stream>>>(route.offset, experts, MoeTokenRows<Op>{x, route.pair_at, top_k},
-                                                       MoeExpertRows<Op>{w1, 2 * inter}, hidden, 2 * inter,
-                                                       h1.as<float>());
+    moe_grouped_gemm_kernel<<<g1, 256, 0, ex.stream>>>(
+        route.offset, experts, MoeTokenRows<Op>{x, route.pair_at, top_k},
+        MoeExpertRows<Op>{w1, 2 * inter}, hidden, 2 * inter, h1.as<float>());
     ex.for_each(slots * inter, MoeSiluMul{h1.as<float>(), inter, act.as<float>()});
     const dim3 g2(tiles, static_cast<unsigned>((hidden + kMoeTile - 1) / kMoeTile));
-    moe_grouped_gemm_kernel<<<g2, 256, 0, ex.stream>>>(route.offset, experts, MoeActRows{act.as<float>(), inter},
-                                                       MoeExpertRows<Op>{w2, hidden}, inter, hidden, y.as<float>());
+    moe_grouped_gemm_kernel<<<g2, 256, 0, ex.stream>>>(
+        route.offset, experts, MoeActRows{act.as<float>(), inter}, MoeExpertRows<Op>{w2, hidden},
+        inter, hidden, y.as<float>());
   }
-  ex.for_each(tokens * hidden, ops::MoeCombine{y.as<float>(), weights, route.slot_of, top_k, hidden, out_f32, out_fp8});
+  ex.for_each(tokens * hidden, ops::MoeCombine{y.as<float>(), weights, route.slot_of, top_k, hidden,
+                                               out_f32, out_fp8});
 }
 
-inline void fused_moe_cuda(const CudaExec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+inline void fused_moe_cuda(const CudaExec& ex, const ResolvedShape& s, const void* const* in,
+                           void* const* out) {
   const int64_t hidden = s.int_param("hidden_size"), inter = s.int_param("intermediate_size");
   fused_moe_tiled(ex, ops::Bf16Operand{static_cast<const uint16_t*>(in[0]), hidden, hidden},
                   ops::Bf16Operand{static_cast<const uint16_t*>(in[1]), hidden, hidden},
-                  ops::Bf16Operand{static_cast<const uint16_t*>(in[2]), inter, inter}, static_cast<const float*>(in[3]),
-                  static_cast<const int32_t*>(in[4]), s.int_param("token_count"), hidden, inter,
-                  s.int_param("num_experts"), s.int_param("top_k"), static_cast<float*>(out[0]), nullptr);
+                  ops::Bf16Operand{static_cast<const uint16_t*>(in[2]), inter, inter},
+                  static_cast<const float*>(in[3]), static_cast<const int32_t*>(in[4]),
+                  s.int_param("token_count"), hidden, inter, s.int_param("num_experts"),
+                  s.int_param("top_k"), static_cast<float*>(out[0]), nullptr);
 }
 
-inline void fp8_blockscale_fused_moe_cuda(const CudaExec& ex, const ResolvedShape& s, const void* const* in,
-                                          void* const* out) {
+inline void fp8_blockscale_fused_moe_cuda(const CudaExec& ex, const ResolvedShape& s,
+                                          const void* const* in, void* const* out) {
   const int64_t hidden = s.int_param("hidden_size"), inter = s.int_param("intermediate_size");
   const int64_t bn = s.int_param("scale_block_n"), bk = s.int_param("scale_block_k");
-  const ops::Fp8BlockOperand x{static_cast<const uint8_t*>(in[0]), static_cast<const float*>(in[5]), hidden, bk, 1};
-  const ops::Fp8BlockOperand w1{static_cast<const uint8_t*>(in[1]), static_cast<const float*>(in[6]), hidden, bk, bn};
-  const ops::Fp8BlockOperand w2{static_cast<const uint8_t*>(in[2]), static_cast<const float*>(in[7]), inter, bn, bk};
-  fused_moe_tiled(ex, x, w1, w2, static_cast<const float*>(in[3]), static_cast<const int32_t*>(in[4]),
-                  s.int_param("token_count"), hidden, inter, s.int_param("num_experts"), s.int_param("top_k"), nullptr,
+  const ops::Fp8BlockOperand x{static_cast<const uint8_t*>(in[0]), static_cast<const float*>(in[5]),
+                               hidden, bk, 1};
+  const ops::Fp8BlockOperand w1{static_cast<const uint8_t*>(in[1]),
+                                static_cast<const float*>(in[6]), hidden, bk, bn};
+  const ops::Fp8BlockOperand w2{static_cast<const uint8_t*>(in[2]),
+                                static_cast<const float*>(in[7]), inter, bn, bk};
+  fused_moe_tiled(ex, x, w1, w2, static_cast<const float*>(in[3]),
+                  static_cast<const int32_t*>(in[4]), s.int_param("token_count"), hidden, inter,
+                  s.int_param("num_experts"), s.int_param("top_k"), nullptr,
                   static_cast<uint8_t*>(out[0]));
 }
 

@@ -1,7 +1,7 @@
 // CUDA references of operator group "moe_gemm" (see ../ops/moe_gemm_defs.cpp): the shared
 // functors run by CudaExec, with stream-ordered scratch for routing tables and intermediates;
-// block_scaled_mm has a tiled kernel of its own (block_scaled_mm_cuda.cuh), bit-identical to its functor;
-// the fused MoEs tiled grouped GEMMs with fp32 accumulation (moe_fused_cuda.cuh).
+// block_scaled_mm has a tiled kernel of its own (block_scaled_mm_cuda.cuh), bit-identical to its
+// functor; the fused MoEs tiled grouped GEMMs with fp32 accumulation (moe_fused_cuda.cuh).
 #include "../ops/moe_gemm_block_mm.h"
 #include "../ops/moe_gemm_fused.h"
 #include "../ops/moe_gemm_routing.h"

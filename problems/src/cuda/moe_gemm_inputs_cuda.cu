@@ -16,7 +16,8 @@ namespace atrex::problems::cuda {
 namespace {
 
 std::string error_text(cudaError_t e) {
-  return e == cudaSuccess ? std::string() : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  return e == cudaSuccess ? std::string()
+                          : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 
 // The Box-Muller tables in device memory, built and copied once per process (~400 MB).
@@ -33,8 +34,10 @@ const DeviceTables& device_tables() {
     float* a = nullptr;
     cudaError_t e = cudaMalloc(&r, radius.size() * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(&a, angle.size() * sizeof(float));
-    if (e == cudaSuccess) e = cudaMemcpy(r, radius.data(), radius.size() * sizeof(float), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaMemcpy(a, angle.data(), angle.size() * sizeof(float), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+      e = cudaMemcpy(r, radius.data(), radius.size() * sizeof(float), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+      e = cudaMemcpy(a, angle.data(), angle.size() * sizeof(float), cudaMemcpyHostToDevice);
     d.error = error_text(e);
     d.tables = {r, a};
     return d;
@@ -55,8 +58,8 @@ __device__ __forceinline__ float finish_value(const ops::BlockQuantSource& src, 
   if (src.mul != 1.0f) x = num::round_bf16(__fmul_rn(x, src.mul));
   return x;
 }
-__device__ __forceinline__ float normal_at(const ops::BoxMullerTables& t, const ops::BlockQuantSource& src,
-                                           uint64_t i) {
+__device__ __forceinline__ float normal_at(const ops::BoxMullerTables& t,
+                                           const ops::BlockQuantSource& src, uint64_t i) {
   float a, b;
   t.pair(ops::counter_hash(src.seed, src.stream, i / 2), a, b);
   return (i & 1) ? b : a;
@@ -65,8 +68,9 @@ __device__ __forceinline__ float normal_at(const ops::BoxMullerTables& t, const 
 // Elements l and l + 1 (row-major within block (br, bc)): their flat indices and values. When
 // the rows and blocks have even widths, l even shares one hash with l + 1 (normal_pair).
 // Returns false when l + 1 lies past the block.
-__device__ __forceinline__ bool draw_two(const ops::BoxMullerTables& t, const ops::BlockQuantSource& src, int64_t br,
-                                         int64_t bc, int64_t l, int64_t per, int64_t idx[2], float x[2]) {
+__device__ __forceinline__ bool draw_two(const ops::BoxMullerTables& t,
+                                         const ops::BlockQuantSource& src, int64_t br, int64_t bc,
+                                         int64_t l, int64_t per, int64_t idx[2], float x[2]) {
   const bool two = l + 1 < per;
   for (int j = 0; j < (two ? 2 : 1); ++j) {
     const int64_t r = (l + j) / src.block_c, c = (l + j) % src.block_c;
@@ -95,8 +99,9 @@ __device__ float block_max(float m, float* red) {
 
 // One CUDA block per quantisation block (grid-stride): pass 1 the block's max and scale, pass 2
 // (when q is set) the fp8 values, recomputed rather than stored. blockDim: a multiple of 32.
-__global__ void __launch_bounds__(256) block_quant_kernel(ops::BlockQuantSource src, ops::BoxMullerTables t,
-                                                          uint8_t* q, float* scales) {
+__global__ void __launch_bounds__(256)
+    block_quant_kernel(ops::BlockQuantSource src, ops::BoxMullerTables t, uint8_t* q,
+                       float* scales) {
   __shared__ float red[8];
   const int64_t nbc = src.cols / src.block_c, nblocks = src.rows / src.block_r * nbc;
   const int64_t per = src.block_r * src.block_c;
@@ -105,22 +110,27 @@ __global__ void __launch_bounds__(256) block_quant_kernel(ops::BlockQuantSource 
   for (int64_t b = blockIdx.x; b < nblocks; b += gridDim.x) {
     const int64_t br = b / nbc, bc = b % nbc;
     float m = src.signed_max ? -INFINITY : 0.0f;
-    for (int64_t l = 2 * static_cast<int64_t>(threadIdx.x); l < per; l += 2 * static_cast<int64_t>(blockDim.x)) {
+    for (int64_t l = 2 * static_cast<int64_t>(threadIdx.x); l < per;
+         l += 2 * static_cast<int64_t>(blockDim.x)) {
       const bool two = draw_two(t, src, br, bc, l, per, idx, x);
-      for (int j = 0; j < (two ? 2 : 1); ++j) m = src.signed_max ? max_of(m, x[j]) : max_of(m, fabsf(x[j]));
+      for (int j = 0; j < (two ? 2 : 1); ++j)
+        m = src.signed_max ? max_of(m, x[j]) : max_of(m, fabsf(x[j]));
     }
     m = block_max(m, red);
     const float s = max_of(__fdiv_rn(max_of(m, src.amax_floor), ops::kFp8Max), src.scale_floor);
     if (scales && threadIdx.x == 0) scales[b] = s;
     if (!q) continue;
-    for (int64_t l = 2 * static_cast<int64_t>(threadIdx.x); l < per; l += 2 * static_cast<int64_t>(blockDim.x)) {
+    for (int64_t l = 2 * static_cast<int64_t>(threadIdx.x); l < per;
+         l += 2 * static_cast<int64_t>(blockDim.x)) {
       const bool two = draw_two(t, src, br, bc, l, per, idx, x);
-      for (int j = 0; j < (two ? 2 : 1); ++j) q[idx[j]] = num::float_to_fp8e4m3(clamp_fp8(__fdiv_rn(x[j], s)));
+      for (int j = 0; j < (two ? 2 : 1); ++j)
+        q[idx[j]] = num::float_to_fp8e4m3(clamp_fp8(__fdiv_rn(x[j], s)));
     }
   }
 }
 
-std::string block_quant_on_device(const ops::BlockQuantSource& src, uint8_t* q, float* scales, cudaStream_t stream) {
+std::string block_quant_on_device(const ops::BlockQuantSource& src, uint8_t* q, float* scales,
+                                  cudaStream_t stream) {
   const DeviceTables& dt = device_tables();
   if (!dt.error.empty()) return dt.error;
   const int64_t nblocks = src.blocks();
@@ -138,15 +148,20 @@ bool generate_input_on_device(const ResolvedShape& shape, size_t index, uint64_t
                               cudaStream_t stream, std::string& error) {
   const std::string& op = shape.def->name;
   if (op == "fp8_blockscale_fused_moe" && index <= 2) {
-    error = block_quant_on_device(ops::fp8_moe_source(shape, index, seed), static_cast<uint8_t*>(data), nullptr, stream);
+    error = block_quant_on_device(ops::fp8_moe_source(shape, index, seed),
+                                  static_cast<uint8_t*>(data), nullptr, stream);
   } else if (op == "fp8_blockscale_fused_moe" && index >= 5 && index <= 7) {
-    error = block_quant_on_device(ops::fp8_moe_source(shape, index - 5, seed), nullptr, static_cast<float*>(data), stream);
+    error = block_quant_on_device(ops::fp8_moe_source(shape, index - 5, seed), nullptr,
+                                  static_cast<float*>(data), stream);
   } else if (op == "block_scaled_mm" && index <= 1) {
-    error = block_quant_on_device(ops::block_mm_source(shape, index, seed), static_cast<uint8_t*>(data), nullptr, stream);
+    error = block_quant_on_device(ops::block_mm_source(shape, index, seed),
+                                  static_cast<uint8_t*>(data), nullptr, stream);
   } else if (op == "block_scaled_mm" && index <= 3) {
-    error = block_quant_on_device(ops::block_mm_source(shape, index - 2, seed), nullptr, static_cast<float*>(data), stream);
+    error = block_quant_on_device(ops::block_mm_source(shape, index - 2, seed), nullptr,
+                                  static_cast<float*>(data), stream);
   } else if (op == "fused_moe" && (index == 1 || index == 2)) {
-    CudaExec{stream}.for_each(shape.inputs[index].numel(), ops::fused_moe_weight_fn(shape, index, seed, data));
+    CudaExec{stream}.for_each(shape.inputs[index].numel(),
+                              ops::fused_moe_weight_fn(shape, index, seed, data));
     error = error_text(cudaGetLastError());
   } else {
     return false;

@@ -8,8 +8,9 @@
 
 namespace atrex::problems::ops {
 
-// x: [N, 2d] -> out: [N, d]; act = bf16(silu(float(x[:, :d]))); out = bf16(float(act) * float(x[:, d:2d])).
-// silu(z) = z / (1 + exp(-z)) in fp32. An odd last dim uses d = floor(cols / 2) as torch does.
+// x: [N, 2d] -> out: [N, d]; act = bf16(silu(float(x[:, :d]))); out = bf16(float(act) * float(x[:,
+// d:2d])). silu(z) = z / (1 + exp(-z)) in fp32. An odd last dim uses d = floor(cols / 2) as torch
+// does.
 struct SiluAndMulRow {
   const uint16_t* x;
   uint16_t* out;
@@ -43,18 +44,22 @@ struct MoeSumReduceRow {
 };
 
 template <class Exec>
-void silu_and_mul_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void silu_and_mul_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                            void* const* out) {
   const auto& xin = s.inputs[0];
   const int64_t cols = xin.dims.back();
   const int64_t rows = xin.numel() / cols;
-  SiluAndMulRow f{static_cast<const uint16_t*>(in[0]), static_cast<uint16_t*>(out[0]), cols, cols / 2};
+  SiluAndMulRow f{static_cast<const uint16_t*>(in[0]), static_cast<uint16_t*>(out[0]), cols,
+                  cols / 2};
   ex.for_each(rows, f);
 }
 
 template <class Exec>
-void moe_sum_reduce_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
-  MoeSumReduceRow f{static_cast<const uint16_t*>(in[0]), static_cast<uint16_t*>(out[0]), s.int_param("top_k"),
-                    s.int_param("hidden_size"), static_cast<float>(s.float_param("routed_scaling_factor"))};
+void moe_sum_reduce_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                              void* const* out) {
+  MoeSumReduceRow f{static_cast<const uint16_t*>(in[0]), static_cast<uint16_t*>(out[0]),
+                    s.int_param("top_k"), s.int_param("hidden_size"),
+                    static_cast<float>(s.float_param("routed_scaling_factor"))};
   ex.for_each(s.int_param("token_count"), f);
 }
 

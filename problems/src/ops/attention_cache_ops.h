@@ -32,12 +32,13 @@ struct ReshapeAndCacheElement {
 };
 
 template <class Exec>
-void reshape_and_cache_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void reshape_and_cache_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                                 void* const* out) {
   const auto& key = s.inputs[0];
   const auto& cache = s.inputs[2];
   ReshapeAndCacheElement f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                           static_cast<const int64_t*>(in[4]), static_cast<uint16_t*>(out[0]),
-                           static_cast<uint16_t*>(out[1]), key.dims[1] * key.dims[2],
+                           static_cast<const int64_t*>(in[4]),  static_cast<uint16_t*>(out[0]),
+                           static_cast<uint16_t*>(out[1]),      key.dims[1] * key.dims[2],
                            cache.dims[0] * cache.dims[1]};
   ex.for_each(key.numel(), f);
 }

@@ -29,8 +29,12 @@ struct PagedKv {
     const int64_t base = (block * kv_heads + kv_head) * dim * block_size;
     return Row{base + pos * 8, base + pos};
   }
-  ATREX_HD float key(const Row& r, int i) const { return load_half(k, r.k + (i / 8) * block_size * 8 + i % 8, fp16); }
-  ATREX_HD float value(const Row& r, int i) const { return load_half(v, r.v + static_cast<int64_t>(i) * block_size, fp16); }
+  ATREX_HD float key(const Row& r, int i) const {
+    return load_half(k, r.k + (i / 8) * block_size * 8 + i % 8, fp16);
+  }
+  ATREX_HD float value(const Row& r, int i) const {
+    return load_half(v, r.v + static_cast<int64_t>(i) * block_size, fp16);
+  }
 };
 
 // query: [B, Hq, d]; out[s, h] = SDPA of query[s, h] over the seq_lens[s] keys of sequence s
@@ -53,8 +57,8 @@ struct PagedAttentionDecodeRow {
     if (n_keys > max_blocks * block_size) n_keys = max_blocks * block_size;
     float qf[kAttnMaxHeadDim], o[kAttnMaxHeadDim];
     for (int64_t i = 0; i < dim; ++i) qf[i] = load_half(query, base + i, fp16);
-    PagedKv src{k_cache, v_cache, block_tables + s * max_blocks, block_size, kv_heads, dim,
-                h / (q_heads / kv_heads), fp16};
+    PagedKv src{k_cache,  v_cache, block_tables + s * max_blocks, block_size,
+                kv_heads, dim,     h / (q_heads / kv_heads),      fp16};
     const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(dim)));
     attend_row(src, qf, static_cast<int>(dim), static_cast<int>(dim), n_keys, scale, o);
     for (int64_t i = 0; i < dim; ++i) out[base + i] = store_half(o[i], fp16);
@@ -98,11 +102,18 @@ void paged_attention_decode_reference(const Exec& ex, const ResolvedShape& s, co
                                       void* const* out) {
   const auto& query = s.inputs[0];
   const auto& v_cache = s.inputs[2];
-  PagedAttentionDecodeRow f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                            static_cast<const uint16_t*>(in[2]), static_cast<const int32_t*>(in[3]),
-                            static_cast<const int32_t*>(in[4]), static_cast<uint16_t*>(out[0]),
-                            query.dims[1], v_cache.dims[1], query.dims[2], v_cache.dims[3],
-                            s.inputs[3].dims[1], query.dtype == DType::kF16};
+  PagedAttentionDecodeRow f{static_cast<const uint16_t*>(in[0]),
+                            static_cast<const uint16_t*>(in[1]),
+                            static_cast<const uint16_t*>(in[2]),
+                            static_cast<const int32_t*>(in[3]),
+                            static_cast<const int32_t*>(in[4]),
+                            static_cast<uint16_t*>(out[0]),
+                            query.dims[1],
+                            v_cache.dims[1],
+                            query.dims[2],
+                            v_cache.dims[3],
+                            s.inputs[3].dims[1],
+                            query.dtype == DType::kF16};
   ex.for_each(query.dims[0] * query.dims[1], f);
 }
 
@@ -110,8 +121,12 @@ template <class Exec>
 void mla_decode_attention_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
                                     void* const* out) {
   const auto& q = s.inputs[0];
-  MlaDecodeRow f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                 static_cast<const int32_t*>(in[2]), static_cast<uint16_t*>(out[0]), q.dims[1], q.dims[2],
+  MlaDecodeRow f{static_cast<const uint16_t*>(in[0]),
+                 static_cast<const uint16_t*>(in[1]),
+                 static_cast<const int32_t*>(in[2]),
+                 static_cast<uint16_t*>(out[0]),
+                 q.dims[1],
+                 q.dims[2],
                  s.outputs[0].dims[2]};
   ex.for_each(q.dims[0] * q.dims[1], f);
 }

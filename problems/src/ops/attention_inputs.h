@@ -31,42 +31,51 @@ inline Result<SeqLens> seq_lens_of(const ResolvedShape& s) {
   if (r.sum < 1) return invalid_input("parameter \"seq_lens\": needs at least one token");
   return r;
 }
-inline int64_t seq_len(const ResolvedShape& s, size_t i) { return s.params.at("seq_lens")[i].get<int64_t>(); }
+inline int64_t seq_len(const ResolvedShape& s, size_t i) {
+  return s.params.at("seq_lens")[i].get<int64_t>();
+}
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // [0, l0, l0 + l1, ...]: input.py's cu_seqlens (both q and k for attention_forward).
 inline void cu_seqlens(const ResolvedShape& s, size_t index, uint64_t /*seed*/, void* data) {
   auto* out = static_cast<int32_t*>(data);
   out[0] = 0;
-  for (int64_t i = 0; i + 1 < s.inputs[index].dims[0]; ++i) out[i + 1] = out[i] + static_cast<int32_t>(seq_len(s, i));
+  for (int64_t i = 0; i + 1 < s.inputs[index].dims[0]; ++i)
+    out[i + 1] = out[i] + static_cast<int32_t>(seq_len(s, i));
 }
 
 // seqused_k = seq_lens (every query sequence attends its own tokens: q_len == kv_len).
 inline void seq_lens_copy(const ResolvedShape& s, size_t index, uint64_t /*seed*/, void* data) {
   auto* out = static_cast<int32_t*>(data);
-  for (int64_t i = 0; i < s.inputs[index].dims[0]; ++i) out[i] = static_cast<int32_t>(seq_len(s, i));
+  for (int64_t i = 0; i < s.inputs[index].dims[0]; ++i)
+    out[i] = static_cast<int32_t>(seq_len(s, i));
 }
 
 // seq_lens = ctx_len for every sequence (paged_attention_decode, mla_decode_attention).
 inline void seq_lens_ctx_len(const ResolvedShape& s, size_t index, uint64_t /*seed*/, void* data) {
   auto* out = static_cast<int32_t*>(data);
-  for (int64_t i = 0; i < s.inputs[index].dims[0]; ++i) out[i] = static_cast<int32_t>(s.int_param("ctx_len"));
+  for (int64_t i = 0; i < s.inputs[index].dims[0]; ++i)
+    out[i] = static_cast<int32_t>(s.int_param("ctx_len"));
 }
 
 // unified_attention block_table [num_seqs, max_num_blocks]: sequence i owns blocks
 // i * max_num_blocks + b for the ceil(len / bs) blocks it needs; the rest of the row is 0.
-inline void unified_block_table(const ResolvedShape& s, size_t index, uint64_t /*seed*/, void* data) {
+inline void unified_block_table(const ResolvedShape& s, size_t index, uint64_t /*seed*/,
+                                void* data) {
   auto* out = static_cast<int32_t*>(data);
   const int64_t rows = s.inputs[index].dims[0], cols = s.inputs[index].dims[1];
   const int64_t bs = s.int_param("block_size");
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t needed = ceil_div(seq_len(s, i), bs);
-    for (int64_t b = 0; b < cols; ++b) out[i * cols + b] = b < needed ? static_cast<int32_t>(i * cols + b) : 0;
+    for (int64_t b = 0; b < cols; ++b)
+      out[i * cols + b] = b < needed ? static_cast<int32_t>(i * cols + b) : 0;
   }
 }
 
-// paged_attention_decode block_tables [num_seqs, max_blocks]: block_tables[i, j] = i * max_blocks + j.
-inline void paged_block_tables(const ResolvedShape& s, size_t index, uint64_t /*seed*/, void* data) {
+// paged_attention_decode block_tables [num_seqs, max_blocks]: block_tables[i, j] = i * max_blocks +
+// j.
+inline void paged_block_tables(const ResolvedShape& s, size_t index, uint64_t /*seed*/,
+                               void* data) {
   auto* out = static_cast<int32_t*>(data);
   const int64_t n = s.inputs[index].numel();
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(i);
@@ -86,8 +95,9 @@ inline void zeros(const ResolvedShape& s, size_t index, uint64_t /*seed*/, void*
 // randn in the dtype the shape resolved to (paged_attention_decode's `dtype` parameter picks
 // bf16 or fp16; TensorSpec::distribution would draw in the spec's fixed dtype).
 inline void randn_resolved_dtype(const ResolvedShape& s, size_t index, uint64_t seed, void* data) {
-  GenerateFn f{Distribution::kNormal, 1.0f, 0.0f, 0.0, 1.0, gen_dtype(s.inputs[index].dtype), data, seed,
-               input_stream_id(index)};
+  GenerateFn f{
+      Distribution::kNormal, 1.0f, 0.0f, 0.0, 1.0, gen_dtype(s.inputs[index].dtype), data, seed,
+      input_stream_id(index)};
   parallel_for_cpu(s.inputs[index].numel(), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) f(i);
   });

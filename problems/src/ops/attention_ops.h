@@ -34,13 +34,16 @@ inline constexpr int kMlaMaxVDim = 512;
 ATREX_HD float load_half(const uint16_t* p, int64_t i, bool fp16) {
   return fp16 ? num::fp16_to_float(p[i]) : num::bf16_to_float(p[i]);
 }
-ATREX_HD uint16_t store_half(float f, bool fp16) { return fp16 ? num::float_to_fp16(f) : num::float_to_bf16(f); }
+ATREX_HD uint16_t store_half(float f, bool fp16) {
+  return fp16 ? num::float_to_fp16(f) : num::float_to_bf16(f);
+}
 
 // o[0, dv) = softmax(scale * q·K^T) V over keys j < n_keys of `src` (fp32 throughout, like
 // torch's fp32 SDPA). Src: row(j) locates key j; key(row, i) / value(row, i) read element i as
 // float. n_keys == 0 gives zeros (torch's matmul over an empty key dim).
 template <class Src>
-ATREX_HD void attend_row(const Src& src, const float* q, int dk, int dv, int64_t n_keys, float scale, float* o) {
+ATREX_HD void attend_row(const Src& src, const float* q, int dk, int dv, int64_t n_keys,
+                         float scale, float* o) {
   constexpr int kTile = 16;
   using Row = decltype(src.row(0));
   for (int i = 0; i < dv; ++i) o[i] = 0.0f;
@@ -101,8 +104,10 @@ ATREX_HD int64_t find_segment(const int32_t* cu, int64_t n, int64_t t) {
   int64_t lo = 0, hi = n - 1;
   while (lo < hi) {
     const int64_t mid = (lo + hi + 1) / 2;
-    if (cu[mid] <= t) lo = mid;
-    else hi = mid - 1;
+    if (cu[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -128,7 +133,8 @@ struct BlockTableKv : RowMajorKv {
   const int32_t* table_row;
   int64_t block_size, kv_heads, dim, kv_head;
   ATREX_HD int64_t row(int64_t j) const {
-    const int64_t slot = static_cast<int64_t>(table_row[j / block_size]) * block_size + j % block_size;
+    const int64_t slot =
+        static_cast<int64_t>(table_row[j / block_size]) * block_size + j % block_size;
     return (slot * kv_heads + kv_head) * dim;
   }
 };
@@ -152,7 +158,8 @@ struct AttentionForwardRow {
     for (int64_t i = 0; i < dim; ++i) qf[i] = num::bf16_to_float(q[base + i]);
     VarlenKv src{{k, v}, cu_k[s], heads, dim, h};
     const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(dim)));
-    attend_row(src, qf, static_cast<int>(dim), static_cast<int>(dim), cu_k[s + 1] - cu_k[s], scale, o);
+    attend_row(src, qf, static_cast<int>(dim), static_cast<int>(dim), cu_k[s + 1] - cu_k[s], scale,
+               o);
     for (int64_t i = 0; i < dim; ++i) out[base + i] = num::float_to_bf16(o[i]);
   }
 };
@@ -178,8 +185,9 @@ struct UnifiedAttentionRow {
     float qf[kAttnMaxHeadDim], o[kAttnMaxHeadDim];
     const int64_t base = (t * q_heads + h) * dim;
     for (int64_t i = 0; i < dim; ++i) qf[i] = num::bf16_to_float(q[base + i]);
-    BlockTableKv src{{k_cache, v_cache}, block_table + s * max_blocks, block_size, kv_heads, dim,
-                     h / (q_heads / kv_heads)};
+    BlockTableKv src{
+        {k_cache, v_cache},      block_table + s * max_blocks, block_size, kv_heads, dim,
+        h / (q_heads / kv_heads)};
     const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(dim)));
     attend_row(src, qf, static_cast<int>(dim), static_cast<int>(dim), n_keys, scale, o);
     for (int64_t i = 0; i < dim; ++i) out[base + i] = num::float_to_bf16(o[i]);
@@ -187,24 +195,41 @@ struct UnifiedAttentionRow {
 };
 
 template <class Exec>
-void attention_forward_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void attention_forward_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                                 void* const* out) {
   const auto& q = s.inputs[0];
-  AttentionForwardRow f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                        static_cast<const uint16_t*>(in[2]), static_cast<const int32_t*>(in[3]),
-                        static_cast<const int32_t*>(in[4]), static_cast<uint16_t*>(out[0]),
-                        q.dims[0], s.inputs[3].dims[0] - 1, q.dims[1], q.dims[2]};
+  AttentionForwardRow f{static_cast<const uint16_t*>(in[0]),
+                        static_cast<const uint16_t*>(in[1]),
+                        static_cast<const uint16_t*>(in[2]),
+                        static_cast<const int32_t*>(in[3]),
+                        static_cast<const int32_t*>(in[4]),
+                        static_cast<uint16_t*>(out[0]),
+                        q.dims[0],
+                        s.inputs[3].dims[0] - 1,
+                        q.dims[1],
+                        q.dims[2]};
   ex.for_each(q.dims[0] * q.dims[1], f);
 }
 
 template <class Exec>
-void unified_attention_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void unified_attention_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                                 void* const* out) {
   const auto& q = s.inputs[0];
   const auto& cache = s.inputs[1];
-  UnifiedAttentionRow f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                        static_cast<const uint16_t*>(in[2]), static_cast<const int32_t*>(in[3]),
-                        static_cast<const int32_t*>(in[4]), static_cast<const int32_t*>(in[5]),
-                        static_cast<uint16_t*>(out[0]), q.dims[0], s.inputs[4].dims[0], q.dims[1],
-                        cache.dims[2], q.dims[2], cache.dims[1], s.inputs[5].dims[1]};
+  UnifiedAttentionRow f{static_cast<const uint16_t*>(in[0]),
+                        static_cast<const uint16_t*>(in[1]),
+                        static_cast<const uint16_t*>(in[2]),
+                        static_cast<const int32_t*>(in[3]),
+                        static_cast<const int32_t*>(in[4]),
+                        static_cast<const int32_t*>(in[5]),
+                        static_cast<uint16_t*>(out[0]),
+                        q.dims[0],
+                        s.inputs[4].dims[0],
+                        q.dims[1],
+                        cache.dims[2],
+                        q.dims[2],
+                        cache.dims[1],
+                        s.inputs[5].dims[1]};
   ex.for_each(q.dims[0] * q.dims[1], f);
 }
 

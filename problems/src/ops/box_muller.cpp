@@ -18,15 +18,17 @@ void build_box_muller_tables(std::vector<float>& radius, std::vector<float>& ang
   angle.resize(static_cast<size_t>(2 * kBoxMullerAngles));
   parallel_for_cpu(kBoxMullerRadiusEntries, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const float u1 = i < kBoxMullerLowU ? box_muller_u1(static_cast<uint32_t>(i))
-                                          : num::bits_float(kBoxMullerHighBits + static_cast<uint32_t>(i - kBoxMullerLowU));
+      const float u1 =
+          i < kBoxMullerLowU
+              ? box_muller_u1(static_cast<uint32_t>(i))
+              : num::bits_float(kBoxMullerHighBits + static_cast<uint32_t>(i - kBoxMullerLowU));
       radius[static_cast<size_t>(i)] = box_muller_radius(u1);
     }
   });
   parallel_for_cpu(kBoxMullerAngles, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
-      box_muller_angle(static_cast<float>(k) * 5.9604644775390625e-08f, angle[static_cast<size_t>(2 * k)],
-                       angle[static_cast<size_t>(2 * k + 1)]);
+      box_muller_angle(static_cast<float>(k) * 5.9604644775390625e-08f,
+                       angle[static_cast<size_t>(2 * k)], angle[static_cast<size_t>(2 * k + 1)]);
     }
   });
 }

@@ -32,7 +32,9 @@ void box_muller_angle(float u2, float& c, float& s);
 ATREX_HD float box_muller_u1(uint32_t u) {
   return ATREX_BM_FMUL(ATREX_BM_FADD(static_cast<float>(u), 0.5f), 2.3283064365386963e-10f);
 }
-ATREX_HD float box_muller_u2(uint64_t h) { return static_cast<float>(h >> 40) * 5.9604644775390625e-08f; }
+ATREX_HD float box_muller_u2(uint64_t h) {
+  return static_cast<float>(h >> 40) * 5.9604644775390625e-08f;
+}
 
 inline constexpr uint32_t kBoxMullerLowU = 1u << 23;         // u below: indexed by u
 inline constexpr uint32_t kBoxMullerHighBits = 0x3b000000u;  // bits of 2^-9, the first high entry
@@ -41,7 +43,8 @@ inline constexpr int64_t kBoxMullerAngles = int64_t{1} << 24;
 
 ATREX_HD int64_t box_muller_radius_index(uint32_t u) {
   if (u < kBoxMullerLowU) return u;  // u + 0.5 < 2^23 is exact, u1 = (u + 0.5) 2^-32
-  return kBoxMullerLowU + static_cast<int64_t>(num::float_bits(box_muller_u1(u)) - kBoxMullerHighBits);
+  return kBoxMullerLowU +
+         static_cast<int64_t>(num::float_bits(box_muller_u1(u)) - kBoxMullerHighBits);
 }
 
 // Lookup form of normal_pair's transform (host or device pointers).

@@ -22,9 +22,13 @@ inline Distribution normal(double scale = 1.0, double offset = 0.0) {
   return Distribution{Distribution::kNormal, scale, offset, 0, 1};
 }
 // U(lo, hi); integer tensors take floor(), so uniform(0, n) draws ints in [0, n).
-inline Distribution uniform(double lo, double hi) { return Distribution{Distribution::kUniform, 1, 0, lo, hi}; }
+inline Distribution uniform(double lo, double hi) {
+  return Distribution{Distribution::kUniform, 1, 0, lo, hi};
+}
 
-inline ParamSpec int_param(const char* name, const char* doc) { return ParamSpec{name, ParamKind::kInt, true, nullptr, doc}; }
+inline ParamSpec int_param(const char* name, const char* doc) {
+  return ParamSpec{name, ParamKind::kInt, true, nullptr, doc};
+}
 inline ParamSpec float_param(const char* name, double dflt, const char* doc) {
   return ParamSpec{name, ParamKind::kFloat, false, dflt, doc};
 }
@@ -55,7 +59,7 @@ inline double output_bytes(const ResolvedShape& s) {
 }
 
 // Each group of operators registers itself here (one *_defs.cpp per group).
-void add_norm_operators(std::vector<OperatorDef>& ops);        // rms_norm, fused_add_rms_norm, l2_norm
+void add_norm_operators(std::vector<OperatorDef>& ops);  // rms_norm, fused_add_rms_norm, l2_norm
 void add_activation_operators(std::vector<OperatorDef>& ops);  // silu_and_mul, moe_sum_reduce
 // fp8_dynamic_per_token_quant, per_token_group_quant_fp8, fused_rmsnorm_quant, gated_rms_norm,
 // layer_norm, fused_qk_rmsnorm, linear_sigmoid_mul
@@ -63,7 +67,8 @@ void add_quant_norm_operators(std::vector<OperatorDef>& ops);
 // moe_align_block_size, moe_count_and_sort, moe_topk_gating_softmax, topk_filter, fused_moe,
 // fp8_blockscale_fused_moe, block_scaled_mm
 void add_moe_gemm_operators(std::vector<OperatorDef>& ops);
-// attention_forward, unified_attention, paged_attention_decode, mla_decode_attention, reshape_and_cache
+// attention_forward, unified_attention, paged_attention_decode, mla_decode_attention,
+// reshape_and_cache
 void add_attention_operators(std::vector<OperatorDef>& ops);
 // fused_qkv_rope, mrope, causal_conv1d, chunk_delta_rule_output, chunk_gated_delta_rule_state,
 // gated_delta_rule_update

@@ -10,7 +10,16 @@
 namespace atrex::problems {
 
 // Element-type codes for device code (mirrors DType's order).
-enum GenDType : int { kGenBF16 = 0, kGenF16 = 1, kGenF32 = 2, kGenF64 = 3, kGenI32 = 4, kGenI64 = 5, kGenFP8 = 6, kGenU8 = 7 };
+enum GenDType : int {
+  kGenBF16 = 0,
+  kGenF16 = 1,
+  kGenF32 = 2,
+  kGenF64 = 3,
+  kGenI32 = 4,
+  kGenI64 = 5,
+  kGenFP8 = 6,
+  kGenU8 = 7
+};
 
 inline int gen_dtype(DType d) {
   switch (d) {
@@ -28,12 +37,12 @@ inline int gen_dtype(DType d) {
 }
 
 struct GenerateFn {
-  int kind;       // Distribution::Kind
+  int kind;  // Distribution::Kind
   float scale;
   float offset;
   double lo;
   double hi;
-  int dtype;      // GenDType
+  int dtype;  // GenDType
   void* data;
   uint64_t seed;
   uint64_t stream;
@@ -52,7 +61,8 @@ struct GenerateFn {
   ATREX_HD void operator()(int64_t i) const {
     double value;
     if (kind == 0) {
-      float v = round_to(static_cast<float>(num::standard_normal(seed, stream, static_cast<uint64_t>(i))));
+      float v = round_to(
+          static_cast<float>(num::standard_normal(seed, stream, static_cast<uint64_t>(i))));
       if (scale != 1.0f) v = round_to(v * scale);
       if (offset != 0.0f) v = round_to(v + offset);
       value = v;
@@ -62,13 +72,19 @@ struct GenerateFn {
     // Integer and fp8 tensors are never scaled (the operator definitions are checked for it).
     if (multiplier != 1.0f && dtype <= kGenF64) value *= multiplier;
     switch (dtype) {
-      case kGenBF16: static_cast<uint16_t*>(data)[i] = num::float_to_bf16(static_cast<float>(value)); break;
-      case kGenF16: static_cast<uint16_t*>(data)[i] = num::float_to_fp16(static_cast<float>(value)); break;
+      case kGenBF16:
+        static_cast<uint16_t*>(data)[i] = num::float_to_bf16(static_cast<float>(value));
+        break;
+      case kGenF16:
+        static_cast<uint16_t*>(data)[i] = num::float_to_fp16(static_cast<float>(value));
+        break;
       case kGenF32: static_cast<float*>(data)[i] = static_cast<float>(value); break;
       case kGenF64: static_cast<double*>(data)[i] = value; break;
       case kGenI32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(floor(value)); break;
       case kGenI64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(floor(value)); break;
-      case kGenFP8: static_cast<uint8_t*>(data)[i] = num::float_to_fp8e4m3(static_cast<float>(value)); break;
+      case kGenFP8:
+        static_cast<uint8_t*>(data)[i] = num::float_to_fp8e4m3(static_cast<float>(value));
+        break;
       case kGenU8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(floor(value)); break;
       default: break;
     }

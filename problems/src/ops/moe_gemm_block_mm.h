@@ -49,12 +49,14 @@ struct BlockScaledMmElement {
 };
 
 template <class Exec>
-void block_scaled_mm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void block_scaled_mm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                               void* const* out) {
   const int64_t m = s.int_param("m"), n = s.int_param("n");
-  ex.for_each(m * n, BlockScaledMmElement{static_cast<const uint8_t*>(in[0]), static_cast<const uint8_t*>(in[1]),
-                                          static_cast<const float*>(in[2]), static_cast<const float*>(in[3]),
-                                          static_cast<float*>(out[0]), n, s.int_param("k"), s.int_param("group_n"),
-                                          s.int_param("group_k")});
+  ex.for_each(m * n, BlockScaledMmElement{
+                         static_cast<const uint8_t*>(in[0]), static_cast<const uint8_t*>(in[1]),
+                         static_cast<const float*>(in[2]), static_cast<const float*>(in[3]),
+                         static_cast<float*>(out[0]), n, s.int_param("k"), s.int_param("group_n"),
+                         s.int_param("group_k")});
 }
 
 }  // namespace atrex::problems::ops

@@ -28,7 +28,8 @@ struct Scratch<CpuExec> {
 template <class Exec>
 class ScratchBuffer {
  public:
-  ScratchBuffer(const Exec& ex, size_t bytes) : ex_(ex), p_(Scratch<Exec>::alloc(ex, bytes > 0 ? bytes : 1)) {}
+  ScratchBuffer(const Exec& ex, size_t bytes)
+      : ex_(ex), p_(Scratch<Exec>::alloc(ex, bytes > 0 ? bytes : 1)) {}
   ~ScratchBuffer() {
     if (p_) Scratch<Exec>::release(ex_, p_);
   }

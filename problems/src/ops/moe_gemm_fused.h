@@ -23,17 +23,19 @@ namespace atrex::problems::ops {
 struct Bf16Operand {
   const uint16_t* data;  // row-major [rows, cols]
   int64_t cols;
-  int64_t block_c;       // = cols
+  int64_t block_c;  // = cols
   ATREX_HD float scale(int64_t, int64_t) const { return 1.0f; }
   ATREX_HD float raw(int64_t r, int64_t c) const { return num::bf16_to_float(data[r * cols + c]); }
 };
 struct Fp8BlockOperand {
-  const uint8_t* data;   // row-major [rows, cols]
-  const float* scales;   // [rows / block_r, cols / block_c]
+  const uint8_t* data;  // row-major [rows, cols]
+  const float* scales;  // [rows / block_r, cols / block_c]
   int64_t cols;
   int64_t block_c;
   int64_t block_r;
-  ATREX_HD float scale(int64_t r, int64_t c0) const { return scales[(r / block_r) * (cols / block_c) + c0 / block_c]; }
+  ATREX_HD float scale(int64_t r, int64_t c0) const {
+    return scales[(r / block_r) * (cols / block_c) + c0 / block_c];
+  }
   ATREX_HD float raw(int64_t r, int64_t c) const { return fp8_value(data[r * cols + c]); }
 };
 
@@ -41,8 +43,8 @@ struct Fp8BlockOperand {
 // their column blocking (the whole row for bf16, scale_block_k for fp8).
 template <class Op>
 struct MoeUpGate {
-  Op x;           // [T, H]
-  Op w1;          // [E * 2N, H] (expert e's rows start at e * 2N)
+  Op x;   // [T, H]
+  Op w1;  // [E * 2N, H] (expert e's rows start at e * 2N)
   const int32_t* ids;
   const int64_t* pair_at;
   int64_t top_k;
@@ -71,7 +73,7 @@ struct MoeUpGate {
 // GEMM 2: y[slot, h] = act[slot, :] . W2[e, h, :].
 template <class Op>
 struct MoeDown {
-  Op w2;          // [E * H, N]
+  Op w2;  // [E * H, N]
   const int32_t* ids;
   const int64_t* pair_at;
   const float* act;
@@ -87,7 +89,8 @@ struct MoeDown {
     double acc = 0;
     for (int64_t c0 = 0; c0 < inter; c0 += w2.block_c) {
       const float sw = w2.scale(row, c0);
-      for (int64_t n = c0; n < c0 + w2.block_c; ++n) acc += static_cast<double>(a[n]) * (w2.raw(row, n) * sw);
+      for (int64_t n = c0; n < c0 + w2.block_c; ++n)
+        acc += static_cast<double>(a[n]) * (w2.raw(row, n) * sw);
     }
     y[slot * hidden + h] = static_cast<float>(acc);
   }
@@ -116,51 +119,59 @@ struct MoeCombine {
 };
 
 template <class Exec, class Op>
-void fused_moe_sweeps(const Exec& ex, Op x, Op w1, Op w2, const float* weights, const int32_t* ids, int64_t tokens,
-                      int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, float* out_f32,
-                      uint8_t* out_fp8) {
+void fused_moe_sweeps(const Exec& ex, Op x, Op w1, Op w2, const float* weights, const int32_t* ids,
+                      int64_t tokens, int64_t hidden, int64_t inter, int64_t experts, int64_t top_k,
+                      float* out_f32, uint8_t* out_fp8) {
   const int64_t slots = tokens * top_k;
   Routing<Exec> route(ex, ids, slots, experts);
-  ScratchBuffer<Exec> act(ex, static_cast<size_t>(slots) * static_cast<size_t>(inter) * sizeof(float));
-  ScratchBuffer<Exec> y(ex, static_cast<size_t>(slots) * static_cast<size_t>(hidden) * sizeof(float));
+  ScratchBuffer<Exec> act(ex,
+                          static_cast<size_t>(slots) * static_cast<size_t>(inter) * sizeof(float));
+  ScratchBuffer<Exec> y(ex,
+                        static_cast<size_t>(slots) * static_cast<size_t>(hidden) * sizeof(float));
   if (!route.buf || !act || !y) return;
   const SlotTile up_tile{slots, inter}, down_tile{slots, hidden};
-  ex.for_each(up_tile.total(), MoeUpGate<Op>{x, w1, ids, route.pair_at, top_k, hidden, inter, up_tile,
-                                                 act.template as<float>()});
-  ex.for_each(down_tile.total(), MoeDown<Op>{w2, ids, route.pair_at, act.template as<float>(), hidden, inter,
-                                            down_tile, y.template as<float>()});
-  ex.for_each(tokens * hidden, MoeCombine{y.template as<float>(), weights, route.slot_of, top_k, hidden, out_f32,
-                                          out_fp8});
+  ex.for_each(up_tile.total(), MoeUpGate<Op>{x, w1, ids, route.pair_at, top_k, hidden, inter,
+                                             up_tile, act.template as<float>()});
+  ex.for_each(down_tile.total(), MoeDown<Op>{w2, ids, route.pair_at, act.template as<float>(),
+                                             hidden, inter, down_tile, y.template as<float>()});
+  ex.for_each(tokens * hidden, MoeCombine{y.template as<float>(), weights, route.slot_of, top_k,
+                                          hidden, out_f32, out_fp8});
 }
 
 // Inputs: hidden_states [T, H] bf16, w1 [E, 2N, H] bf16, w2 [E, H, N] bf16, topk_weights [T, k]
 // fp32, topk_ids [T, k] int32. Output: out [T, H] fp32.
 template <class Exec>
-void fused_moe_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void fused_moe_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                         void* const* out) {
   const int64_t hidden = s.int_param("hidden_size"), inter = s.int_param("intermediate_size");
   fused_moe_sweeps(ex, Bf16Operand{static_cast<const uint16_t*>(in[0]), hidden, hidden},
                    Bf16Operand{static_cast<const uint16_t*>(in[1]), hidden, hidden},
-                   Bf16Operand{static_cast<const uint16_t*>(in[2]), inter, inter}, static_cast<const float*>(in[3]),
-                   static_cast<const int32_t*>(in[4]), s.int_param("token_count"), hidden, inter,
-                   s.int_param("num_experts"), s.int_param("top_k"), static_cast<float*>(out[0]), nullptr);
+                   Bf16Operand{static_cast<const uint16_t*>(in[2]), inter, inter},
+                   static_cast<const float*>(in[3]), static_cast<const int32_t*>(in[4]),
+                   s.int_param("token_count"), hidden, inter, s.int_param("num_experts"),
+                   s.int_param("top_k"), static_cast<float*>(out[0]), nullptr);
 }
 
 // Inputs: hidden_states [T, H] fp8, w1 [E, 2N, H] fp8, w2 [E, H, N] fp8, topk_weights [T, k],
 // topk_ids [T, k], a_scale [T, H/bk], fc1_scale [E, 2N/bn, H/bk], fc2_scale [E, H/bk, N/bn]
 // (bn = scale_block_n, bk = scale_block_k). Output: out [T, H] fp8 e4m3.
 template <class Exec>
-void fp8_blockscale_fused_moe_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
-                                        void* const* out) {
+void fp8_blockscale_fused_moe_reference(const Exec& ex, const ResolvedShape& s,
+                                        const void* const* in, void* const* out) {
   const int64_t hidden = s.int_param("hidden_size"), inter = s.int_param("intermediate_size");
   const int64_t bn = s.int_param("scale_block_n"), bk = s.int_param("scale_block_k");
-  const Fp8BlockOperand x{static_cast<const uint8_t*>(in[0]), static_cast<const float*>(in[5]), hidden, bk, 1};
+  const Fp8BlockOperand x{static_cast<const uint8_t*>(in[0]), static_cast<const float*>(in[5]),
+                          hidden, bk, 1};
   // Expert-stacked weights as one [E * rows, cols] matrix: rows per expert are multiples of the
   // row block, so the flat block index is the reference's [e, row block, col block] index.
-  const Fp8BlockOperand w1{static_cast<const uint8_t*>(in[1]), static_cast<const float*>(in[6]), hidden, bk, bn};
-  const Fp8BlockOperand w2{static_cast<const uint8_t*>(in[2]), static_cast<const float*>(in[7]), inter, bn, bk};
-  fused_moe_sweeps(ex, x, w1, w2, static_cast<const float*>(in[3]), static_cast<const int32_t*>(in[4]),
-                   s.int_param("token_count"), hidden, inter, s.int_param("num_experts"), s.int_param("top_k"),
-                   nullptr, static_cast<uint8_t*>(out[0]));
+  const Fp8BlockOperand w1{static_cast<const uint8_t*>(in[1]), static_cast<const float*>(in[6]),
+                           hidden, bk, bn};
+  const Fp8BlockOperand w2{static_cast<const uint8_t*>(in[2]), static_cast<const float*>(in[7]),
+                           inter, bn, bk};
+  fused_moe_sweeps(ex, x, w1, w2, static_cast<const float*>(in[3]),
+                   static_cast<const int32_t*>(in[4]), s.int_param("token_count"), hidden, inter,
+                   s.int_param("num_experts"), s.int_param("top_k"), nullptr,
+                   static_cast<uint8_t*>(out[0]));
 }
 
 }  // namespace atrex::problems::ops

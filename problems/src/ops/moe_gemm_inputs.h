@@ -80,8 +80,10 @@ struct BlockQuantSource {
       const int64_t base = (br * block_r + r) * cols + bc * block_c;
       for (int64_t c = 0; c < block_c; ++c) {
         float x;
-        if (base % 2 == 0 && c + 1 < block_c && c % 2 == 0) {  // both halves of a pair land in this row
-          normal_pair(seed, stream, static_cast<uint64_t>((base + c) / 2), x, v[static_cast<size_t>(r * block_c + c + 1)]);
+        if (base % 2 == 0 && c + 1 < block_c &&
+            c % 2 == 0) {  // both halves of a pair land in this row
+          normal_pair(seed, stream, static_cast<uint64_t>((base + c) / 2), x,
+                      v[static_cast<size_t>(r * block_c + c + 1)]);
         } else if (base % 2 == 0 && c % 2 == 1) {
           x = v[static_cast<size_t>(r * block_c + c)];
         } else {
@@ -166,7 +168,8 @@ inline void BlockQuantSource::fill_quantised(uint8_t* out) const {
       for (int64_t r = 0; r < block_r; ++r) {
         uint8_t* row = out + (br * block_r + r) * cols + bc * block_c;
         for (int64_t c = 0; c < block_c; ++c) {
-          const float q = std::clamp(v[static_cast<size_t>(r * block_c + c)] / s, -kFp8Max, kFp8Max);
+          const float q =
+              std::clamp(v[static_cast<size_t>(r * block_c + c)] / s, -kFp8Max, kFp8Max);
           row[c] = num::float_to_fp8e4m3(q);
         }
       }
@@ -176,10 +179,12 @@ inline void BlockQuantSource::fill_quantised(uint8_t* out) const {
 }
 
 // topk_ids of moe_align_block_size / moe_count_and_sort: torch.randint(0, E) per element.
-inline void fill_uniform_ids(int32_t* ids, int64_t n, int64_t experts, uint64_t seed, uint64_t stream) {
+inline void fill_uniform_ids(int32_t* ids, int64_t n, int64_t experts, uint64_t seed,
+                             uint64_t stream) {
   parallel_for_cpu(n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const auto id = static_cast<int64_t>(std::floor(uniform_at(seed, stream, static_cast<uint64_t>(i)) * experts));
+      const auto id = static_cast<int64_t>(
+          std::floor(uniform_at(seed, stream, static_cast<uint64_t>(i)) * experts));
       ids[i] = static_cast<int32_t>(std::min(id, experts - 1));
     }
   });
@@ -188,7 +193,8 @@ inline void fill_uniform_ids(int32_t* ids, int64_t n, int64_t experts, uint64_t 
 // Per token, the k experts with the largest of `experts` scores (descending; equal scores by
 // ascending index), as torch.topk over a row. score(t, e) is the row's value for expert e.
 template <class Score, class Emit>
-void for_each_topk_row(int64_t tokens, int64_t experts, int64_t k, const Score& score, const Emit& emit) {
+void for_each_topk_row(int64_t tokens, int64_t experts, int64_t k, const Score& score,
+                       const Emit& emit) {
   parallel_for_cpu(tokens, [&](int64_t t0, int64_t t1) {
     std::vector<float> v(static_cast<size_t>(experts));
     std::vector<int32_t> order(static_cast<size_t>(experts));
@@ -196,7 +202,8 @@ void for_each_topk_row(int64_t tokens, int64_t experts, int64_t k, const Score& 
       for (int64_t e = 0; e < experts; ++e) v[static_cast<size_t>(e)] = score(t, e);
       std::iota(order.begin(), order.end(), 0);
       std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-        return v[static_cast<size_t>(a)] > v[static_cast<size_t>(b)] || (v[static_cast<size_t>(a)] == v[static_cast<size_t>(b)] && a < b);
+        return v[static_cast<size_t>(a)] > v[static_cast<size_t>(b)] ||
+               (v[static_cast<size_t>(a)] == v[static_cast<size_t>(b)] && a < b);
       });
       emit(t, v.data(), order.data());
     }
@@ -205,21 +212,25 @@ void for_each_topk_row(int64_t tokens, int64_t experts, int64_t k, const Score& 
 
 // fused_moe routing: router_logits = randn(T, E) fp32, p = softmax(logits), the top-k of p,
 // weights renormalised to sum 1 (fp32). `ids` or `weights` may be null.
-inline void fill_softmax_routing(int64_t tokens, int64_t experts, int64_t k, uint64_t seed, uint64_t stream,
-                                 int32_t* ids, float* weights) {
-  auto logit = [&](int64_t t, int64_t e) { return normal_at(seed, stream, static_cast<uint64_t>(t * experts + e)); };
-  for_each_topk_row(tokens, experts, k, logit, [&](int64_t t, const float* v, const int32_t* order) {
-    float mx = -INFINITY;
-    for (int64_t e = 0; e < experts; ++e) mx = std::max(mx, v[e]);
-    float z = 0;
-    for (int64_t e = 0; e < experts; ++e) z += std::exp(v[e] - mx);
-    float top_sum = 0;
-    for (int64_t j = 0; j < k; ++j) top_sum += std::exp(v[order[j]] - mx) / z;
-    for (int64_t j = 0; j < k; ++j) {
-      if (ids) ids[t * k + j] = order[j];
-      if (weights) weights[t * k + j] = (std::exp(v[order[j]] - mx) / z) / top_sum;
-    }
-  });
+inline void fill_softmax_routing(int64_t tokens, int64_t experts, int64_t k, uint64_t seed,
+                                 uint64_t stream, int32_t* ids, float* weights) {
+  auto logit = [&](int64_t t, int64_t e) {
+    return normal_at(seed, stream, static_cast<uint64_t>(t * experts + e));
+  };
+  for_each_topk_row(tokens, experts, k, logit,
+                    [&](int64_t t, const float* v, const int32_t* order) {
+                      float mx = -INFINITY;
+                      for (int64_t e = 0; e < experts; ++e) mx = std::max(mx, v[e]);
+                      float z = 0;
+                      for (int64_t e = 0; e < experts; ++e) z += std::exp(v[e] - mx);
+                      float top_sum = 0;
+                      for (int64_t j = 0; j < k; ++j) top_sum += std::exp(v[order[j]] - mx) / z;
+                      for (int64_t j = 0; j < k; ++j) {
+                        if (ids) ids[t * k + j] = order[j];
+                        if (weights)
+                          weights[t * k + j] = (std::exp(v[order[j]] - mx) / z) / top_sum;
+                      }
+                    });
 }
 
 }  // namespace atrex::problems::ops

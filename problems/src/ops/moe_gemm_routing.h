@@ -52,7 +52,8 @@ struct AlignFill {
       if (ids[i] == e) sorted_token_ids[s++] = static_cast<int32_t>(i);
     }
     for (; s < padded[e + 1]; ++s) sorted_token_ids[s] = static_cast<int32_t>(pairs);
-    for (int64_t b = padded[e] / block; b < padded[e + 1] / block; ++b) expert_ids[b] = static_cast<int32_t>(e);
+    for (int64_t b = padded[e] / block; b < padded[e + 1] / block; ++b)
+      expert_ids[b] = static_cast<int32_t>(e);
   }
 };
 
@@ -80,7 +81,8 @@ template <class Exec>
 void moe_align_block_size_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
                                     void* const* out) {
   const auto* ids = static_cast<const int32_t*>(in[0]);
-  const int64_t pairs = s.inputs[0].numel(), experts = s.int_param("num_experts"), block = s.int_param("block_size");
+  const int64_t pairs = s.inputs[0].numel(), experts = s.int_param("num_experts"),
+                block = s.int_param("block_size");
   auto* sorted = static_cast<int32_t*>(out[0]);
   auto* expert_ids = static_cast<int32_t*>(out[1]);
   auto* post_pad = static_cast<int32_t*>(out[2]);
@@ -88,9 +90,11 @@ void moe_align_block_size_reference(const Exec& ex, const ResolvedShape& s, cons
   if (!padded) return;
   ex.for_each(experts, AlignCount{ids, pairs, block, padded.template as<int64_t>()});
   ex.for_each(1, AlignPrefix{experts, padded.template as<int64_t>(), post_pad});
-  ex.for_each(experts, AlignFill{ids, pairs, block, padded.template as<int64_t>(), sorted, expert_ids});
+  ex.for_each(experts,
+              AlignFill{ids, pairs, block, padded.template as<int64_t>(), sorted, expert_ids});
   const int64_t sorted_len = s.outputs[0].numel(), blocks_len = s.outputs[1].numel();
-  ex.for_each(sorted_len, AlignTail{pairs, block, sorted_len, blocks_len, post_pad, sorted, expert_ids});
+  ex.for_each(sorted_len,
+              AlignTail{pairs, block, sorted_len, blocks_len, post_pad, sorted, expert_ids});
 }
 
 // moe_count_and_sort, pass 1 per expert: expert_token_counts[e].

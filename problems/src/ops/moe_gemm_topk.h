@@ -46,7 +46,8 @@ struct GatingScores {
   ATREX_HD float group_score(int64_t g) const {
     const int64_t size = experts / groups;
     float best = softmax(g * size);
-    for (int64_t e = g * size + 1; e < (g + 1) * size; ++e) best = softmax(e) > best ? softmax(e) : best;
+    for (int64_t e = g * size + 1; e < (g + 1) * size; ++e)
+      best = softmax(e) > best ? softmax(e) : best;
     return best;
   }
   ATREX_HD float score(int64_t e) const {
@@ -90,10 +91,14 @@ struct TopkGatingRow {
 };
 
 template <class Exec>
-void moe_topk_gating_softmax_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
-                                       void* const* out) {
-  TopkGatingRow f{static_cast<const float*>(in[0]), static_cast<float*>(out[0]), static_cast<int32_t*>(out[1]),
-                  s.int_param("num_experts"), s.int_param("top_k"), s.int_param("num_expert_groups"),
+void moe_topk_gating_softmax_reference(const Exec& ex, const ResolvedShape& s,
+                                       const void* const* in, void* const* out) {
+  TopkGatingRow f{static_cast<const float*>(in[0]),
+                  static_cast<float*>(out[0]),
+                  static_cast<int32_t*>(out[1]),
+                  s.int_param("num_experts"),
+                  s.int_param("top_k"),
+                  s.int_param("num_expert_groups"),
                   s.int_param("topk_group")};
   ex.for_each(s.int_param("token_count"), f);
 }
@@ -127,10 +132,12 @@ struct TopkFilterRow {
 };
 
 template <class Exec>
-void topk_filter_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void topk_filter_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                           void* const* out) {
   const int64_t vocab = s.int_param("hidden_size");
   const int64_t k = s.int_param("top_k") < vocab ? s.int_param("top_k") : vocab;
-  ex.for_each(s.int_param("seq_len"), TopkFilterRow{static_cast<const float*>(in[0]), static_cast<float*>(out[0]), vocab, k});
+  ex.for_each(s.int_param("seq_len"), TopkFilterRow{static_cast<const float*>(in[0]),
+                                                    static_cast<float*>(out[0]), vocab, k});
 }
 
 }  // namespace atrex::problems::ops

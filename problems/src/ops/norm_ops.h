@@ -27,12 +27,14 @@ struct RmsNormRow {
     }
     const float r = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(hidden)) + eps);
     for (int64_t h = 0; h < hidden; ++h) {
-      out[row * hidden + h] = num::float_to_bf16((num::bf16_to_float(xr[h]) * r) * num::bf16_to_float(w[h]));
+      out[row * hidden + h] =
+          num::float_to_bf16((num::bf16_to_float(xr[h]) * r) * num::bf16_to_float(w[h]));
     }
   }
 };
 
-// residual_out = bf16(x + residual); out = bf16((residual_out * rsqrt(mean(residual_out^2) + eps)) * w).
+// residual_out = bf16(x + residual); out = bf16((residual_out * rsqrt(mean(residual_out^2) + eps))
+// * w).
 struct FusedAddRmsNormRow {
   const uint16_t* x;
   const uint16_t* residual;
@@ -45,13 +47,15 @@ struct FusedAddRmsNormRow {
     const int64_t base = row * hidden;
     double ss = 0;
     for (int64_t h = 0; h < hidden; ++h) {
-      const float r = num::round_bf16(num::bf16_to_float(x[base + h]) + num::bf16_to_float(residual[base + h]));
+      const float r =
+          num::round_bf16(num::bf16_to_float(x[base + h]) + num::bf16_to_float(residual[base + h]));
       residual_out[base + h] = num::float_to_bf16(r);
       ss += static_cast<double>(r) * r;
     }
     const float inv = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(hidden)) + eps);
     for (int64_t h = 0; h < hidden; ++h) {
-      out[base + h] = num::float_to_bf16((num::bf16_to_float(residual_out[base + h]) * inv) * num::bf16_to_float(w[h]));
+      out[base + h] = num::float_to_bf16((num::bf16_to_float(residual_out[base + h]) * inv) *
+                                         num::bf16_to_float(w[h]));
     }
   }
 };
@@ -70,30 +74,35 @@ struct L2NormRow {
       ss += v * v;
     }
     const float r = 1.0f / sqrtf(static_cast<float>(ss) + eps);
-    for (int64_t h = 0; h < hidden; ++h) out[row * hidden + h] = num::float_to_bf16(num::bf16_to_float(xr[h]) * r);
+    for (int64_t h = 0; h < hidden; ++h)
+      out[row * hidden + h] = num::float_to_bf16(num::bf16_to_float(xr[h]) * r);
   }
 };
 
 template <class Exec>
-void rms_norm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
-  RmsNormRow f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]), static_cast<uint16_t*>(out[0]),
-               s.int_param("hidden_size"), static_cast<float>(s.float_param("eps"))};
+void rms_norm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                        void* const* out) {
+  RmsNormRow f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
+               static_cast<uint16_t*>(out[0]), s.int_param("hidden_size"),
+               static_cast<float>(s.float_param("eps"))};
   ex.for_each(s.int_param("token_count"), f);
 }
 
 template <class Exec>
-void fused_add_rms_norm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
-  FusedAddRmsNormRow f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                       static_cast<const uint16_t*>(in[2]), static_cast<uint16_t*>(out[0]),
-                       static_cast<uint16_t*>(out[1]), s.int_param("hidden_size"),
+void fused_add_rms_norm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                                  void* const* out) {
+  FusedAddRmsNormRow f{static_cast<const uint16_t*>(in[0]),     static_cast<const uint16_t*>(in[1]),
+                       static_cast<const uint16_t*>(in[2]),     static_cast<uint16_t*>(out[0]),
+                       static_cast<uint16_t*>(out[1]),          s.int_param("hidden_size"),
                        static_cast<float>(s.float_param("eps"))};
   ex.for_each(s.int_param("token_count"), f);
 }
 
 template <class Exec>
-void l2_norm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
-  L2NormRow f{static_cast<const uint16_t*>(in[0]), static_cast<uint16_t*>(out[0]), s.int_param("hidden_size"),
-              static_cast<float>(s.float_param("eps"))};
+void l2_norm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                       void* const* out) {
+  L2NormRow f{static_cast<const uint16_t*>(in[0]), static_cast<uint16_t*>(out[0]),
+              s.int_param("hidden_size"), static_cast<float>(s.float_param("eps"))};
   ex.for_each(s.int_param("num_tokens"), f);
 }
 

@@ -36,9 +36,9 @@ inline double fp8e4m3_step(double q) {
 // row or a group). Passes when |q_c s_c - q_r s_r| <= step(q_r) s_r + rtol |q_r s_r| for every
 // element: one fp8 step at the reference's magnitude, plus the sweep's rtol for the rounding
 // of the quantised value itself. A NaN reference must be matched by a NaN.
-inline CompareResult compare_dequantised(const TensorDesc& q_desc, const TensorDesc& scale_desc, const void* q_cand,
-                                         const void* scale_cand, const void* q_ref, const void* scale_ref,
-                                         double rtol) {
+inline CompareResult compare_dequantised(const TensorDesc& q_desc, const TensorDesc& scale_desc,
+                                         const void* q_cand, const void* scale_cand,
+                                         const void* q_ref, const void* scale_ref, double rtol) {
   CompareResult res;
   const int64_t n = q_desc.numel();
   const int64_t per_scale = n / scale_desc.numel();
@@ -64,13 +64,16 @@ inline CompareResult compare_dequantised(const TensorDesc& q_desc, const TensorD
       if (dr != 0) res.max_rel_error = std::max(res.max_rel_error, diff / std::fabs(dr));
       const double tol = fp8e4m3_step(vr) * std::fabs(sr[si]) + rtol * std::fabs(dr);
       ok = diff <= tol;
-      if (!ok) why = fmt::format("|diff| {:.4g} > {:.4g} (one fp8 step at the reference's magnitude + rtol)", diff, tol);
+      if (!ok)
+        why = fmt::format(
+            "|diff| {:.4g} > {:.4g} (one fp8 step at the reference's magnitude + rtol)", diff, tol);
     }
     if (!ok) {
       if (res.bad_count == 0) {
-        res.message = fmt::format("{}[{}, {}]: dequantised {} (q {} x scale {}), expected {} (q {} x scale {}){}{}",
-                                  q_desc.name, i / cols, i % cols, dc, vc, sc[si], dr, vr, sr[si],
-                                  why.empty() ? "" : "; ", why);
+        res.message = fmt::format(
+            "{}[{}, {}]: dequantised {} (q {} x scale {}), expected {} (q {} x scale {}){}{}",
+            q_desc.name, i / cols, i % cols, dc, vc, sc[si], dr, vr, sr[si],
+            why.empty() ? "" : "; ", why);
       }
       ++res.bad_count;
     }
@@ -84,18 +87,22 @@ inline CompareResult compare_dequantised(const TensorDesc& q_desc, const TensorD
 
 // OutputCompareFn of an fp8 output whose scales are output kScale.
 template <size_t kScale>
-CompareResult compare_fp8_dequantised(const ResolvedShape& shape, size_t index, std::span<const void* const> cand,
-                                      std::span<const void* const> ref, std::span<const void* const> /*inputs*/,
-                                      double /*atol*/, double rtol) {
-  return compare_dequantised(shape.outputs[index], shape.outputs[kScale], cand[index], cand[kScale], ref[index],
-                             ref[kScale], rtol);
+CompareResult compare_fp8_dequantised(const ResolvedShape& shape, size_t index,
+                                      std::span<const void* const> cand,
+                                      std::span<const void* const> ref,
+                                      std::span<const void* const> /*inputs*/, double /*atol*/,
+                                      double rtol) {
+  return compare_dequantised(shape.outputs[index], shape.outputs[kScale], cand[index], cand[kScale],
+                             ref[index], ref[kScale], rtol);
 }
 
 // OutputCompareFn of quantisation scales: |c - r| <= rtol |r|. Scales are amax / fp8_max, exact
 // functions of the input, of magnitude ~1e-2: the sweep's atol (1e-2) would accept a scale off
 // by 2x (e.g. amax / 448 where the reference takes amax / 240).
-inline CompareResult compare_scale_relative(const ResolvedShape& shape, size_t index, std::span<const void* const> cand,
-                                            std::span<const void* const> ref, std::span<const void* const> /*inputs*/,
+inline CompareResult compare_scale_relative(const ResolvedShape& shape, size_t index,
+                                            std::span<const void* const> cand,
+                                            std::span<const void* const> ref,
+                                            std::span<const void* const> /*inputs*/,
                                             double /*atol*/, double rtol) {
   return compare_output(shape.outputs[index], cand[index], ref[index], 0.0, rtol);
 }

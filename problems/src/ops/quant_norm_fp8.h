@@ -36,7 +36,8 @@ struct Fp8DynamicPerTokenQuantRow {
     const float s = fmaxf(amax, 1e-12f) * (1.0f / kFp8FnuzMax);
     const float inv = 1.0f / s;
     for (int64_t h = 0; h < hidden; ++h) {
-      q[row * hidden + h] = num::float_to_fp8e4m3(qn_clamp(num::bf16_to_float(xr[h]) * inv, -kFp8FnuzMax, kFp8FnuzMax));
+      q[row * hidden + h] = num::float_to_fp8e4m3(
+          qn_clamp(num::bf16_to_float(xr[h]) * inv, -kFp8FnuzMax, kFp8FnuzMax));
     }
     scale[row] = s;
   }
@@ -53,10 +54,12 @@ struct PerTokenGroupQuantFp8Group {
   ATREX_HD void operator()(int64_t group) const {
     const int64_t base = group * group_size;
     float amax = 0.0f;
-    for (int64_t j = 0; j < group_size; ++j) amax = fmaxf(amax, fabsf(num::bf16_to_float(x[base + j])));
+    for (int64_t j = 0; j < group_size; ++j)
+      amax = fmaxf(amax, fabsf(num::bf16_to_float(x[base + j])));
     const float s = fmaxf(amax * (1.0f / kFp8FnMax), 1e-10f);
     for (int64_t j = 0; j < group_size; ++j) {
-      q[base + j] = num::float_to_fp8e4m3(qn_clamp(num::bf16_to_float(x[base + j]) / s, -kFp8FnMax, kFp8FnMax));
+      q[base + j] = num::float_to_fp8e4m3(
+          qn_clamp(num::bf16_to_float(x[base + j]) / s, -kFp8FnMax, kFp8FnMax));
     }
     scales[group] = s;
   }
@@ -85,7 +88,8 @@ struct FusedRmsNormQuantRow {
     const int64_t base = row * hidden;
     double ss = 0;
     for (int64_t h = 0; h < hidden; ++h) {
-      const float r = num::round_bf16(num::bf16_to_float(x[base + h]) + num::bf16_to_float(residual[base + h]));
+      const float r =
+          num::round_bf16(num::bf16_to_float(x[base + h]) + num::bf16_to_float(residual[base + h]));
       residual_out[base + h] = num::float_to_bf16(r);
       ss += static_cast<double>(r) * r;
     }
@@ -94,22 +98,23 @@ struct FusedRmsNormQuantRow {
     for (int64_t h = 0; h < hidden; ++h) amax = fmaxf(amax, fabsf(normed(base, h, rstd)));
     float s = amax * (1.0f / kFp8FnuzMax);
     if (s == 0.0f) s = 1.0f;
-    for (int64_t h = 0; h < hidden; ++h) q[base + h] = num::float_to_fp8e4m3(normed(base, h, rstd) / s);
+    for (int64_t h = 0; h < hidden; ++h)
+      q[base + h] = num::float_to_fp8e4m3(normed(base, h, rstd) / s);
     scale[row] = s;
   }
 };
 
 template <class Exec>
-void fp8_dynamic_per_token_quant_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
-                                           void* const* out) {
+void fp8_dynamic_per_token_quant_reference(const Exec& ex, const ResolvedShape& s,
+                                           const void* const* in, void* const* out) {
   Fp8DynamicPerTokenQuantRow f{static_cast<const uint16_t*>(in[0]), static_cast<uint8_t*>(out[0]),
                                static_cast<float*>(out[1]), s.int_param("hidden_size")};
   ex.for_each(s.int_param("token_count"), f);
 }
 
 template <class Exec>
-void per_token_group_quant_fp8_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
-                                         void* const* out) {
+void per_token_group_quant_fp8_reference(const Exec& ex, const ResolvedShape& s,
+                                         const void* const* in, void* const* out) {
   const int64_t group_size = s.int_param("group_size");
   PerTokenGroupQuantFp8Group f{static_cast<const uint16_t*>(in[0]), static_cast<uint8_t*>(out[0]),
                                static_cast<float*>(out[1]), group_size};
@@ -117,11 +122,13 @@ void per_token_group_quant_fp8_reference(const Exec& ex, const ResolvedShape& s,
 }
 
 template <class Exec>
-void fused_rmsnorm_quant_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
-  FusedRmsNormQuantRow f{static_cast<const uint16_t*>(in[0]),  static_cast<const uint16_t*>(in[1]),
-                         static_cast<const uint16_t*>(in[2]),  static_cast<uint8_t*>(out[0]),
-                         static_cast<float*>(out[1]),          static_cast<uint16_t*>(out[2]),
-                         s.int_param("hidden_size"),           static_cast<float>(s.float_param("eps"))};
+void fused_rmsnorm_quant_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                                   void* const* out) {
+  FusedRmsNormQuantRow f{
+      static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
+      static_cast<const uint16_t*>(in[2]), static_cast<uint8_t*>(out[0]),
+      static_cast<float*>(out[1]),         static_cast<uint16_t*>(out[2]),
+      s.int_param("hidden_size"),          static_cast<float>(s.float_param("eps"))};
   ex.for_each(s.int_param("token_count"), f);
 }
 

@@ -89,8 +89,8 @@ struct LayerNormRow {
   }
 };
 
-// hidden_states: [T, (Hq + 2 Hkv) * d] fp16 = [q | k | v], q_weight, k_weight: [d] fp16 -> out, same
-// layout: each q head and k head is RMS-normalised over d, v is copied.
+// hidden_states: [T, (Hq + 2 Hkv) * d] fp16 = [q | k | v], q_weight, k_weight: [d] fp16 -> out,
+// same layout: each q head and k head is RMS-normalised over d, v is copied.
 //   out = fp16(w * fp16(x * rsqrt(mean(x^2) + eps)))   (fp32 norm, rounded, then an fp16 multiply)
 // One unit per (token, head slot), head slots q_0..q_{Hq-1}, k_0.., v_0...
 struct FusedQkRmsNormHead {
@@ -144,10 +144,12 @@ struct LinearSigmoidMulElem {
     double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t k = 0;
     for (; k + 8 <= hidden; k += 8) {
-      for (int j = 0; j < 8; ++j) acc[j] += num::bf16_to_float(xr[k + j]) * num::bf16_to_float(wr[k + j]);
+      for (int j = 0; j < 8; ++j)
+        acc[j] += num::bf16_to_float(xr[k + j]) * num::bf16_to_float(wr[k + j]);
     }
     for (; k < hidden; ++k) acc[0] += num::bf16_to_float(xr[k]) * num::bf16_to_float(wr[k]);
-    const double dot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    const double dot =
+        ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     const float gate = num::round_bf16(static_cast<float>(dot) + num::bf16_to_float(bias[n]));
     const float sig = 1.0f / (1.0f + expf(-gate));
     out[i] = num::float_to_bf16(sig * num::bf16_to_float(post_mul_mat[i]));
@@ -155,7 +157,8 @@ struct LinearSigmoidMulElem {
 };
 
 template <class Exec>
-void gated_rms_norm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void gated_rms_norm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                              void* const* out) {
   GatedRmsNormRow f{static_cast<const uint16_t*>(in[0]),
                     static_cast<const uint16_t*>(in[1]),
                     static_cast<const uint16_t*>(in[2]),
@@ -168,15 +171,21 @@ void gated_rms_norm_reference(const Exec& ex, const ResolvedShape& s, const void
 }
 
 template <class Exec>
-void layer_norm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void layer_norm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                          void* const* out) {
   const int64_t hidden = s.inputs[1].dims[0];
-  LayerNormRow f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                 static_cast<const uint16_t*>(in[2]), static_cast<uint16_t*>(out[0]), hidden, 1e-5f};
+  LayerNormRow f{static_cast<const uint16_t*>(in[0]),
+                 static_cast<const uint16_t*>(in[1]),
+                 static_cast<const uint16_t*>(in[2]),
+                 static_cast<uint16_t*>(out[0]),
+                 hidden,
+                 1e-5f};
   ex.for_each(s.inputs[0].numel() / hidden, f);
 }
 
 template <class Exec>
-void fused_qk_rmsnorm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void fused_qk_rmsnorm_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                                void* const* out) {
   const int64_t heads = s.int_param("head_num"), kv_heads = s.int_param("kv_head_num");
   FusedQkRmsNormHead f{static_cast<const uint16_t*>(in[0]),
                        static_cast<const uint16_t*>(in[1]),
@@ -190,11 +199,15 @@ void fused_qk_rmsnorm_reference(const Exec& ex, const ResolvedShape& s, const vo
 }
 
 template <class Exec>
-void linear_sigmoid_mul_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void linear_sigmoid_mul_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                                  void* const* out) {
   const int64_t tokens = s.int_param("token_count"), n = s.int_param("out_features");
-  LinearSigmoidMulElem f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                         static_cast<const uint16_t*>(in[2]), static_cast<const uint16_t*>(in[3]),
-                         static_cast<uint16_t*>(out[0]),      s.int_param("hidden_size"),
+  LinearSigmoidMulElem f{static_cast<const uint16_t*>(in[0]),
+                         static_cast<const uint16_t*>(in[1]),
+                         static_cast<const uint16_t*>(in[2]),
+                         static_cast<const uint16_t*>(in[3]),
+                         static_cast<uint16_t*>(out[0]),
+                         s.int_param("hidden_size"),
                          n};
   ex.for_each(tokens * n, f);
 }

@@ -66,7 +66,8 @@ struct ChunkDeltaRuleOutputRow {
     for (int64_t j = 0; j < value_dim; ++j) {
       double inter = 0;
       for (int64_t d = 0; d < key_dim; ++d) {
-        inter += static_cast<double>(num::bf16_to_float(qrow[d])) * num::bf16_to_float(hc[d * value_dim + j]);
+        inter += static_cast<double>(num::bf16_to_float(qrow[d])) *
+                 num::bf16_to_float(hc[d * value_dim + j]);
       }
       double intra = 0;
       for (int64_t s = start; s <= t; ++s) {
@@ -88,15 +89,15 @@ struct ChunkDeltaRuleOutputRow {
 // and final_state[indices[b], head, :, j] = h at the end (the output starts as initial_state,
 // so slots no batch entry names keep their values).
 struct ChunkGatedDeltaStateColumn {
-  const uint16_t* k;      // [B, T, Hk, dk]
-  const uint16_t* w;      // [B, T, H, dk]
-  const uint16_t* u;      // [B, T, H, dv]
-  const float* g;         // [B, T, H]
-  const float* initial;   // [S, H, dk, dv]
-  const int32_t* indices; // [B]
-  uint16_t* h_out;        // [B, NC, H, dk, dv]
-  uint16_t* v_new;        // [B, T, H, dv]
-  float* final_state;     // [S, H, dk, dv]
+  const uint16_t* k;       // [B, T, Hk, dk]
+  const uint16_t* w;       // [B, T, H, dk]
+  const uint16_t* u;       // [B, T, H, dv]
+  const float* g;          // [B, T, H]
+  const float* initial;    // [S, H, dk, dv]
+  const int32_t* indices;  // [B]
+  uint16_t* h_out;         // [B, NC, H, dk, dv]
+  uint16_t* v_new;         // [B, T, H, dv]
+  float* final_state;      // [S, H, dk, dv]
   int64_t tokens, num_k_heads, num_heads, key_dim, value_dim, chunk_size, num_chunks, state_count;
   ATREX_HD void operator()(int64_t i) const {
     const int64_t j = i % value_dim;
@@ -131,7 +132,8 @@ struct ChunkGatedDeltaStateColumn {
         const float gd = g_last - g[row];
         const float vs = num::round_bf16(vt * (gd <= 0.0f ? expf(gd) : 0.0f));
         const uint16_t* krow = k + ((b * tokens + t) * num_k_heads + kh) * key_dim;
-        for (int64_t d = 0; d < key_dim; ++d) acc[d] += static_cast<double>(num::bf16_to_float(krow[d])) * vs;
+        for (int64_t d = 0; d < key_dim; ++d)
+          acc[d] += static_cast<double>(num::bf16_to_float(krow[d])) * vs;
       }
       const float decay = expf(g_last);
       for (int64_t d = 0; d < key_dim; ++d) hcol[d] = hcol[d] * decay + static_cast<float>(acc[d]);
@@ -148,27 +150,45 @@ inline float delta_rule_scale(const ResolvedShape& s) {
 }
 
 template <class Exec>
-void chunk_delta_rule_output_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
-                                       void* const* out) {
-  ChunkDeltaRuleOutputRow f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                            static_cast<const uint16_t*>(in[2]), static_cast<const uint16_t*>(in[3]),
-                            static_cast<const float*>(in[4]), static_cast<uint16_t*>(out[0]),
-                            s.int_param("token_count"), s.int_param("num_q_heads"), s.int_param("num_v_heads"),
-                            s.int_param("key_dim"), s.int_param("value_dim"), s.int_param("chunk_size"),
-                            s.inputs[3].dims[1], delta_rule_scale(s)};
+void chunk_delta_rule_output_reference(const Exec& ex, const ResolvedShape& s,
+                                       const void* const* in, void* const* out) {
+  ChunkDeltaRuleOutputRow f{static_cast<const uint16_t*>(in[0]),
+                            static_cast<const uint16_t*>(in[1]),
+                            static_cast<const uint16_t*>(in[2]),
+                            static_cast<const uint16_t*>(in[3]),
+                            static_cast<const float*>(in[4]),
+                            static_cast<uint16_t*>(out[0]),
+                            s.int_param("token_count"),
+                            s.int_param("num_q_heads"),
+                            s.int_param("num_v_heads"),
+                            s.int_param("key_dim"),
+                            s.int_param("value_dim"),
+                            s.int_param("chunk_size"),
+                            s.inputs[3].dims[1],
+                            delta_rule_scale(s)};
   ex.for_each(s.int_param("batch_size") * f.tokens * f.num_heads, f);
 }
 
 template <class Exec>
-void chunk_gated_delta_rule_state_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
-                                            void* const* out) {
-  ChunkGatedDeltaStateColumn f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                               static_cast<const uint16_t*>(in[2]), static_cast<const float*>(in[3]),
-                               static_cast<const float*>(in[4]), static_cast<const int32_t*>(in[5]),
-                               static_cast<uint16_t*>(out[0]), static_cast<uint16_t*>(out[1]),
-                               static_cast<float*>(out[2]), s.int_param("token_count"), s.int_param("num_k_heads"),
-                               s.int_param("num_v_heads"), s.int_param("key_dim"), s.int_param("value_dim"),
-                               s.int_param("chunk_size"), s.outputs[0].dims[1], s.int_param("state_count")};
+void chunk_gated_delta_rule_state_reference(const Exec& ex, const ResolvedShape& s,
+                                            const void* const* in, void* const* out) {
+  ChunkGatedDeltaStateColumn f{static_cast<const uint16_t*>(in[0]),
+                               static_cast<const uint16_t*>(in[1]),
+                               static_cast<const uint16_t*>(in[2]),
+                               static_cast<const float*>(in[3]),
+                               static_cast<const float*>(in[4]),
+                               static_cast<const int32_t*>(in[5]),
+                               static_cast<uint16_t*>(out[0]),
+                               static_cast<uint16_t*>(out[1]),
+                               static_cast<float*>(out[2]),
+                               s.int_param("token_count"),
+                               s.int_param("num_k_heads"),
+                               s.int_param("num_v_heads"),
+                               s.int_param("key_dim"),
+                               s.int_param("value_dim"),
+                               s.int_param("chunk_size"),
+                               s.outputs[0].dims[1],
+                               s.int_param("state_count")};
   ex.for_each(s.int_param("batch_size") * f.num_heads * f.value_dim, f);
 }
 

@@ -14,8 +14,12 @@ namespace atrex::problems::ops {
 
 // A 16-bit float tensor whose type (bf16 or fp16) is a shape parameter (fused_qkv_rope's
 // `dtype` kwarg).
-ATREX_HD float half_to_float(uint16_t v, bool fp16) { return fp16 ? num::fp16_to_float(v) : num::bf16_to_float(v); }
-ATREX_HD uint16_t float_to_half(float f, bool fp16) { return fp16 ? num::float_to_fp16(f) : num::float_to_bf16(f); }
+ATREX_HD float half_to_float(uint16_t v, bool fp16) {
+  return fp16 ? num::fp16_to_float(v) : num::bf16_to_float(v);
+}
+ATREX_HD uint16_t float_to_half(float f, bool fp16) {
+  return fp16 ? num::float_to_fp16(f) : num::float_to_bf16(f);
+}
 
 // qkv: [T, (Hq + 2 Hkv) * D] -> q: [T, Hq, D], k, v: [T, Hkv, D]; one (token, head) per call.
 // The first rope_dim lanes of q and k heads are rotated NeoX style (rotate_half) with
@@ -35,9 +39,12 @@ struct FusedQkvRopeHead {
     const int64_t t = i / heads, head = i % heads;
     const uint16_t* x = qkv + (t * heads + head) * head_dim;
     uint16_t* dst;
-    if (head < num_heads) dst = q + (t * num_heads + head) * head_dim;
-    else if (head < num_heads + num_kv_heads) dst = k + (t * num_kv_heads + head - num_heads) * head_dim;
-    else dst = v + (t * num_kv_heads + head - num_heads - num_kv_heads) * head_dim;
+    if (head < num_heads)
+      dst = q + (t * num_heads + head) * head_dim;
+    else if (head < num_heads + num_kv_heads)
+      dst = k + (t * num_kv_heads + head - num_heads) * head_dim;
+    else
+      dst = v + (t * num_kv_heads + head - num_heads - num_kv_heads) * head_dim;
     const bool rotate = head < num_heads + num_kv_heads;
     const int64_t half = rope_dim / 2;
     const float pos = static_cast<float>(positions[t]);
@@ -47,10 +54,12 @@ struct FusedQkvRopeHead {
         continue;
       }
       const int64_t f = d % half;
-      const float inv_freq = 1.0f / powf(base, static_cast<float>(2 * f) / static_cast<float>(rope_dim));
+      const float inv_freq =
+          1.0f / powf(base, static_cast<float>(2 * f) / static_cast<float>(rope_dim));
       const float angle = pos * inv_freq;
       const float xd = half_to_float(x[d], fp16);
-      const float partner = d < half ? -half_to_float(x[d + half], fp16) : half_to_float(x[d - half], fp16);
+      const float partner =
+          d < half ? -half_to_float(x[d + half], fp16) : half_to_float(x[d - half], fp16);
       const float a = xd * cosf(angle);
       const float b = partner * sinf(angle);
       dst[d] = float_to_half(a + b, fp16);
@@ -119,8 +128,10 @@ struct CausalConv1dElement {
     double acc = num::bf16_to_float(bias[d]);
     for (int64_t j = 0; j < width; ++j) {
       const int64_t p = t + j;  // index into [state (W - 1 entries) | x]
-      const uint16_t in = p < width - 1 ? state[d * (width - 1) + p] : x[d * tokens + p - (width - 1)];
-      acc += static_cast<double>(num::bf16_to_float(weight[d * width + j])) * num::bf16_to_float(in);
+      const uint16_t in =
+          p < width - 1 ? state[d * (width - 1) + p] : x[d * tokens + p - (width - 1)];
+      acc +=
+          static_cast<double>(num::bf16_to_float(weight[d * width + j])) * num::bf16_to_float(in);
     }
     const float conv = num::round_bf16(static_cast<float>(acc));
     out[i] = num::float_to_bf16(silu ? conv / (1.0f + expf(-conv)) : conv);
@@ -128,35 +139,58 @@ struct CausalConv1dElement {
 };
 
 template <class Exec>
-void fused_qkv_rope_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
-  FusedQkvRopeHead f{static_cast<const uint16_t*>(in[0]), static_cast<const int32_t*>(in[1]),
-                     static_cast<uint16_t*>(out[0]), static_cast<uint16_t*>(out[1]), static_cast<uint16_t*>(out[2]),
-                     s.int_param("num_heads"), s.int_param("num_kv_heads"), s.int_param("head_dim"),
-                     s.int_param("rope_dim"), static_cast<float>(s.float_param("rope_base")),
+void fused_qkv_rope_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                              void* const* out) {
+  FusedQkvRopeHead f{static_cast<const uint16_t*>(in[0]),
+                     static_cast<const int32_t*>(in[1]),
+                     static_cast<uint16_t*>(out[0]),
+                     static_cast<uint16_t*>(out[1]),
+                     static_cast<uint16_t*>(out[2]),
+                     s.int_param("num_heads"),
+                     s.int_param("num_kv_heads"),
+                     s.int_param("head_dim"),
+                     s.int_param("rope_dim"),
+                     static_cast<float>(s.float_param("rope_base")),
                      s.inputs[0].dtype == DType::kF16};
   ex.for_each(s.int_param("total_tokens") * (f.num_heads + 2 * f.num_kv_heads), f);
 }
 
 template <class Exec>
-void mrope_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void mrope_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                     void* const* out) {
   const auto& section = s.params.at("mrope_section");
-  MropeHead f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-              static_cast<const float*>(in[2]), static_cast<const float*>(in[3]),
-              static_cast<uint16_t*>(out[0]), static_cast<uint16_t*>(out[1]),
-              s.int_param("token_count"), s.int_param("num_query_heads"), s.int_param("num_kv_heads"),
-              s.int_param("head_size"), s.int_param("rotary_dim"),
-              section[0].get<int64_t>(), section[1].get<int64_t>(), section[2].get<int64_t>(),
-              s.params.at("mrope_interleaved").get<bool>(), s.params.at("is_neox_style").get<bool>()};
+  MropeHead f{static_cast<const uint16_t*>(in[0]),
+              static_cast<const uint16_t*>(in[1]),
+              static_cast<const float*>(in[2]),
+              static_cast<const float*>(in[3]),
+              static_cast<uint16_t*>(out[0]),
+              static_cast<uint16_t*>(out[1]),
+              s.int_param("token_count"),
+              s.int_param("num_query_heads"),
+              s.int_param("num_kv_heads"),
+              s.int_param("head_size"),
+              s.int_param("rotary_dim"),
+              section[0].get<int64_t>(),
+              section[1].get<int64_t>(),
+              section[2].get<int64_t>(),
+              s.params.at("mrope_interleaved").get<bool>(),
+              s.params.at("is_neox_style").get<bool>()};
   ex.for_each(f.tokens * (f.num_q_heads + f.num_kv_heads), f);
 }
 
 template <class Exec>
-void causal_conv1d_reference(const Exec& ex, const ResolvedShape& s, const void* const* in, void* const* out) {
+void causal_conv1d_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
+                             void* const* out) {
   const std::string activation = s.params.at("activation").get<std::string>();
-  CausalConv1dElement f{static_cast<const uint16_t*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                        static_cast<const uint16_t*>(in[2]), static_cast<const uint16_t*>(in[3]),
-                        static_cast<uint16_t*>(out[0]), s.int_param("dim"), s.int_param("token_count"),
-                        s.int_param("width"), activation == "silu" || activation == "swish"};
+  CausalConv1dElement f{static_cast<const uint16_t*>(in[0]),
+                        static_cast<const uint16_t*>(in[1]),
+                        static_cast<const uint16_t*>(in[2]),
+                        static_cast<const uint16_t*>(in[3]),
+                        static_cast<uint16_t*>(out[0]),
+                        s.int_param("dim"),
+                        s.int_param("token_count"),
+                        s.int_param("width"),
+                        activation == "silu" || activation == "swish"};
   ex.for_each(f.dim * f.tokens, f);
 }
 

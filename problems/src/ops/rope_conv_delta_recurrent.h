@@ -21,17 +21,17 @@ namespace atrex::problems::ops {
 //   out[b, t, head, j] = bf16(sum_k h[k] (q[k] * scale))
 // and final_state[indices[b], head, :, j] = h after the last token.
 struct GatedDeltaRuleColumn {
-  const float* a_log;      // [H]
-  const uint16_t* a;       // [B, T, H]
-  const uint16_t* dt_bias; // [H]
-  const uint16_t* q;       // [B, T, Hq, dk]
-  const uint16_t* k;       // [B, T, Hq, dk]
-  const uint16_t* v;       // [B, T, H, dv]
-  const uint16_t* b_gate;  // [B, T, H]
-  const float* initial;    // [S, H, dk, dv]
-  const int32_t* indices;  // [B]
-  uint16_t* out;           // [B, T, H, dv]
-  float* final_state;      // [S, H, dk, dv]
+  const float* a_log;       // [H]
+  const uint16_t* a;        // [B, T, H]
+  const uint16_t* dt_bias;  // [H]
+  const uint16_t* q;        // [B, T, Hq, dk]
+  const uint16_t* k;        // [B, T, Hq, dk]
+  const uint16_t* v;        // [B, T, H, dv]
+  const uint16_t* b_gate;   // [B, T, H]
+  const float* initial;     // [S, H, dk, dv]
+  const int32_t* indices;   // [B]
+  uint16_t* out;            // [B, T, H, dv]
+  float* final_state;       // [S, H, dk, dv]
   int64_t tokens, num_q_heads, num_heads, key_dim, value_dim, state_count;
   float scale, softplus_beta, softplus_threshold;
   bool l2norm;
@@ -67,7 +67,9 @@ struct GatedDeltaRuleColumn {
       const uint16_t* krow = k + ((b * tokens + t) * num_q_heads + qh) * key_dim;
       const float qn = norm_divisor(qrow), kn = norm_divisor(krow);
       const float x = num::bf16_to_float(a[row]) + bias;
-      const float sp = x * softplus_beta > softplus_threshold ? x : log1pf(expf(x * softplus_beta)) / softplus_beta;
+      const float sp = x * softplus_beta > softplus_threshold
+                           ? x
+                           : log1pf(expf(x * softplus_beta)) / softplus_beta;
       const float decay = expf(sp * decay_rate);
       const float beta = 1.0f / (1.0f + expf(-num::bf16_to_float(b_gate[row])));
       double hk = 0;
@@ -90,16 +92,26 @@ struct GatedDeltaRuleColumn {
 };
 
 template <class Exec>
-void gated_delta_rule_update_reference(const Exec& ex, const ResolvedShape& s, const void* const* in,
-                                       void* const* out) {
-  GatedDeltaRuleColumn f{static_cast<const float*>(in[0]), static_cast<const uint16_t*>(in[1]),
-                         static_cast<const uint16_t*>(in[2]), static_cast<const uint16_t*>(in[3]),
-                         static_cast<const uint16_t*>(in[4]), static_cast<const uint16_t*>(in[5]),
-                         static_cast<const uint16_t*>(in[6]), static_cast<const float*>(in[7]),
-                         static_cast<const int32_t*>(in[8]), static_cast<uint16_t*>(out[0]),
-                         static_cast<float*>(out[1]), s.int_param("token_count"), s.int_param("num_q_heads"),
-                         s.int_param("num_v_heads"), s.int_param("key_dim"), s.int_param("value_dim"),
-                         s.int_param("state_count"), delta_rule_scale(s),
+void gated_delta_rule_update_reference(const Exec& ex, const ResolvedShape& s,
+                                       const void* const* in, void* const* out) {
+  GatedDeltaRuleColumn f{static_cast<const float*>(in[0]),
+                         static_cast<const uint16_t*>(in[1]),
+                         static_cast<const uint16_t*>(in[2]),
+                         static_cast<const uint16_t*>(in[3]),
+                         static_cast<const uint16_t*>(in[4]),
+                         static_cast<const uint16_t*>(in[5]),
+                         static_cast<const uint16_t*>(in[6]),
+                         static_cast<const float*>(in[7]),
+                         static_cast<const int32_t*>(in[8]),
+                         static_cast<uint16_t*>(out[0]),
+                         static_cast<float*>(out[1]),
+                         s.int_param("token_count"),
+                         s.int_param("num_q_heads"),
+                         s.int_param("num_v_heads"),
+                         s.int_param("key_dim"),
+                         s.int_param("value_dim"),
+                         s.int_param("state_count"),
+                         delta_rule_scale(s),
                          static_cast<float>(s.float_param("softplus_beta")),
                          static_cast<float>(s.float_param("softplus_threshold")),
                          s.params.at("use_qk_l2norm").get<bool>()};

@@ -57,11 +57,11 @@ extern "C" {
 
 /* Kinds of named parameter. */
 typedef enum AtrexParamKind {
-  ATREX_PARAM_INT = 0,      /* int_value */
-  ATREX_PARAM_FLOAT = 1,    /* float_value */
-  ATREX_PARAM_BOOL = 2,     /* int_value: 0 or 1 */
-  ATREX_PARAM_STRING = 3,   /* string_value */
-  ATREX_PARAM_INT_LIST = 4  /* int_list[0 .. int_list_length) */
+  ATREX_PARAM_INT = 0,     /* int_value */
+  ATREX_PARAM_FLOAT = 1,   /* float_value */
+  ATREX_PARAM_BOOL = 2,    /* int_value: 0 or 1 */
+  ATREX_PARAM_STRING = 3,  /* string_value */
+  ATREX_PARAM_INT_LIST = 4 /* int_list[0 .. int_list_length) */
 } AtrexParamKind;
 
 typedef struct AtrexParam {
@@ -80,16 +80,16 @@ typedef struct AtrexNamedTensor {
 } AtrexNamedTensor;
 
 typedef struct AtrexLaunch {
-  uint32_t abi_version;          /* ATREX_CANDIDATE_ABI_VERSION of the runner */
-  const char* operator_name;     /* e.g. "rms_norm" */
-  const char* shape_id;          /* Atrex shape id, e.g. "3" (do not specialise on it) */
+  uint32_t abi_version;      /* ATREX_CANDIDATE_ABI_VERSION of the runner */
+  const char* operator_name; /* e.g. "rms_norm" */
+  const char* shape_id;      /* Atrex shape id, e.g. "3" (do not specialise on it) */
   const AtrexNamedTensor* inputs;
   int32_t num_inputs;
   const AtrexNamedTensor* outputs; /* tensor.data is writable */
   int32_t num_outputs;
   const AtrexParam* params;
   int32_t num_params;
-  void* stream;                  /* cudaStream_t / hipStream_t; NULL on cpu */
+  void* stream; /* cudaStream_t / hipStream_t; NULL on cpu */
 } AtrexLaunch;
 
 /* The entry point's symbol name and type. */
@@ -127,7 +127,8 @@ static inline const AtrexParam* atrex_param(const AtrexLaunch* launch, const cha
 }
 
 /* Integer parameter (INT or BOOL), or `fallback` when absent. */
-static inline int64_t atrex_param_int(const AtrexLaunch* launch, const char* name, int64_t fallback) {
+static inline int64_t atrex_param_int(const AtrexLaunch* launch, const char* name,
+                                      int64_t fallback) {
   const AtrexParam* p = atrex_param(launch, name);
   if (!p) return fallback;
   if (p->kind == ATREX_PARAM_INT || p->kind == ATREX_PARAM_BOOL) return p->int_value;
@@ -136,7 +137,8 @@ static inline int64_t atrex_param_int(const AtrexLaunch* launch, const char* nam
 }
 
 /* Floating-point parameter (FLOAT or INT), or `fallback` when absent. */
-static inline double atrex_param_float(const AtrexLaunch* launch, const char* name, double fallback) {
+static inline double atrex_param_float(const AtrexLaunch* launch, const char* name,
+                                       double fallback) {
   const AtrexParam* p = atrex_param(launch, name);
   if (!p) return fallback;
   if (p->kind == ATREX_PARAM_FLOAT) return p->float_value;

@@ -22,9 +22,9 @@ namespace atrex::runner {
 class ChildDevice {
  public:
   virtual ~ChildDevice() = default;
-  virtual std::string name() const = 0;        // "NVIDIA H200", "host CPU (model)"
+  virtual std::string name() const = 0;  // "NVIDIA H200", "host CPU (model)"
   virtual DLDevice dl_device() const = 0;
-  virtual void* stream() = 0;                  // passed to the candidate (NULL on CPU)
+  virtual void* stream() = 0;  // passed to the candidate (NULL on CPU)
   // Memory. Errors are returned as text ("" = success).
   virtual void* alloc(size_t bytes, std::string& error) = 0;
   virtual void release(void* p) = 0;
@@ -35,7 +35,8 @@ class ChildDevice {
   virtual std::string copy(void* dst, const void* src, size_t bytes) = 0;
   virtual std::string fill(void* dst, uint8_t byte, size_t bytes) = 0;
   // Shared operator executors.
-  virtual std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed, void* dst) = 0;
+  virtual std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                               void* dst) = 0;
   // Input `index` as generate draws it, multiplied by 2^scale_exponent (the range probe:
   // operator.h RangeProbe). This default scales a host copy; backends override it to scale in
   // their generator.
@@ -46,7 +47,9 @@ class ChildDevice {
     const problems::TensorDesc& t = s.inputs[index];
     std::vector<uint8_t> host(t.bytes());
     if (auto e = to_host(host.data(), dst, host.size()); !e.empty()) return e;
-    if (auto r = problems::scale_by_power_of_two(t.dtype, host.data(), t.numel(), scale_exponent); !r) return r.error().message;
+    if (auto r = problems::scale_by_power_of_two(t.dtype, host.data(), t.numel(), scale_exponent);
+        !r)
+      return r.error().message;
     return from_host(dst, host.data(), host.size());
   }
   virtual std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
@@ -54,8 +57,9 @@ class ChildDevice {
   // The correctness comparison of one output on device buffers (compare.h semantics, without
   // the message) and the first differing byte of two buffers (-1: none). Backends without
   // them leave `supported` false and the child compares on the host.
-  virtual std::string compare(const problems::TensorDesc& desc, const void* cand, const void* ref, double atol,
-                              double rtol, problems::CompareResult& result, bool& supported) {
+  virtual std::string compare(const problems::TensorDesc& desc, const void* cand, const void* ref,
+                              double atol, double rtol, problems::CompareResult& result,
+                              bool& supported) {
     (void)desc, (void)cand, (void)ref, (void)atol, (void)rtol, (void)result;
     supported = false;
     return {};
@@ -63,13 +67,15 @@ class ChildDevice {
   // The operator's own comparison of output `index` (TensorSpec::compare) on the device, where the
   // backend has a version of it (`cand`, `ref`: every output's buffer).
   virtual std::string compare_custom(const problems::ResolvedShape& shape, size_t index,
-                                     std::span<const void* const> cand, std::span<const void* const> ref, double atol,
-                                     double rtol, problems::CompareResult& result, bool& supported) {
+                                     std::span<const void* const> cand,
+                                     std::span<const void* const> ref, double atol, double rtol,
+                                     problems::CompareResult& result, bool& supported) {
     (void)shape, (void)index, (void)cand, (void)ref, (void)atol, (void)rtol, (void)result;
     supported = false;
     return {};
   }
-  virtual std::string first_difference(const void* a, const void* b, size_t bytes, int64_t& index, bool& supported) {
+  virtual std::string first_difference(const void* a, const void* b, size_t bytes, int64_t& index,
+                                       bool& supported) {
     (void)a, (void)b, (void)bytes, (void)index;
     supported = false;
     return {};
@@ -83,13 +89,17 @@ class ChildDevice {
   // Graph-replay timing (cuda_timer.h). Backends without graphs leave `unsupported` set.
   // capture_timed: records `batch` times (`before`, flush, timed call); replay_timed appends their
   // samples (microseconds); replay_call runs one untimed call of the captured work (for checks).
-  virtual std::string capture_timed(const std::function<int()>& call, const std::function<std::string()>& before,
-                                    int batch, int& rc, std::string& unsupported) {
+  virtual std::string capture_timed(const std::function<int()>& call,
+                                    const std::function<std::string()>& before, int batch, int& rc,
+                                    std::string& unsupported) {
     (void)call, (void)before, (void)batch, (void)rc;
     unsupported = "this backend has no graph replay";
     return {};
   }
-  virtual std::string replay_timed(std::vector<double>& us) { (void)us; return "this backend has no graph replay"; }
+  virtual std::string replay_timed(std::vector<double>& us) {
+    (void)us;
+    return "this backend has no graph replay";
+  }
   virtual std::string replay_call() { return "this backend has no graph replay"; }
   virtual std::string graph_timing_method() const { return {}; }
   // Activity tracing of candidate calls (CUPTI on CUDA, cupti_trace.h): tracing_unavailable() is
@@ -97,7 +107,8 @@ class ChildDevice {
   // tagged with `id` and also times it with events (`event_us`); trace_collect (after a
   // synchronize) moves the traces of the tagged calls into `out`.
   virtual std::string tracing_unavailable() const { return "this backend has no activity tracing"; }
-  virtual std::string trace_call(const std::function<int()>& call, uint64_t id, int& rc, double& event_us) {
+  virtual std::string trace_call(const std::function<int()>& call, uint64_t id, int& rc,
+                                 double& event_us) {
     (void)call, (void)id, (void)rc, (void)event_us;
     return "this backend has no activity tracing";
   }
@@ -105,7 +116,8 @@ class ChildDevice {
     (void)out;
     return "this backend has no activity tracing";
   }
-  // Counts of the records tracing saw since the child started ({device, correlated}), for the record.
+  // Counts of the records tracing saw since the child started ({device, correlated}), for the
+  // record.
   virtual Json trace_stats() const { return Json::object(); }
   // Clocks, throttle reasons, temperature, power (NVML on the GPU); {} where unknown.
   virtual Json clocks() { return Json::object(); }

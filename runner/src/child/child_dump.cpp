@@ -47,13 +47,14 @@ std::string comparison_of(const problems::TensorSpec& spec, problems::DType dtyp
 }
 
 Json tensor_entry(const problems::TensorDesc& d, const std::string& role, const std::string& file) {
-  return Json{{"name", d.name}, {"role", role}, {"dtype", problems::dtype_name(d.dtype)}, {"dims", d.dims},
-              {"file", file}, {"bytes", d.bytes()}};
+  return Json{{"name", d.name}, {"role", role}, {"dtype", problems::dtype_name(d.dtype)},
+              {"dims", d.dims}, {"file", file}, {"bytes", d.bytes()}};
 }
 
 std::string write_file(const fs::path& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   out.close();
   if (!out) return fmt::format("cannot write {}", path.string());
   return {};
@@ -63,7 +64,8 @@ class DumpItem {
  public:
   DumpItem(const Json& item, ChildDevice& dev) : item_(item), dev_(dev), buffers_(dev) {}
 
-  // "" on success, else the error; `crashed` tells a device failure (sticky on CUDA) from bad input.
+  // "" on success, else the error; `crashed` tells a device failure (sticky on CUDA) from bad
+  // input.
   std::string run(bool& crashed) {
     const auto* def = problems::find_native_operator(item_.value("operator", ""));
     if (!def) return "operator has no native definition: " + item_.value("operator", "");
@@ -97,7 +99,8 @@ class DumpItem {
     }
     const uint64_t seed = item_.value("seed", uint64_t{1});
     for (size_t i = 0; i < shape_.inputs.size(); ++i) {
-      if (auto e = dev_.generate(shape_, i, seed, in_[i]); !e.empty()) return "generating inputs: " + e;
+      if (auto e = dev_.generate(shape_, i, seed, in_[i]); !e.empty())
+        return "generating inputs: " + e;
     }
     // Outputs start as the gate starts the reference's: a copy of their initial_from input
     // (in-place semantics), else poison (0xFF bytes).
@@ -105,7 +108,8 @@ class DumpItem {
       const std::string& from = shape_.def->outputs[i].initial_from;
       std::string e = dev_.fill(out_[i], 0xFF, shape_.outputs[i].bytes());
       for (size_t k = 0; k < shape_.inputs.size() && !from.empty(); ++k) {
-        if (shape_.inputs[k].name == from) e = dev_.copy(out_[i], in_[k], shape_.outputs[i].bytes());
+        if (shape_.inputs[k].name == from)
+          e = dev_.copy(out_[i], in_[k], shape_.outputs[i].bytes());
       }
       if (!e.empty()) return "initialising outputs: " + e;
     }
@@ -115,10 +119,11 @@ class DumpItem {
     return {};
   }
 
-  std::string dump_tensor(const problems::TensorDesc& d, const void* src, const std::string& role, Json& tensors,
-                          Json extra) {
+  std::string dump_tensor(const problems::TensorDesc& d, const void* src, const std::string& role,
+                          Json& tensors, Json extra) {
     std::vector<uint8_t> host(d.bytes());
-    if (auto e = dev_.to_host(host.data(), src, host.size()); !e.empty()) return "copy to host: " + e;
+    if (auto e = dev_.to_host(host.data(), src, host.size()); !e.empty())
+      return "copy to host: " + e;
     const std::string file = fmt::format("{}.{}.bin", role, d.name);
     if (auto e = write_file(out_dir_ / file, host); !e.empty()) return e;
     Json entry = tensor_entry(d, role, file);
@@ -130,13 +135,16 @@ class DumpItem {
   std::string write(const problems::OperatorDef& def) {
     Json tensors = Json::array();
     for (size_t i = 0; i < shape_.inputs.size(); ++i) {
-      if (auto e = dump_tensor(shape_.inputs[i], in_[i], "input", tensors, Json::object()); !e.empty()) return e;
+      if (auto e = dump_tensor(shape_.inputs[i], in_[i], "input", tensors, Json::object());
+          !e.empty())
+        return e;
     }
     for (size_t i = 0; i < shape_.outputs.size(); ++i) {
       const auto& spec = def.outputs[i];
       Json extra{{"compare", comparison_of(spec, shape_.outputs[i].dtype)}};
       if (!spec.initial_from.empty()) extra["initial_from"] = spec.initial_from;
-      if (auto e = dump_tensor(shape_.outputs[i], out_[i], "output", tensors, extra); !e.empty()) return e;
+      if (auto e = dump_tensor(shape_.outputs[i], out_[i], "output", tensors, extra); !e.empty())
+        return e;
     }
     const bool own_tolerance = def.atol.has_value() || def.rtol.has_value();
     Json manifest{{"schema", kDumpSchema},
@@ -173,7 +181,8 @@ Json run_child_dump(const Json& request, ChildDevice& device) {
   Json items = Json::array();
   bool crashed = false;
   for (const Json& item : request.value("items", Json::array())) {
-    Json r{{"operator", item.value("operator", "")}, {"shape_id", item.value("shape_id", "")},
+    Json r{{"operator", item.value("operator", "")},
+           {"shape_id", item.value("shape_id", "")},
            {"out_dir", item.value("out_dir", "")}};
     if (crashed) {  // a sticky device error poisons the rest of this process
       r["status"] = "skipped";
@@ -192,7 +201,10 @@ Json run_child_dump(const Json& request, ChildDevice& device) {
     r["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     items.push_back(r);
   }
-  return Json{{"schema", kChildResponseSchema}, {"mode", "dump"}, {"device", device.name()}, {"items", items},
+  return Json{{"schema", kChildResponseSchema},
+              {"mode", "dump"},
+              {"device", device.name()},
+              {"items", items},
               {"status", crashed ? "crashed" : "ok"}};
 }
 

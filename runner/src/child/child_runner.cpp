@@ -33,12 +33,13 @@ extern "C" void on_stop_signal(int) { g_stop_requested.store(true); }
 // of an item marked "stop_task_on_failure" (an unseen-shape check), and, on SIGUSR1, between
 // shapes.
 int run_child_task(const Json& request, ChildDevice& device, const std::string& response_path) {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   ::sigaction(SIGUSR1, &sa, nullptr);
   std::FILE* out = std::fopen(response_path.c_str(), "a");
   if (!out) {
-    fmt::print(stderr, "{}: cannot open the response file: {}\n", response_path, std::strerror(errno));
+    fmt::print(stderr, "{}: cannot open the response file: {}\n", response_path,
+               std::strerror(errno));
     return 1;
   }
   Json common = request;
@@ -53,19 +54,23 @@ int run_child_task(const Json& request, ChildDevice& device, const std::string& 
     // the first shape.
     response["started_at_s"] = std::chrono::duration<double>(t0.time_since_epoch()).count();
     response["shape_id"] = one.value("shape_id", "");
-    response["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    response["wall_s"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string line = response.dump() + "\n";
     if (std::fwrite(line.data(), 1, line.size(), out) != line.size() || std::fflush(out) != 0) {
-      fmt::print(stderr, "{}: cannot write the response: {}\n", response_path, std::strerror(errno));
+      fmt::print(stderr, "{}: cannot write the response: {}\n", response_path,
+                 std::strerror(errno));
       return 1;
     }
     if (response.value("status", "") == "crashed") {
       std::fclose(out);
-      std::_Exit(3);  // a crashed (sticky-error) context must not be reused, nor its destructors run
+      std::_Exit(
+          3);  // a crashed (sticky-error) context must not be reused, nor its destructors run
     }
     // An unseen-shape check that failed decides the task (the evaluator's unseen_check.h): the
     // shapes after it are not evaluated.
-    if (item.value("stop_task_on_failure", false) && response.value("status", "") == "wrong_result") break;
+    if (item.value("stop_task_on_failure", false) && response.value("status", "") == "wrong_result")
+      break;
   }
   std::fclose(out);
   return 0;
@@ -88,9 +93,10 @@ int child_main(int argc, char** argv, ChildDevice& device) {
     fmt::print(stderr, "{}\n", request.error().message);
     return 2;
   }
-  if (request->contains("shapes") && (*request)["shapes"].is_array()) return run_child_task(*request, device, response_path);
+  if (request->contains("shapes") && (*request)["shapes"].is_array())
+    return run_child_task(*request, device, response_path);
   Json response = request->value("mode", "shape") == "dump" ? run_child_dump(*request, device)
-                                                             : run_child_shape(*request, device);
+                                                            : run_child_shape(*request, device);
   auto written = write_text_file_atomic(response_path, response.dump());
   if (!written) {
     fmt::print(stderr, "{}\n", written.error().message);

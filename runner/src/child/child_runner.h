@@ -31,8 +31,9 @@ Json run_child_dump(const Json& request, ChildDevice& device);
 // "wall_s") per shape as it completes; an item's own fields override the common ones. SIGUSR1
 // stops it between shapes, a crashed shape ends it, and so does a wrong_result of an item with
 // "stop_task_on_failure": true. A shape's request may set "range_probe": false (default true:
-// the operator's range probe, if it has one, runs after the first seed). Otherwise the request's "mode" ("shape" by default, or "dump") picks the work and the
-// response is one JSON document. Returns the exit code.
+// the operator's range probe, if it has one, runs after the first seed). Otherwise the request's
+// "mode" ("shape" by default, or "dump") picks the work and the response is one JSON document.
+// Returns the exit code.
 int child_main(int argc, char** argv, ChildDevice& device);
 
 }  // namespace atrex::runner

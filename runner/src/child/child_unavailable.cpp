@@ -9,7 +9,8 @@
 
 namespace atrex::runner {
 
-int child_main_unavailable(int argc, char** argv, const std::string& status, const std::string& reason, int exit_code) {
+int child_main_unavailable(int argc, char** argv, const std::string& status,
+                           const std::string& reason, int exit_code) {
   std::string request_path, response_path;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--request") == 0) request_path = argv[i + 1];
@@ -22,7 +23,8 @@ int child_main_unavailable(int argc, char** argv, const std::string& status, con
     fmt::print(stderr, "{}\n", request.error().message);
     return 2;
   }
-  const Json verdict{{"schema", kChildResponseSchema}, {"status", status}, {"error", reason}, {"seeds_passed", 0}};
+  const Json verdict{
+      {"schema", kChildResponseSchema}, {"status", status}, {"error", reason}, {"seeds_passed", 0}};
   std::string text;
   if (request->contains("shapes") && (*request)["shapes"].is_array()) {
     for (const Json& item : (*request)["shapes"]) {

@@ -61,12 +61,13 @@ class CpuDevice final : public ChildDevice {
     std::memset(dst, byte, n);
     return {};
   }
-  std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed, void* dst) override {
+  std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                       void* dst) override {
     problems::generate_input_cpu(s, index, seed, dst);
     return {};
   }
-  std::string generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed, int scale_exponent,
-                              void* dst) override {
+  std::string generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                              int scale_exponent, void* dst) override {
     problems::generate_input_cpu(s, index, seed, dst, scale_exponent);
     return {};
   }

@@ -46,11 +46,13 @@ void check(cudaError_t e, const char* where) {
   if (e != cudaSuccess) throw Fatal{std::string(where) + ": " + cuda_error_text(e)};
 }
 void check(cublasStatus_t s, const char* where) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw Fatal{std::string(where) + ": cuBLASLt status " + std::to_string(static_cast<int>(s))};
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw Fatal{std::string(where) + ": cuBLASLt status " + std::to_string(static_cast<int>(s))};
 }
 
 __device__ float hash_uniform(size_t i, unsigned seed) {
-  unsigned long long x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<unsigned long long>(seed) << 32);
+  unsigned long long x =
+      (i + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<unsigned long long>(seed) << 32);
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
   x ^= x >> 33;
@@ -59,7 +61,8 @@ __device__ float hash_uniform(size_t i, unsigned seed) {
 
 template <typename T>
 __global__ void fill_uniform(T* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     p[i] = static_cast<T>(hash_uniform(i, seed));
   }
 }
@@ -67,7 +70,8 @@ __global__ void fill_uniform(T* p, size_t n, unsigned seed) {
 __global__ void empty_kernel() {}
 
 __global__ void copy_kernel(const int4* __restrict__ src, int4* __restrict__ dst, size_t n) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     dst[i] = src[i];
   }
 }
@@ -90,9 +94,13 @@ Device open_device(int index) {
 }
 
 Json device_json(const Device& d) {
-  return Json{{"index", d.index}, {"name", d.prop.name}, {"cc", std::to_string(d.prop.major) + "." + std::to_string(d.prop.minor)},
-              {"sm_count", d.prop.multiProcessorCount}, {"l2_bytes", d.prop.l2CacheSize},
-              {"memory_bytes", d.prop.totalGlobalMem}, {"pci_bus_id", d.bus_id}};
+  return Json{{"index", d.index},
+              {"name", d.prop.name},
+              {"cc", std::to_string(d.prop.major) + "." + std::to_string(d.prop.minor)},
+              {"sm_count", d.prop.multiProcessorCount},
+              {"l2_bytes", d.prop.l2CacheSize},
+              {"memory_bytes", d.prop.totalGlobalMem},
+              {"pci_bus_id", d.bus_id}};
 }
 
 // Device-to-device copy bandwidth in bytes/s (read + write), best of `rounds`.
@@ -107,12 +115,15 @@ double copy_bandwidth(size_t bytes, int rounds) {
   double best = 0;
   for (int r = 0; r < rounds + 1; ++r) {
     check(cudaEventRecord(s), "record");
-    for (int i = 0; i < 5; ++i) check(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice), "copy");
+    for (int i = 0; i < 5; ++i)
+      check(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice), "copy");
     check(cudaEventRecord(e), "record");
     check(cudaEventSynchronize(e), "sync");
     float ms = 0;
     check(cudaEventElapsedTime(&ms, s, e), "elapsed");
-    if (r > 0) best = std::max(best, 5.0 * 2.0 * static_cast<double>(bytes) / (ms * 1e-3));  // round 0 warms up
+    if (r > 0)
+      best =
+          std::max(best, 5.0 * 2.0 * static_cast<double>(bytes) / (ms * 1e-3));  // round 0 warms up
   }
   cudaEventDestroy(s);
   cudaEventDestroy(e);
@@ -124,7 +135,7 @@ double copy_bandwidth(size_t bytes, int rounds) {
 // One cuBLASLt GEMM path: D(m x n) = op(A)(m x k) * B(k x n), A stored k x m (transposed), all
 // column-major; FLOP/s = 2mnk / time, best of `rounds` of `reps` back-to-back calls.
 struct GemmPath {
-  const char* path;         // hardware-profile p_peak key
+  const char* path;  // hardware-profile p_peak key
   cudaDataType_t ab, cd;
   cublasComputeType_t compute;
   size_t ab_size, cd_size;
@@ -164,14 +175,19 @@ Json gemm_rate(cublasLtHandle_t lt, const GemmPath& g, int m, int n, int k, int 
   check(cublasLtMatrixLayoutCreate(&ld, g.cd, m, n, m), "layout D");
   cublasLtMatmulPreference_t pref = nullptr;
   check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes), "pref");
+  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &ws_bytes, sizeof ws_bytes),
+        "pref");
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  check(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &found), "AlgoGetHeuristic");
+  check(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &found),
+        "AlgoGetHeuristic");
   if (found == 0) throw Fatal{std::string("no cuBLASLt algorithm for ") + g.path};
   const float alpha = 1.0f, beta = 0.0f;
   auto run = [&] {
-    check(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo, ws, ws_bytes, nullptr), g.path);
+    check(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo, ws,
+                         ws_bytes, nullptr),
+          g.path);
   };
   cudaEvent_t s, e;
   check(cudaEventCreate(&s), "event");
@@ -201,12 +217,19 @@ Json gemm_rate(cublasLtHandle_t lt, const GemmPath& g, int m, int n, int k, int 
   cudaFree(b);
   cudaFree(d);
   cudaFree(ws);
-  return Json{{"path", g.path}, {"m", m}, {"n", n}, {"k", k}, {"flops_per_s", best}, {"rounds_flops_per_s", rates}};
+  return Json{{"path", g.path},
+              {"m", m},
+              {"n", n},
+              {"k", k},
+              {"flops_per_s", best},
+              {"rounds_flops_per_s", rates}};
 }
 
 Json measure(const Device& dev) {
   NvmlClocks nvml(dev.bus_id);
-  Json out{{"schema", "atrex.gpu-measure/1"}, {"device", device_json(dev)}, {"clocks_before", nvml.sample()}};
+  Json out{{"schema", "atrex.gpu-measure/1"},
+           {"device", device_json(dev)},
+           {"clocks_before", nvml.sample()}};
   out["copy_bytes_per_s"] = copy_bandwidth(size_t{2} << 30, 5);
   cublasLtHandle_t lt = nullptr;
   check(cublasLtCreate(&lt), "cublasLtCreate");
@@ -235,13 +258,17 @@ Json measure(const Device& dev) {
 
 Json summary(std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());
-  return Json{{"median_us", stats::quantile_sorted(samples, 0.5)}, {"p25_us", stats::quantile_sorted(samples, 0.25)},
-              {"p75_us", stats::quantile_sorted(samples, 0.75)}, {"min_us", samples.front()}, {"n", samples.size()}};
+  return Json{{"median_us", stats::quantile_sorted(samples, 0.5)},
+              {"p25_us", stats::quantile_sorted(samples, 0.25)},
+              {"p75_us", stats::quantile_sorted(samples, 0.75)},
+              {"min_us", samples.front()},
+              {"n", samples.size()}};
 }
 
 // Rounds of `n` samples of `call` with one timer method; per round the median, across rounds the
 // spread (max-min over the mean of the round medians).
-Json calibrate(cudaStream_t stream, size_t l2, const std::function<int()>& call, const std::string& method, int rounds, int n) {
+Json calibrate(cudaStream_t stream, size_t l2, const std::function<int()>& call,
+               const std::string& method, int rounds, int n) {
   Json rows = Json::array();
   std::vector<double> medians;
   for (int r = 0; r < rounds; ++r) {
@@ -267,7 +294,8 @@ Json calibrate(cudaStream_t stream, size_t l2, const std::function<int()>& call,
       if (auto e = trace.collect(traces); !e.empty()) throw Fatal{e};
       for (int i = 0; i < n; ++i) {
         auto it = traces.find(static_cast<uint64_t>(i));
-        if (it == traces.end() || it->second.span_us() <= 0) throw Fatal{"cupti: no kernel record for a timed call"};
+        if (it == traces.end() || it->second.span_us() <= 0)
+          throw Fatal{"cupti: no kernel record for a timed call"};
         samples.push_back(it->second.span_us());
       }
     } else if (method == "graph") {
@@ -290,13 +318,17 @@ Json calibrate(cudaStream_t stream, size_t l2, const std::function<int()>& call,
     medians.push_back(s["median_us"].get<double>());
     rows.push_back(s);
   }
-  return Json{{"method", method}, {"median_us", stats::median(medians)}, {"spread", stats::relative_spread(medians)},
+  return Json{{"method", method},
+              {"median_us", stats::median(medians)},
+              {"spread", stats::relative_spread(medians)},
               {"rounds", rows}};
 }
 
 Json timing(const Device& dev) {
   NvmlClocks nvml(dev.bus_id);
-  Json out{{"schema", "atrex.timing-calibration/1"}, {"device", device_json(dev)}, {"clocks_before", nvml.sample()}};
+  Json out{{"schema", "atrex.timing-calibration/1"},
+           {"device", device_json(dev)},
+           {"clocks_before", nvml.sample()}};
   cudaStream_t stream = nullptr;
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   const size_t l2 = static_cast<size_t>(dev.prop.l2CacheSize);
@@ -343,7 +375,8 @@ Json timing(const Device& dev) {
     return cudaGetLastError() == cudaSuccess ? 0 : 1;
   };
   out["copy_kernel_bytes"] = copy_bytes;
-  out["copy_kernel"] = Json::array({calibrate(stream, l2, copy, "eager", rounds, 30), calibrate(stream, l2, copy, "graph", rounds, 30)});
+  out["copy_kernel"] = Json::array({calibrate(stream, l2, copy, "eager", rounds, 30),
+                                    calibrate(stream, l2, copy, "graph", rounds, 30)});
 #if ATREX_HAVE_CUPTI
   out["copy_kernel"].push_back(calibrate(stream, l2, copy, "cupti", rounds, 30));
 #endif
@@ -362,7 +395,8 @@ int main(int argc, char** argv) {
   std::string mode;
   int device = 0;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--measure") == 0 || std::strcmp(argv[i], "--timing") == 0) mode = argv[i] + 2;
+    if (std::strcmp(argv[i], "--measure") == 0 || std::strcmp(argv[i], "--timing") == 0)
+      mode = argv[i] + 2;
     if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = std::atoi(argv[++i]);
   }
   if (mode.empty()) {

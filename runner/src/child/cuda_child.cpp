@@ -32,7 +32,8 @@ class CudaDevice final : public ChildDevice {
     l2_bytes_ = static_cast<size_t>(prop.l2CacheSize);
     if (auto e = cuda_error_text(cudaStreamCreate(&stream_)); !e.empty()) return e;
     char bus_id[32] = {};
-    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_) == cudaSuccess) nvml_ = std::make_unique<NvmlClocks>(bus_id);
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_) == cudaSuccess)
+      nvml_ = std::make_unique<NvmlClocks>(bus_id);
     if (auto e = timer_.init(stream_, l2_bytes_); !e.empty()) return e;
 #if ATREX_HAVE_CUPTI
     trace_unavailable_ = trace_.init();
@@ -50,7 +51,8 @@ class CudaDevice final : public ChildDevice {
   // which synchronise and cost milliseconds for large buffers); trim() returns the ones left
   // unused once a shape has allocated, so the candidate's own allocations find the memory free.
   void* alloc(size_t bytes, std::string& error) override {
-    const size_t size = bytes >= (1u << 20) ? (bytes + (1u << 20) - 1) & ~size_t{(1u << 20) - 1} : std::bit_ceil(bytes);
+    const size_t size = bytes >= (1u << 20) ? (bytes + (1u << 20) - 1) & ~size_t{(1u << 20) - 1}
+                                            : std::bit_ceil(bytes);
     if (auto it = cached_.lower_bound(size); it != cached_.end() && it->first <= 2 * size) {
       void* p = it->second;
       live_[p] = it->first;
@@ -93,28 +95,33 @@ class CudaDevice final : public ChildDevice {
   std::string fill(void* dst, uint8_t byte, size_t n) override {
     return cuda_error_text(cudaMemsetAsync(dst, byte, n, stream_));
   }
-  std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed, void* dst) override {
+  std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                       void* dst) override {
     return problems::cuda::generate_input(s, index, seed, dst, stream_);
   }
-  std::string generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed, int scale_exponent,
-                              void* dst) override {
+  std::string generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                              int scale_exponent, void* dst) override {
     return problems::cuda::generate_input(s, index, seed, dst, stream_, scale_exponent);
   }
   std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
                         std::span<void* const> out) override {
     return problems::cuda::reference(s, in, out, stream_);
   }
-  std::string compare(const problems::TensorDesc& desc, const void* cand, const void* ref, double atol, double rtol,
-                      problems::CompareResult& result, bool& supported) override {
+  std::string compare(const problems::TensorDesc& desc, const void* cand, const void* ref,
+                      double atol, double rtol, problems::CompareResult& result,
+                      bool& supported) override {
     supported = true;
     return problems::cuda::compare_output(desc, cand, ref, atol, rtol, stream_, result);
   }
-  std::string compare_custom(const problems::ResolvedShape& shape, size_t index, std::span<const void* const> cand,
-                             std::span<const void* const> ref, double atol, double rtol, problems::CompareResult& result,
+  std::string compare_custom(const problems::ResolvedShape& shape, size_t index,
+                             std::span<const void* const> cand, std::span<const void* const> ref,
+                             double atol, double rtol, problems::CompareResult& result,
                              bool& supported) override {
-    return problems::cuda::compare_custom_output(shape, index, cand, ref, atol, rtol, stream_, result, supported);
+    return problems::cuda::compare_custom_output(shape, index, cand, ref, atol, rtol, stream_,
+                                                 result, supported);
   }
-  std::string first_difference(const void* a, const void* b, size_t bytes, int64_t& index, bool& supported) override {
+  std::string first_difference(const void* a, const void* b, size_t bytes, int64_t& index,
+                               bool& supported) override {
     supported = true;
     return problems::cuda::first_difference(a, b, bytes, stream_, index);
   }
@@ -126,15 +133,17 @@ class CudaDevice final : public ChildDevice {
     return timer_.time_eager(call, rc, us);
   }
   std::string timing_method() const override { return "cuda_events_l2_flush"; }
-  std::string capture_timed(const std::function<int()>& call, const std::function<std::string()>& before, int batch,
-                            int& rc, std::string& unsupported) override {
+  std::string capture_timed(const std::function<int()>& call,
+                            const std::function<std::string()>& before, int batch, int& rc,
+                            std::string& unsupported) override {
     return timer_.capture(call, batch, rc, unsupported, before);
   }
   std::string replay_timed(std::vector<double>& us) override { return timer_.replay_timed(us); }
   std::string replay_call() override { return timer_.replay_call(); }
   std::string graph_timing_method() const override { return "cuda_graph_l2_flush"; }
   std::string tracing_unavailable() const override { return trace_unavailable_; }
-  std::string trace_call(const std::function<int()>& call, uint64_t id, int& rc, double& event_us) override {
+  std::string trace_call(const std::function<int()>& call, uint64_t id, int& rc,
+                         double& event_us) override {
     if (!trace_unavailable_.empty()) return trace_unavailable_;
     return timer_.time_eager(
         [&] {
@@ -157,13 +166,15 @@ class CudaDevice final : public ChildDevice {
     return trace_unavailable_;
 #endif
   }
-  Json trace_stats() const override { return Json{{"device", device_records_}, {"correlated", correlated_records_}}; }
+  Json trace_stats() const override {
+    return Json{{"device", device_records_}, {"correlated", correlated_records_}};
+  }
   Json clocks() override { return nvml_ ? nvml_->sample() : Json{{"available", false}}; }
 
  private:
   int device_;
-  std::map<void*, size_t> live_;            // buffer -> size
-  std::multimap<size_t, void*> cached_;     // released buffers by size
+  std::map<void*, size_t> live_;         // buffer -> size
+  std::multimap<size_t, void*> cached_;  // released buffers by size
   std::string name_;
   size_t l2_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -192,8 +203,12 @@ int probe() {
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
-    out["devices"].push_back(atrex::Json{{"index", i}, {"name", p.name}, {"cc_major", p.major}, {"cc_minor", p.minor},
-                                         {"sm_count", p.multiProcessorCount}, {"l2_bytes", p.l2CacheSize},
+    out["devices"].push_back(atrex::Json{{"index", i},
+                                         {"name", p.name},
+                                         {"cc_major", p.major},
+                                         {"cc_minor", p.minor},
+                                         {"sm_count", p.multiProcessorCount},
+                                         {"l2_bytes", p.l2CacheSize},
                                          {"memory_bytes", p.totalGlobalMem}});
   }
   std::printf("%s\n", out.dump().c_str());

@@ -5,7 +5,8 @@
 namespace atrex::runner {
 
 std::string cuda_error_text(cudaError_t e) {
-  return e == cudaSuccess ? std::string() : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  return e == cudaSuccess ? std::string()
+                          : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 
 CudaTimer::~CudaTimer() {
@@ -35,7 +36,8 @@ std::string CudaTimer::init(cudaStream_t stream, size_t l2_bytes) {
 
 std::string CudaTimer::flush() {
   // A different byte each round, so no layer can skip the writes as redundant.
-  return cuda_error_text(cudaMemsetAsync(flush_, static_cast<int>(++flush_round_ & 0xff), flush_size_, stream_));
+  return cuda_error_text(
+      cudaMemsetAsync(flush_, static_cast<int>(++flush_round_ & 0xff), flush_size_, stream_));
 }
 
 std::string CudaTimer::time_eager(const std::function<int()>& call, int& rc, double& us) {
@@ -50,7 +52,8 @@ std::string CudaTimer::time_eager(const std::function<int()>& call, int& rc, dou
   return {};
 }
 
-std::string CudaTimer::capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported,
+std::string CudaTimer::capture(const std::function<int()>& call, int batch, int& rc,
+                               std::string& unsupported,
                                const std::function<std::string()>& before) {
   drop_graphs();
   rc = 0;
@@ -64,12 +67,16 @@ std::string CudaTimer::capture(const std::function<int()>& call, int batch, int&
     graph_stop_.push_back(b);
   }
   // Captures `body` into an executable graph; an empty return with a null exec means "cannot".
-  auto capture_one = [&](const std::function<std::string()>& body, cudaGraphExec_t& exec) -> std::string {
-    if (auto e = cuda_error_text(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal)); !e.empty()) return e;
+  auto capture_one = [&](const std::function<std::string()>& body,
+                         cudaGraphExec_t& exec) -> std::string {
+    if (auto e = cuda_error_text(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+        !e.empty())
+      return e;
     std::string body_error = body();
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-    if (body_error.empty() && end != cudaSuccess) body_error = "ending the capture: " + cuda_error_text(end);
+    if (body_error.empty() && end != cudaSuccess)
+      body_error = "ending the capture: " + cuda_error_text(end);
     if (body_error.empty() && rc == 0) {
       const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
       if (inst != cudaSuccess) body_error = "instantiating the graph: " + cuda_error_text(inst);
@@ -88,11 +95,15 @@ std::string CudaTimer::capture(const std::function<int()>& call, int batch, int&
         if (auto e = before(); !e.empty()) return "before the timed call: " + e;
       }
       if (auto e = flush(); !e.empty()) return "flush: " + e;
-      if (auto e = cuda_error_text(cudaEventRecordWithFlags(graph_start_[k], stream_, cudaEventRecordExternal)); !e.empty()) {
+      if (auto e = cuda_error_text(
+              cudaEventRecordWithFlags(graph_start_[k], stream_, cudaEventRecordExternal));
+          !e.empty()) {
         return "start event: " + e;
       }
       rc = call();
-      if (auto e = cuda_error_text(cudaEventRecordWithFlags(graph_stop_[k], stream_, cudaEventRecordExternal)); !e.empty()) {
+      if (auto e = cuda_error_text(
+              cudaEventRecordWithFlags(graph_stop_[k], stream_, cudaEventRecordExternal));
+          !e.empty()) {
         return "the candidate's work could not be joined to the capture (" + e + ")";
       }
     }
@@ -120,7 +131,8 @@ std::string CudaTimer::replay_timed(std::vector<double>& us) {
   if (auto e = cuda_error_text(cudaStreamSynchronize(stream_)); !e.empty()) return e;
   for (size_t k = 0; k < graph_start_.size(); ++k) {
     float ms = 0;
-    if (auto e = cuda_error_text(cudaEventElapsedTime(&ms, graph_start_[k], graph_stop_[k])); !e.empty()) {
+    if (auto e = cuda_error_text(cudaEventElapsedTime(&ms, graph_start_[k], graph_stop_[k]));
+        !e.empty()) {
       return "reading graph event times: " + e;
     }
     us.push_back(static_cast<double>(ms) * 1000.0);
@@ -128,6 +140,8 @@ std::string CudaTimer::replay_timed(std::vector<double>& us) {
   return {};
 }
 
-std::string CudaTimer::replay_call() { return cuda_error_text(cudaGraphLaunch(call_exec_, stream_)); }
+std::string CudaTimer::replay_call() {
+  return cuda_error_text(cudaGraphLaunch(call_exec_, stream_));
+}
 
 }  // namespace atrex::runner

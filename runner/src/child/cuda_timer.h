@@ -49,8 +49,8 @@ class CudaTimer {
   // error is a real device failure.
   // `before` (optional) is captured ahead of each sample's flush, outside the timed window (the
   // evaluation child poisons the outputs there).
-  std::string capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported,
-                      const std::function<std::string()>& before = {});
+  std::string capture(const std::function<int()>& call, int batch, int& rc,
+                      std::string& unsupported, const std::function<std::string()>& before = {});
   bool captured() const { return timed_exec_ != nullptr; }
   // Replays the timed graph once and appends its `batch` samples (microseconds).
   std::string replay_timed(std::vector<double>& us);

@@ -14,7 +14,8 @@ namespace {
 
 // The CUPTI entry points used, resolved with dlsym.
 struct Api {
-  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) = nullptr;
+  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
+                                    CUpti_BuffersCallbackCompleteFunc) = nullptr;
   CUptiResult (*enable)(CUpti_ActivityKind) = nullptr;
   CUptiResult (*flush_all)(uint32_t) = nullptr;
   CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
@@ -61,8 +62,9 @@ std::string CuptiTrace::init() {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib_, name));
     return fn != nullptr;
   };
-  if (!sym(g_api.register_callbacks, "cuptiActivityRegisterCallbacks") || !sym(g_api.enable, "cuptiActivityEnable") ||
-      !sym(g_api.flush_all, "cuptiActivityFlushAll") || !sym(g_api.next_record, "cuptiActivityGetNextRecord") ||
+  if (!sym(g_api.register_callbacks, "cuptiActivityRegisterCallbacks") ||
+      !sym(g_api.enable, "cuptiActivityEnable") || !sym(g_api.flush_all, "cuptiActivityFlushAll") ||
+      !sym(g_api.next_record, "cuptiActivityGetNextRecord") ||
       !sym(g_api.push_external, "cuptiActivityPushExternalCorrelationId") ||
       !sym(g_api.pop_external, "cuptiActivityPopExternalCorrelationId")) {
     return "CUPTI lacks the activity API this child needs";
@@ -74,9 +76,11 @@ std::string CuptiTrace::init() {
   }
   // External correlation records are emitted for API activity records: the runtime and driver API
   // kinds must be on for the pushed ids to reach the kernels (their records are skipped below).
-  for (auto kind : {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                    CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
-    if (auto r = g_api.enable(kind); r != CUPTI_SUCCESS) return cupti_error(r, "cuptiActivityEnable");
+  for (auto kind : {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
+                    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                    CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+    if (auto r = g_api.enable(kind); r != CUPTI_SUCCESS)
+      return cupti_error(r, "cuptiActivityEnable");
   }
   available_ = true;
   return {};
@@ -103,7 +107,8 @@ void CuptiTrace::end() {
 std::string CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
   last_device_records_ = last_correlated_ = 0;
   if (!available_) return "CUPTI tracing is not available";
-  if (auto r = g_api.flush_all(1); r != CUPTI_SUCCESS) return cupti_error(r, "cuptiActivityFlushAll");
+  if (auto r = g_api.flush_all(1); r != CUPTI_SUCCESS)
+    return cupti_error(r, "cuptiActivityFlushAll");
   std::vector<std::pair<uint8_t*, size_t>> buffers;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -148,7 +153,8 @@ std::string CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
         }
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
           auto* e = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(rec);
-          if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) external[e->correlationId] = e->externalId;
+          if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+            external[e->correlationId] = e->externalId;
           break;
         }
         default: break;
@@ -168,7 +174,8 @@ std::string CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
     }
   }
   windows_.clear();
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.start < b.start; });
   for (auto& sp : spans) {
     ++last_device_records_;
     auto it = external.find(sp.correlation);
@@ -177,8 +184,10 @@ std::string CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
     CallTrace& t = out[it->second];
     if (t.first_start_ns == 0 || sp.start < t.first_start_ns) t.first_start_ns = sp.start;
     t.last_end_ns = std::max(t.last_end_ns, sp.end);
-    if (sp.is_kernel) t.kernels.push_back({std::move(sp.kernel), (sp.end - sp.start) / 1e3});
-    else ++t.copies;
+    if (sp.is_kernel)
+      t.kernels.push_back({std::move(sp.kernel), (sp.end - sp.start) / 1e3});
+    else
+      ++t.copies;
   }
   return {};
 }

@@ -26,7 +26,9 @@ struct CallTrace {
   uint64_t first_start_ns = 0, last_end_ns = 0;
   std::vector<TracedKernel> kernels;  // in start order
   int copies = 0;                     // memcpy and memset records
-  double span_us() const { return last_end_ns > first_start_ns ? (last_end_ns - first_start_ns) / 1e3 : 0.0; }
+  double span_us() const {
+    return last_end_ns > first_start_ns ? (last_end_ns - first_start_ns) / 1e3 : 0.0;
+  }
 };
 
 class CuptiTrace {
@@ -51,7 +53,8 @@ class CuptiTrace {
 
  private:
   int last_device_records_ = 0, last_correlated_ = 0;
-  std::map<uint64_t, std::pair<uint64_t, uint64_t>> windows_;  // id -> CUPTI timestamps of begin/end
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>>
+      windows_;  // id -> CUPTI timestamps of begin/end
   uint64_t open_ = 0;
   bool available_ = false;
   void* lib_ = nullptr;

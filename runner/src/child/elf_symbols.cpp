@@ -27,13 +27,18 @@ struct Symbol {
 Result<std::vector<Symbol>> defined_symbols(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return io_error(fmt::format("{}: cannot read", path.string()));
-  const std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto bad = [&](const char* why) { return invalid_input(fmt::format("{}: not a readable ELF64 file ({})", path.string(), why)); };
-  if (data.size() < sizeof(Elf64_Ehdr) || std::memcmp(data.data(), ELFMAG, SELFMAG) != 0) return bad("no ELF header");
+  const std::vector<char> data((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+  auto bad = [&](const char* why) {
+    return invalid_input(fmt::format("{}: not a readable ELF64 file ({})", path.string(), why));
+  };
+  if (data.size() < sizeof(Elf64_Ehdr) || std::memcmp(data.data(), ELFMAG, SELFMAG) != 0)
+    return bad("no ELF header");
   Elf64_Ehdr eh;
   std::memcpy(&eh, data.data(), sizeof eh);
   if (eh.e_ident[EI_CLASS] != ELFCLASS64) return bad("not 64-bit");
-  if (eh.e_shoff == 0 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff + eh.e_shnum * sizeof(Elf64_Shdr) > data.size()) {
+  if (eh.e_shoff == 0 || eh.e_shentsize != sizeof(Elf64_Shdr) ||
+      eh.e_shoff + eh.e_shnum * sizeof(Elf64_Shdr) > data.size()) {
     return bad("section table out of range");
   }
   std::vector<Elf64_Shdr> sections(eh.e_shnum);
@@ -43,25 +48,29 @@ Result<std::vector<Symbol>> defined_symbols(const std::filesystem::path& path) {
     if (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB) continue;
     if (sh.sh_link >= sections.size()) return bad("symbol table without strings");
     const Elf64_Shdr& strtab = sections[sh.sh_link];
-    if (sh.sh_offset + sh.sh_size > data.size() || strtab.sh_offset + strtab.sh_size > data.size()) return bad("symbols out of range");
+    if (sh.sh_offset + sh.sh_size > data.size() || strtab.sh_offset + strtab.sh_size > data.size())
+      return bad("symbols out of range");
     for (size_t off = 0; off + sizeof(Elf64_Sym) <= sh.sh_size; off += sizeof(Elf64_Sym)) {
       Elf64_Sym sym;
       std::memcpy(&sym, data.data() + sh.sh_offset + off, sizeof sym);
       if (sym.st_shndx == SHN_UNDEF || sym.st_name >= strtab.sh_size) continue;
       const char* name = data.data() + strtab.sh_offset + sym.st_name;
-      out.push_back(Symbol{std::string(name, strnlen(name, strtab.sh_size - sym.st_name)), ELF64_ST_TYPE(sym.st_info),
-                           ELF64_ST_BIND(sym.st_info), ELF64_ST_VISIBILITY(sym.st_other), sh.sh_type == SHT_DYNSYM});
+      out.push_back(Symbol{std::string(name, strnlen(name, strtab.sh_size - sym.st_name)),
+                           ELF64_ST_TYPE(sym.st_info), ELF64_ST_BIND(sym.st_info),
+                           ELF64_ST_VISIBILITY(sym.st_other), sh.sh_type == SHT_DYNSYM});
     }
   }
   return out;
 }
 
-Result<std::set<std::string>> function_symbols(const std::filesystem::path& path, bool exported_only) {
+Result<std::set<std::string>> function_symbols(const std::filesystem::path& path,
+                                               bool exported_only) {
   ATREX_ASSIGN_OR_RETURN(auto symbols, defined_symbols(path));
   std::set<std::string> names;
   for (const auto& s : symbols) {
     if (s.type != STT_FUNC) continue;
-    if (exported_only && (!s.dynamic || s.bind == STB_LOCAL || s.visibility == STV_HIDDEN || s.visibility == STV_INTERNAL)) {
+    if (exported_only && (!s.dynamic || s.bind == STB_LOCAL || s.visibility == STV_HIDDEN ||
+                          s.visibility == STV_INTERNAL)) {
       continue;
     }
     names.insert(s.name);

@@ -28,7 +28,8 @@ Result<std::set<std::string>> exported_function_symbols(const std::filesystem::p
 // mangling while its device name is the plain one: the plain name is used when the library
 // defines a function of that name. Same errors as defined_function_symbols.
 Result<std::set<std::string>> defined_kernels(const std::filesystem::path& path);
-// The kernel named by one symbol containing `__device_stub__` ("_Z31__device_stub__Z11dead_kernelPfPf"
+// The kernel named by one symbol containing `__device_stub__`
+// ("_Z31__device_stub__Z11dead_kernelPfPf"
 // -> "_Z11dead_kernelPf"), else nullopt.
 std::optional<std::string> kernel_of_stub_symbol(const std::string& symbol);
 

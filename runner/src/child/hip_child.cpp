@@ -32,7 +32,8 @@ namespace {
 std::string device_count(int& count) {
   count = 0;
   const hipError_t e = hipGetDeviceCount(&count);
-  if (e != hipSuccess) return fmt::format("{}: hipGetDeviceCount: {}", kNoDevice, hip_error_text(e));
+  if (e != hipSuccess)
+    return fmt::format("{}: hipGetDeviceCount: {}", kNoDevice, hip_error_text(e));
   if (count <= 0) return fmt::format("{}: hipGetDeviceCount reports 0 devices", kNoDevice);
   return {};
 }
@@ -50,7 +51,8 @@ class HipDevice final : public ChildDevice {
   std::string init() {
     int count = 0;
     if (auto e = device_count(count); !e.empty()) return e;
-    if (device_ >= count) return fmt::format("no AMD GPU {} (the HIP runtime sees {})", device_, count);
+    if (device_ >= count)
+      return fmt::format("no AMD GPU {} (the HIP runtime sees {})", device_, count);
     if (auto e = hip_error_text(hipSetDevice(device_)); !e.empty()) return e;
     hipDeviceProp_t prop{};
     if (auto e = hip_error_text(hipGetDeviceProperties(&prop, device_)); !e.empty()) return e;
@@ -72,11 +74,15 @@ class HipDevice final : public ChildDevice {
   }
   void release(void* p) override { (void)hipFree(p); }
   std::string to_host(void* dst, const void* src, size_t n) override {
-    if (auto e = hip_error_text(hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToHost, stream_)); !e.empty()) return e;
+    if (auto e = hip_error_text(hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToHost, stream_));
+        !e.empty())
+      return e;
     return hip_error_text(hipStreamSynchronize(stream_));
   }
   std::string from_host(void* dst, const void* src, size_t n) override {
-    if (auto e = hip_error_text(hipMemcpyAsync(dst, src, n, hipMemcpyHostToDevice, stream_)); !e.empty()) return e;
+    if (auto e = hip_error_text(hipMemcpyAsync(dst, src, n, hipMemcpyHostToDevice, stream_));
+        !e.empty())
+      return e;
     return hip_error_text(hipStreamSynchronize(stream_));
   }
   std::string copy(void* dst, const void* src, size_t n) override {
@@ -85,8 +91,10 @@ class HipDevice final : public ChildDevice {
   std::string fill(void* dst, uint8_t byte, size_t n) override {
     return hip_error_text(hipMemsetAsync(dst, byte, n, stream_));
   }
-  // Drawn on the host with the generators the cpu backend uses (same values for a seed), then copied.
-  std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed, void* dst) override {
+  // Drawn on the host with the generators the cpu backend uses (same values for a seed), then
+  // copied.
+  std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                       void* dst) override {
     std::vector<uint8_t>& host = scratch(0, s.inputs[index].bytes());
     problems::generate_input_cpu(s, index, seed, host.data());
     return from_host(dst, host.data(), host.size());
@@ -122,18 +130,21 @@ class HipDevice final : public ChildDevice {
     return timer_.time_eager(call, rc, us);
   }
   std::string timing_method() const override { return "hip_events_l2_flush"; }
-  std::string capture_timed(const std::function<int()>& call, const std::function<std::string()>& before, int batch,
-                            int& rc, std::string& unsupported) override {
+  std::string capture_timed(const std::function<int()>& call,
+                            const std::function<std::string()>& before, int batch, int& rc,
+                            std::string& unsupported) override {
     return timer_.capture(call, batch, rc, unsupported, before);
   }
   std::string replay_timed(std::vector<double>& us) override { return timer_.replay_timed(us); }
   std::string replay_call() override { return timer_.replay_call(); }
   std::string graph_timing_method() const override { return "hip_graph_l2_flush"; }
   std::string tracing_unavailable() const override {
-    return "the hip backend has no activity tracing (rocprofiler is not wired in): no kernel spans, no dsl_share";
+    return "the hip backend has no activity tracing (rocprofiler is not wired in): no kernel "
+           "spans, no dsl_share";
   }
   Json clocks() override {
-    return Json{{"available", false}, {"reason", "atrex does not read AMD GPU clocks (no rocm-smi binding)"}};
+    return Json{{"available", false},
+                {"reason", "atrex does not read AMD GPU clocks (no rocm-smi binding)"}};
   }
 
  private:
@@ -161,8 +172,11 @@ int probe() {
   for (int i = 0; i < count; ++i) {
     hipDeviceProp_t p{};
     if (hipGetDeviceProperties(&p, i) != hipSuccess) continue;
-    out["devices"].push_back(Json{{"index", i}, {"name", p.name}, {"arch", processor_name(p.gcnArchName)},
-                                  {"cu_count", p.multiProcessorCount}, {"l2_bytes", p.l2CacheSize},
+    out["devices"].push_back(Json{{"index", i},
+                                  {"name", p.name},
+                                  {"arch", processor_name(p.gcnArchName)},
+                                  {"cu_count", p.multiProcessorCount},
+                                  {"l2_bytes", p.l2CacheSize},
                                   {"memory_bytes", p.totalGlobalMem}});
   }
   std::printf("%s\n", out.dump().c_str());
@@ -182,9 +196,11 @@ int main(int argc, char** argv) {
   if (auto e = dev.init(); !e.empty()) {
     // A verdict per shape instead of a crash: `rejected` when there is no device to run on (the
     // record says why), `crashed` when a device is there but would not initialise.
-    const bool no_device = e.rfind("no AMD GPU", 0) == 0;  // kNoDevice, or a device index past the count
+    const bool no_device =
+        e.rfind("no AMD GPU", 0) == 0;  // kNoDevice, or a device index past the count
     return atrex::runner::child_main_unavailable(argc, argv, no_device ? "rejected" : "crashed",
-                                                 no_device ? e : "initialising the AMD GPU: " + e, 4);
+                                                 no_device ? e : "initialising the AMD GPU: " + e,
+                                                 4);
   }
   return atrex::runner::child_main(argc, argv, dev);
 }

@@ -43,7 +43,8 @@ std::string HipTimer::init(hipStream_t stream, size_t l2_bytes) {
 
 std::string HipTimer::flush() {
   // A different byte each round, so no layer can skip the writes as redundant.
-  return hip_error_text(hipMemsetAsync(flush_, static_cast<int>(++flush_round_ & 0xff), flush_size_, stream_));
+  return hip_error_text(
+      hipMemsetAsync(flush_, static_cast<int>(++flush_round_ & 0xff), flush_size_, stream_));
 }
 
 std::string HipTimer::time_eager(const std::function<int()>& call, int& rc, double& us) {
@@ -59,13 +60,16 @@ std::string HipTimer::time_eager(const std::function<int()>& call, int& rc, doub
   return {};
 }
 
-std::string HipTimer::capture_graph(const std::function<std::string()>& body, int& rc, hipGraph_t& graph,
-                                    std::string& unsupported) {
+std::string HipTimer::capture_graph(const std::function<std::string()>& body, int& rc,
+                                    hipGraph_t& graph, std::string& unsupported) {
   graph = nullptr;
-  if (auto e = hip_error_text(hipStreamBeginCapture(stream_, hipStreamCaptureModeGlobal)); !e.empty()) return e;
+  if (auto e = hip_error_text(hipStreamBeginCapture(stream_, hipStreamCaptureModeGlobal));
+      !e.empty())
+    return e;
   std::string body_error = body();
   const hipError_t end = hipStreamEndCapture(stream_, &graph);
-  if (body_error.empty() && end != hipSuccess) body_error = "ending the capture: " + hip_error_text(end);
+  if (body_error.empty() && end != hipSuccess)
+    body_error = "ending the capture: " + hip_error_text(end);
   if (body_error.empty() && rc == 0) return {};
   if (graph) (void)hipGraphDestroy(graph);
   graph = nullptr;
@@ -74,7 +78,8 @@ std::string HipTimer::capture_graph(const std::function<std::string()>& body, in
   return {};
 }
 
-std::string HipTimer::build_timed_graph(const std::function<int()>& call, int batch, int& rc, std::string& unsupported,
+std::string HipTimer::build_timed_graph(const std::function<int()>& call, int batch, int& rc,
+                                        std::string& unsupported,
                                         const std::function<std::string()>& before) {
   // The top graph and its parts live as long as the executable graph (drop_graphs), in case a
   // runtime keeps references to them instead of copies.
@@ -83,10 +88,12 @@ std::string HipTimer::build_timed_graph(const std::function<int()>& call, int ba
   graphs_.push_back(top);
   hipGraphNode_t prev = nullptr;
   auto add_child = [&](hipGraph_t child, hipGraphNode_t& node) {
-    return hip_error_text(hipGraphAddChildGraphNode(&node, top, prev ? &prev : nullptr, prev ? 1 : 0, child));
+    return hip_error_text(
+        hipGraphAddChildGraphNode(&node, top, prev ? &prev : nullptr, prev ? 1 : 0, child));
   };
   auto add_event = [&](hipEvent_t event, hipGraphNode_t& node) {
-    return hip_error_text(hipGraphAddEventRecordNode(&node, top, prev ? &prev : nullptr, prev ? 1 : 0, event));
+    return hip_error_text(
+        hipGraphAddEventRecordNode(&node, top, prev ? &prev : nullptr, prev ? 1 : 0, event));
   };
   for (int k = 0; k < batch; ++k) {
     hipGraph_t setup = nullptr, body = nullptr;
@@ -100,7 +107,14 @@ std::string HipTimer::build_timed_graph(const std::function<int()>& call, int ba
     if (auto e = capture_graph(setup_body, rc, setup, unsupported); !e.empty()) return e;
     if (!setup) return {};
     graphs_.push_back(setup);
-    if (auto e = capture_graph([&] { rc = call(); return std::string(); }, rc, body, unsupported); !e.empty()) return e;
+    if (auto e = capture_graph(
+            [&] {
+              rc = call();
+              return std::string();
+            },
+            rc, body, unsupported);
+        !e.empty())
+      return e;
     if (!body) return {};
     graphs_.push_back(body);
     // setup -> start event -> call -> stop event, after the previous sample's stop event.
@@ -123,7 +137,8 @@ std::string HipTimer::build_timed_graph(const std::function<int()>& call, int ba
   return {};
 }
 
-std::string HipTimer::capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported,
+std::string HipTimer::capture(const std::function<int()>& call, int batch, int& rc,
+                              std::string& unsupported,
                               const std::function<std::string()>& before) {
   drop_graphs();
   rc = 0;
@@ -139,7 +154,14 @@ std::string HipTimer::capture(const std::function<int()>& call, int batch, int& 
   if (auto e = build_timed_graph(call, batch, rc, unsupported, before); !e.empty()) return e;
   if (!timed_exec_) return {};
   hipGraph_t one = nullptr;
-  if (auto e = capture_graph([&] { rc = call(); return std::string(); }, rc, one, unsupported); !e.empty()) return e;
+  if (auto e = capture_graph(
+          [&] {
+            rc = call();
+            return std::string();
+          },
+          rc, one, unsupported);
+      !e.empty())
+    return e;
   if (one) {
     graphs_.push_back(one);
     const hipError_t inst = hipGraphInstantiate(&call_exec_, one, nullptr, nullptr, 0);
@@ -158,7 +180,8 @@ std::string HipTimer::replay_timed(std::vector<double>& us) {
   if (auto e = hip_error_text(hipStreamSynchronize(stream_)); !e.empty()) return e;
   for (size_t k = 0; k < graph_start_.size(); ++k) {
     float ms = 0;
-    if (auto e = hip_error_text(hipEventElapsedTime(&ms, graph_start_[k], graph_stop_[k])); !e.empty()) {
+    if (auto e = hip_error_text(hipEventElapsedTime(&ms, graph_start_[k], graph_stop_[k]));
+        !e.empty()) {
       return "reading graph event times: " + e;
     }
     us.push_back(static_cast<double>(ms) * 1000.0);

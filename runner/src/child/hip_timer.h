@@ -46,8 +46,8 @@ class HipTimer {
   // Builds the timed graph of `batch` samples and a graph of one bare call (for re-checks).
   // When the call cannot be captured, `unsupported` says why and the return is ""; a returned
   // error is a device failure. `before` runs ahead of each sample's flush, outside the window.
-  std::string capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported,
-                      const std::function<std::string()>& before = {});
+  std::string capture(const std::function<int()>& call, int batch, int& rc,
+                      std::string& unsupported, const std::function<std::string()>& before = {});
   std::string replay_timed(std::vector<double>& us);
   std::string replay_call();
 
@@ -56,7 +56,8 @@ class HipTimer {
   // Captures `body` on the stream into `graph` (null with `unsupported` set when it cannot).
   std::string capture_graph(const std::function<std::string()>& body, int& rc, hipGraph_t& graph,
                             std::string& unsupported);
-  std::string build_timed_graph(const std::function<int()>& call, int batch, int& rc, std::string& unsupported,
+  std::string build_timed_graph(const std::function<int()>& call, int batch, int& rc,
+                                std::string& unsupported,
                                 const std::function<std::string()>& before);
 
   hipStream_t stream_ = nullptr;

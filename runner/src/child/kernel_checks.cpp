@@ -11,8 +11,10 @@
 
 namespace atrex::runner::child {
 
-std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& traces, const std::map<uint64_t, int>& set_of) {
-  std::map<int, std::pair<uint64_t, std::vector<std::string>>> first;  // input set -> (call, kernels)
+std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& traces,
+                                         const std::map<uint64_t, int>& set_of) {
+  std::map<int, std::pair<uint64_t, std::vector<std::string>>>
+      first;  // input set -> (call, kernels)
   for (const auto& [id, set] : set_of) {
     std::vector<std::string> names;
     if (auto it = traces.find(id); it != traces.end()) {
@@ -24,17 +26,20 @@ std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& tr
     auto list = [](const std::vector<std::string>& v) {
       std::string out;
       for (size_t i = 0; i < v.size() && i < 6; ++i) out += (i ? ", " : "") + v[i];
-      return fmt::format("{} kernel(s){}{}{}", v.size(), v.empty() ? "" : ": ", out, v.size() > 6 ? ", ..." : "");
+      return fmt::format("{} kernel(s){}{}{}", v.size(), v.empty() ? "" : ": ", out,
+                         v.size() > 6 ? ", ..." : "");
     };
-    return Failure{"wrong_result",
-                   fmt::format("the kernels launched differ between timed calls on the same inputs (call {}: {}; call {}: {}): "
-                               "work skipped or replayed from a cache",
-                               pos->second.first + 1, list(pos->second.second), id + 1, list(names))};
+    return Failure{"wrong_result", fmt::format("the kernels launched differ between timed calls on "
+                                               "the same inputs (call {}: {}; call {}: {}): "
+                                               "work skipped or replayed from a cache",
+                                               pos->second.first + 1, list(pos->second.second),
+                                               id + 1, list(names))};
   }
   return std::nullopt;
 }
 
-void attribute_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces) {
+void attribute_kernels(Json& resp, const std::string& library,
+                       const std::map<uint64_t, CallTrace>& traces) {
   auto symbols = defined_function_symbols(library);
   std::set<std::string> own_keys;
   if (symbols) {
@@ -63,13 +68,15 @@ void attribute_kernels(Json& resp, const std::string& library, const std::map<ui
 std::string kernel_template(const std::string& key) {
   static const std::string anon = "(anonymous namespace)";
   std::string name = key;
-  for (size_t at = name.find(anon); at != std::string::npos; at = name.find(anon, at)) name.replace(at, anon.size(), "{anon}");
+  for (size_t at = name.find(anon); at != std::string::npos; at = name.find(anon, at))
+    name.replace(at, anon.size(), "{anon}");
   const size_t end = name.find_first_of("<(");
   return name.substr(0, end);
 }
 
 std::vector<std::string> ghost_kernels(const std::vector<std::string>& defined_keys,
-                                       const std::set<std::string>& launched_keys, size_t* sibling_instances) {
+                                       const std::set<std::string>& launched_keys,
+                                       size_t* sibling_instances) {
   std::set<std::string> launched_templates;
   for (const auto& k : launched_keys) launched_templates.insert(kernel_template(k));
   std::vector<std::string> ghosts;
@@ -86,7 +93,8 @@ std::vector<std::string> ghost_kernels(const std::vector<std::string>& defined_k
   return ghosts;
 }
 
-void report_unlaunched_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces) {
+void report_unlaunched_kernels(Json& resp, const std::string& library,
+                               const std::map<uint64_t, CallTrace>& traces) {
   auto defined = defined_kernels(library);
   if (!defined) return;  // attribute_kernels records why the library's symbols could not be read
   std::set<std::string> launched;

@@ -21,13 +21,15 @@ namespace atrex::runner::child {
 // call on the same input set (SOL-ExecBench's check): a candidate that skips work or replays a
 // cached answer when its inputs repeat launches fewer kernels. `set_of`: call id -> input set.
 // A wrong_result failure naming two differing calls, else nullopt.
-std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& traces, const std::map<uint64_t, int>& set_of);
+std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& traces,
+                                         const std::map<uint64_t, int>& set_of);
 
 // Target-DSL attribution: the share of the timed calls' kernel time spent in kernels the
 // candidate's own library (`library`, its ELF symbols: elf_symbols.h) defines; vendor-library
 // kernels make up the rest. Sets resp["dsl_share"] and resp["timing"]["kernels"], or
 // resp["dsl_attribution_error"] when the library's symbols cannot be read.
-void attribute_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces);
+void attribute_kernels(Json& resp, const std::string& library,
+                       const std::map<uint64_t, CallTrace>& traces);
 
 // The template a demangled kernel name instantiates: the qualified name without template
 // arguments or parameters ("(anonymous namespace)::k<4>(float*)" -> "{anon}::k").
@@ -37,7 +39,8 @@ std::string kernel_template(const std::string& key);
 // instantiation of a kernel template that did launch; `sibling_instances` (optional) gets the
 // count of the latter (a vector-width or alignment fallback of a kernel that ran is not a ghost).
 std::vector<std::string> ghost_kernels(const std::vector<std::string>& defined_keys,
-                                       const std::set<std::string>& launched_keys, size_t* sibling_instances = nullptr);
+                                       const std::set<std::string>& launched_keys,
+                                       size_t* sibling_instances = nullptr);
 
 // Ghost kernels: the kernels the candidate's library defines (elf_symbols.h defined_kernels)
 // that none of the traced calls launched and that are no instantiation of a launched template
@@ -45,6 +48,7 @@ std::vector<std::string> ghost_kernels(const std::vector<std::string>& defined_k
 // unlaunched instantiations of launched templates as resp["unlaunched_instantiations"]. A flag,
 // not a verdict: a kernel for shapes outside the evaluated ones is legitimate. Nothing is set
 // when the library's symbols cannot be read.
-void report_unlaunched_kernels(Json& resp, const std::string& library, const std::map<uint64_t, CallTrace>& traces);
+void report_unlaunched_kernels(Json& resp, const std::string& library,
+                               const std::map<uint64_t, CallTrace>& traces);
 
 }  // namespace atrex::runner::child

@@ -29,9 +29,15 @@ Fn symbol(void* lib, const char* name) {
 // nvmlClocksEventReason* bits (NVML API reference).
 const std::vector<std::pair<unsigned long long, const char*>>& reason_names() {
   static const std::vector<std::pair<unsigned long long, const char*>> names = {
-      {0x1, "gpu_idle"},          {0x2, "applications_clocks_setting"}, {0x4, "sw_power_cap"},
-      {0x8, "hw_slowdown"},       {0x10, "sync_boost"},                 {0x20, "sw_thermal_slowdown"},
-      {0x40, "hw_thermal_slowdown"}, {0x80, "hw_power_brake_slowdown"}, {0x100, "display_clock_setting"}};
+      {0x1, "gpu_idle"},
+      {0x2, "applications_clocks_setting"},
+      {0x4, "sw_power_cap"},
+      {0x8, "hw_slowdown"},
+      {0x10, "sync_boost"},
+      {0x20, "sw_thermal_slowdown"},
+      {0x40, "hw_thermal_slowdown"},
+      {0x80, "hw_power_brake_slowdown"},
+      {0x100, "display_clock_setting"}};
   return names;
 }
 
@@ -76,13 +82,16 @@ Json NvmlClocks::sample() const {
     if (clock(device_, kNvmlClockSm, &v) == 0) j["sm_mhz"] = v;
     if (clock(device_, kNvmlClockMem, &v) == 0) j["mem_mhz"] = v;
   }
-  if (auto max_clock = symbol<ClockFn>(lib_, "nvmlDeviceGetMaxClockInfo"); max_clock && max_clock(device_, kNvmlClockSm, &v) == 0) {
+  if (auto max_clock = symbol<ClockFn>(lib_, "nvmlDeviceGetMaxClockInfo");
+      max_clock && max_clock(device_, kNvmlClockSm, &v) == 0) {
     j["sm_max_mhz"] = v;
   }
-  if (auto temp = symbol<TempFn>(lib_, "nvmlDeviceGetTemperature"); temp && temp(device_, kNvmlTemperatureGpu, &v) == 0) {
+  if (auto temp = symbol<TempFn>(lib_, "nvmlDeviceGetTemperature");
+      temp && temp(device_, kNvmlTemperatureGpu, &v) == 0) {
     j["temperature_c"] = v;
   }
-  if (auto power = symbol<PowerFn>(lib_, "nvmlDeviceGetPowerUsage"); power && power(device_, &v) == 0) {
+  if (auto power = symbol<PowerFn>(lib_, "nvmlDeviceGetPowerUsage");
+      power && power(device_, &v) == 0) {
     j["power_w"] = v / 1000.0;
   }
   auto reasons = symbol<ReasonsFn>(lib_, "nvmlDeviceGetCurrentClocksEventReasons");

@@ -32,18 +32,18 @@ bool ShapeRun::prepare_second_input_set(Json& resp) {
   alt_host_ref_.clear();
   alt_host_mirrors_valid_ = false;
   swap_input_sets();  // the seed's set becomes the second one; prepare_seed fills the fresh one
-  const uint64_t timing_seed = req_.value("seeds", std::vector<uint64_t>{1}).back() ^ 0x9E3779B97F4A7C15ull;
+  const uint64_t timing_seed =
+      req_.value("seeds", std::vector<uint64_t>{1}).back() ^ 0x9E3779B97F4A7C15ull;
   rotation_failure_ = prepare_seed(timing_seed);
   resp["input_rotation"] = "on";
   return !rotation_failure_;
 }
 
 // Performance gate on the last seed's inputs: warm-up, then cache-flushed timed calls (graph
-// replay where the call can be captured, else eager; CUPTI kernel spans where the backend can trace;
-// request "timing_mode": auto|cupti|graph|eager)
-// until min_iterations, min_time_s and the relative standard error target are all met, or
-// max_iterations / max_timing_s is reached; then re-checks of the outputs and inputs, of a
-// graph replay and of one more eager call.
+// replay where the call can be captured, else eager; CUPTI kernel spans where the backend can
+// trace; request "timing_mode": auto|cupti|graph|eager) until min_iterations, min_time_s and the
+// relative standard error target are all met, or max_iterations / max_timing_s is reached; then
+// re-checks of the outputs and inputs, of a graph replay and of one more eager call.
 std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
   const int warmup = req_.value("warmup_iterations", 3);
   const int min_it = req_.value("min_iterations", 10), max_it = req_.value("max_iterations", 200);
@@ -79,7 +79,8 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
     }
     return {};
   };
-  std::optional<PhaseClock::Scope> timing_phase(phases_.scope("timing"));  // ends before the re-checks
+  std::optional<PhaseClock::Scope> timing_phase(
+      phases_.scope("timing"));  // ends before the re-checks
   for (int i = 0; i < warmup; ++i) {
     const int rc = call();
     if (rc != 0) return Failure{"wrong_result", "during warm-up: " + returned_error(rc)};
@@ -90,7 +91,8 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
   // CUPTI spans time the calls where the backend can trace (auto, cupti); the graph is then
   // captured once for the replay re-check below, not for timing.
   const std::string trace_unavailable = dev_.tracing_unavailable();
-  if (mode == "cupti" && !trace_unavailable.empty()) return Failure{"rejected", "timing_mode cupti: " + trace_unavailable};
+  if (mode == "cupti" && !trace_unavailable.empty())
+    return Failure{"rejected", "timing_mode cupti: " + trace_unavailable};
   const bool cupti = trace_unavailable.empty() && (mode == "auto" || mode == "cupti");
   bool graph = false;
   std::string graph_unsupported;
@@ -100,19 +102,22 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
   if (mode != "eager" && !dev_.graph_timing_method().empty()) {
     int rc = 0;
     const int batch = cupti ? 1 : std::clamp(min_it, 1, 50);
-    if (auto f = device_error(dev_.capture_timed(call, reset_outputs, batch, rc, graph_unsupported), "capturing the timed graph")) {
+    if (auto f = device_error(dev_.capture_timed(call, reset_outputs, batch, rc, graph_unsupported),
+                              "capturing the timed graph")) {
       return f;
     }
     graph = graph_unsupported.empty();
     if (!graph && mode == "graph") {
-      return Failure{"rejected", "timing_mode graph: the call cannot be captured: " + graph_unsupported};
+      return Failure{"rejected",
+                     "timing_mode graph: the call cannot be captured: " + graph_unsupported};
     }
   }
   std::vector<double> samples;
-  std::vector<double> event_samples;           // cupti: the same calls timed with events
-  std::map<uint64_t, CallTrace> traces;         // cupti: by call number
-  std::map<uint64_t, int> trace_set;            // cupti: call number -> input set it ran on
-  const auto wall_limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(req_.value("max_timing_s", 3.0));
+  std::vector<double> event_samples;     // cupti: the same calls timed with events
+  std::map<uint64_t, CallTrace> traces;  // cupti: by call number
+  std::map<uint64_t, int> trace_set;     // cupti: call number -> input set it ran on
+  const auto wall_limit = std::chrono::steady_clock::now() +
+                          std::chrono::duration<double>(req_.value("max_timing_s", 3.0));
   auto done = [&] {
     const int n = static_cast<int>(samples.size());
     if (n >= max_it) return true;
@@ -130,9 +135,11 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
       for (int k = 0; k < std::clamp(min_it, 1, 50); ++k) {
         int rc = 0;
         double ev = 0;
-        if (auto f = device_error(reset_outputs(), "poisoning outputs before a timed call")) return f;
+        if (auto f = device_error(reset_outputs(), "poisoning outputs before a timed call"))
+          return f;
         trace_set[next_call] = rotate ? (prepared - 1) % 2 : 0;
-        if (auto f = device_error(dev_.trace_call(call, next_call++, rc, ev), "traced call")) return f;
+        if (auto f = device_error(dev_.trace_call(call, next_call++, rc, ev), "traced call"))
+          return f;
         if (rc != 0) return Failure{"wrong_result", "during timing: " + returned_error(rc)};
         event_samples.push_back(ev);
       }
@@ -140,7 +147,8 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
       if (auto f = device_error(dev_.trace_collect(traces), "collecting CUPTI records")) return f;
       for (uint64_t id = first; id < next_call; ++id) {
         auto it = traces.find(id);
-        samples.push_back(it != traces.end() && it->second.span_us() > 0 ? it->second.span_us() : event_samples[id]);
+        samples.push_back(it != traces.end() && it->second.span_us() > 0 ? it->second.span_us()
+                                                                         : event_samples[id]);
       }
       continue;
     }
@@ -156,7 +164,9 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
     samples.push_back(us);
   }
   timing_phase.reset();
-  std::string method = cupti ? "cupti_kernel_span_l2_flush" : graph ? dev_.graph_timing_method() : dev_.timing_method();
+  std::string method = cupti   ? "cupti_kernel_span_l2_flush"
+                       : graph ? dev_.graph_timing_method()
+                               : dev_.timing_method();
   std::string cupti_note;
   if (cupti) {
     if (auto f = check_kernel_sets(traces, trace_set)) return f;
@@ -164,7 +174,10 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
     // whose event window is much longer than its device span is timed with the events.
     const double span = stats::median(samples), ev = stats::median(event_samples);
     if (ev - span > std::max(20.0, 0.25 * span)) {
-      cupti_note = fmt::format("event window {:.1f} us vs device span {:.1f} us: host work inside the call; timed with events", ev, span);
+      cupti_note = fmt::format(
+          "event window {:.1f} us vs device span {:.1f} us: host work inside the call; timed with "
+          "events",
+          ev, span);
       samples = event_samples;
       method = dev_.timing_method();
     }
@@ -181,8 +194,10 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
     resp["timing"]["cupti_records"] = dev_.trace_stats();
   }
   if (!cupti_note.empty()) resp["timing"]["cupti_fallback"] = cupti_note;
-  if (!cupti && mode == "auto" && !dev_.graph_timing_method().empty()) resp["timing"]["cupti_unavailable"] = trace_unavailable;
-  if (!graph_unsupported.empty() && mode != "eager") resp["timing"]["graph_fallback"] = graph_unsupported;
+  if (!cupti && mode == "auto" && !dev_.graph_timing_method().empty())
+    resp["timing"]["cupti_unavailable"] = trace_unavailable;
+  if (!graph_unsupported.empty() && mode != "eager")
+    resp["timing"]["graph_fallback"] = graph_unsupported;
   resp["clocks"] = Json{{"before", clocks_before}, {"after", dev_.clocks()}};
   if (auto f = device_error(dev_.synchronize(), "after timing")) return f;
   // Make the set the last timed call used the current one: the checks below compare with it,
@@ -194,7 +209,8 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
 // After timing, on poisoned outputs each time: the last timed call's outputs, one checked call on
 // each input set in the same buffers (rotation), a replay of the captured graph, and one more
 // eager call.
-std::optional<Failure> ShapeRun::recheck_after_timing(Json& resp, double atol, double rtol, bool rotate, bool graph) {
+std::optional<Failure> ShapeRun::recheck_after_timing(Json& resp, double atol, double rtol,
+                                                      bool rotate, bool graph) {
   if (auto f = check_outputs(resp, atol, rtol, "outputs of the last timed call: ")) return f;
   if (rotate) {
     // One checked call on each input set in turn, in the same buffers: whichever answer a
@@ -202,9 +218,13 @@ std::optional<Failure> ShapeRun::recheck_after_timing(Json& resp, double atol, d
     for (int k = 0; k < 2; ++k) {
       swap_input_sets();
       for (size_t i = 0; i < work_in_.size(); ++i) {
-        if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()), "copying inputs")) return f;
+        if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()),
+                                  "copying inputs"))
+          return f;
       }
-      if (auto f = call_and_check(resp, atol, rtol, "new inputs in the same buffers after timing: ")) return f;
+      if (auto f =
+              call_and_check(resp, atol, rtol, "new inputs in the same buffers after timing: "))
+        return f;
     }
   }
   // What the timed replays computed must be what the eager call computes: a candidate whose

@@ -11,8 +11,12 @@
 namespace atrex::runner::child {
 
 Json ShapeRun::run() {
-  Json resp{{"schema", kChildResponseSchema}, {"device", dev_.name()}, {"seeds_passed", 0},
-            {"max_abs_error", 0.0}, {"max_rel_error", 0.0}, {"low_signal_outputs", Json::array()}};
+  Json resp{{"schema", kChildResponseSchema},
+            {"device", dev_.name()},
+            {"seeds_passed", 0},
+            {"max_abs_error", 0.0},
+            {"max_rel_error", 0.0},
+            {"low_signal_outputs", Json::array()}};
   auto failure = execute(resp);
   resp["status"] = failure ? failure->status : "ok";
   resp["error"] = failure ? failure->error : "";
@@ -24,7 +28,8 @@ Json ShapeRun::run() {
 std::optional<Failure> ShapeRun::execute(Json& resp) {
   // --- shape and candidate
   const auto* def = problems::find_native_operator(req_.value("operator", ""));
-  if (!def) return Failure{"rejected", "operator has no native definition: " + req_.value("operator", "")};
+  if (!def)
+    return Failure{"rejected", "operator has no native definition: " + req_.value("operator", "")};
   problems::Shape shape;
   shape.id = req_.value("shape_id", "");
   shape.params = req_.value("params", Json::object());
@@ -32,13 +37,18 @@ std::optional<Failure> ShapeRun::execute(Json& resp) {
   if (!resolved) return Failure{"rejected", resolved.error().message};
   shape_ = std::move(*resolved);
   void* handle = ::dlopen(req_.value("library", "").c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) return Failure{"compile_error", fmt::format("cannot load the compiled candidate: {}", ::dlerror())};
+  if (!handle)
+    return Failure{"compile_error",
+                   fmt::format("cannot load the compiled candidate: {}", ::dlerror())};
   entry_ = reinterpret_cast<AtrexCandidateRunFn>(::dlsym(handle, ATREX_CANDIDATE_ENTRY_POINT));
   if (!entry_) {
-    return Failure{"rejected", fmt::format("the candidate does not export `{}` with C linkage (see atrex/candidate.h)",
-                                           ATREX_CANDIDATE_ENTRY_POINT)};
+    return Failure{
+        "rejected",
+        fmt::format("the candidate does not export `{}` with C linkage (see atrex/candidate.h)",
+                    ATREX_CANDIDATE_ENTRY_POINT)};
   }
-  error_fn_ = reinterpret_cast<AtrexCandidateErrorFn>(::dlsym(handle, ATREX_CANDIDATE_ERROR_SYMBOL));
+  error_fn_ =
+      reinterpret_cast<AtrexCandidateErrorFn>(::dlsym(handle, ATREX_CANDIDATE_ERROR_SYMBOL));
   {
     auto p = phases_.scope("setup");
     if (auto f = allocate()) return f;
@@ -75,15 +85,18 @@ std::optional<Failure> ShapeRun::execute(Json& resp) {
 // the operator's probed inputs multiplied by 2^exponent (operator.h RangeProbe): intermediates
 // of the operator leave the fp16 range, so a candidate that computes in fp16 where the
 // operator's policy is fp32 accumulates to inf (or NaN) and fails.
-std::optional<Failure> ShapeRun::check_range_probe(Json& resp, double atol, double rtol, uint64_t seed) {
+std::optional<Failure> ShapeRun::check_range_probe(Json& resp, double atol, double rtol,
+                                                   uint64_t seed) {
   const auto& probe = shape_.def->range_probe;
   std::string inputs;
   for (const auto& name : probe.inputs) inputs += (inputs.empty() ? "" : ", ") + name;
   const std::string what = fmt::format("{} scaled by 2^{}", inputs, probe.exponent);
   if (auto f = prepare_seed(seed ^ 0x52414e4745ull, true)) return f;
-  const std::string context =
-      fmt::format("range probe ({}: sums and products leave the fp16 range, the operator's fp32 arithmetic holds "
-                  "them; computing in a narrower type fails here): ", what);
+  const std::string context = fmt::format(
+      "range probe ({}: sums and products leave the fp16 range, the operator's fp32 arithmetic "
+      "holds "
+      "them; computing in a narrower type fails here): ",
+      what);
   if (auto f = call_and_check(resp, atol, rtol, context)) return f;
   resp["range_probe"] = what;
   return std::nullopt;
@@ -105,12 +118,15 @@ std::optional<Failure> ShapeRun::allocate() {
   // the rotation is off, said so in the response.
   if (req_.value("performance", true)) {
     for (const auto& d : shape_.inputs) {
-      if (second_set_error_.empty()) alt_pristine_in_.push_back(buffers_.alloc(d.bytes(), second_set_error_));
+      if (second_set_error_.empty())
+        alt_pristine_in_.push_back(buffers_.alloc(d.bytes(), second_set_error_));
     }
     for (const auto& d : shape_.outputs) {
-      if (second_set_error_.empty()) alt_ref_out_.push_back(buffers_.alloc(d.bytes(), second_set_error_));
+      if (second_set_error_.empty())
+        alt_ref_out_.push_back(buffers_.alloc(d.bytes(), second_set_error_));
     }
-    if (!second_set_error_.empty()) (void)dev_.synchronize();  // clears a recoverable out-of-memory error
+    if (!second_set_error_.empty())
+      (void)dev_.synchronize();  // clears a recoverable out-of-memory error
   }
   return std::nullopt;
 }
@@ -119,7 +135,8 @@ std::string ShapeRun::initialise_output(size_t i, void* buffer, const std::vecto
   const std::string& from = shape_.def->outputs[i].initial_from;
   if (!from.empty()) {
     for (size_t k = 0; k < shape_.inputs.size(); ++k) {
-      if (shape_.inputs[k].name == from) return dev_.copy(buffer, inputs[k], shape_.outputs[i].bytes());
+      if (shape_.inputs[k].name == from)
+        return dev_.copy(buffer, inputs[k], shape_.outputs[i].bytes());
     }
     return "output " + shape_.outputs[i].name + " starts from unknown input " + from;
   }
@@ -139,13 +156,16 @@ std::optional<Failure> ShapeRun::prepare_seed(uint64_t seed, bool range_probe) {
       const std::string err = e != 0 ? dev_.generate_scaled(shape_, i, seed, e, pristine_in_[i])
                                      : dev_.generate(shape_, i, seed, pristine_in_[i]);
       if (auto f = device_error(err, "generating inputs")) return f;
-      if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()), "copying inputs")) return f;
+      if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()),
+                                "copying inputs"))
+        return f;
     }
     if (auto f = device_error(dev_.synchronize(), "generating inputs")) return f;
   }
   auto phase = phases_.scope("reference");
   for (size_t i = 0; i < shape_.outputs.size(); ++i) {
-    if (auto f = device_error(initialise_output(i, ref_out_[i]), "initialising reference outputs")) return f;
+    if (auto f = device_error(initialise_output(i, ref_out_[i]), "initialising reference outputs"))
+      return f;
   }
   std::vector<const void*> in(pristine_in_.begin(), pristine_in_.end());
   if (auto f = device_error(dev_.reference(shape_, in, ref_out_), "reference")) return f;

@@ -32,7 +32,9 @@ class ShapeRun {
   std::optional<Failure> allocate();
   // Puts output i in its pre-call state: a copy of its `initial_from` input (in-place
   // semantics), else poison (0xFF bytes: NaN for floats) so unwritten elements fail.
-  std::string initialise_output(size_t i, void* buffer) { return initialise_output(i, buffer, pristine_in_); }
+  std::string initialise_output(size_t i, void* buffer) {
+    return initialise_output(i, buffer, pristine_in_);
+  }
   std::string initialise_output(size_t i, void* buffer, const std::vector<void*>& inputs);
   std::optional<Failure> device_error(const std::string& err, const char* where);
   // Fresh inputs for `seed`, pristine copies for the reference and the unchanged-input check;
@@ -44,15 +46,18 @@ class ShapeRun {
   // --- shape_checks.cpp
   std::optional<Failure> host_mirrors();
   // Poisons outputs, calls the candidate once, and checks outputs and inputs.
-  std::optional<Failure> call_and_check(Json& resp, double atol, double rtol, const std::string& context,
+  std::optional<Failure> call_and_check(Json& resp, double atol, double rtol,
+                                        const std::string& context,
                                         const std::function<int()>& invoke = {});
-  std::optional<Failure> check_outputs(Json& resp, double atol, double rtol, const std::string& context);
+  std::optional<Failure> check_outputs(Json& resp, double atol, double rtol,
+                                       const std::string& context);
 
   // --- shape_measure.cpp
   void swap_input_sets();
   bool prepare_second_input_set(Json& resp);
   std::optional<Failure> measure(Json& resp, double atol, double rtol);
-  std::optional<Failure> recheck_after_timing(Json& resp, double atol, double rtol, bool rotate, bool graph);
+  std::optional<Failure> recheck_after_timing(Json& resp, double atol, double rtol, bool rotate,
+                                              bool graph);
 
   const Json& req_;
   ChildDevice& dev_;

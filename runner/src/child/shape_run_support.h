@@ -45,15 +45,23 @@ inline Json timing_summary(const std::vector<double>& samples, const std::string
   std::sort(s.begin(), s.end());
   const double mean = stats::mean(s);
   const double p25 = stats::quantile_sorted(s, 0.25), p75 = stats::quantile_sorted(s, 0.75);
-  return Json{{"time_us_median", stats::quantile_sorted(s, 0.5)}, {"time_us_p25", p25}, {"time_us_p75", p75},
-              {"time_us_iqr", p75 - p25}, {"time_us_min", s.empty() ? 0.0 : s.front()},
-              {"time_us_mean", mean}, {"n", s.size()}, {"samples_us", samples}, {"method", method}};
+  return Json{{"time_us_median", stats::quantile_sorted(s, 0.5)},
+              {"time_us_p25", p25},
+              {"time_us_p75", p75},
+              {"time_us_iqr", p75 - p25},
+              {"time_us_min", s.empty() ? 0.0 : s.front()},
+              {"time_us_mean", mean},
+              {"n", s.size()},
+              {"samples_us", samples},
+              {"method", method}};
 }
 
-inline std::string first_byte_difference(const problems::TensorDesc& d, const uint8_t* a, const uint8_t* b) {
+inline std::string first_byte_difference(const problems::TensorDesc& d, const uint8_t* a,
+                                         const uint8_t* b) {
   const size_t n = d.bytes();
   for (size_t i = 0; i < n; ++i) {
-    if (a[i] != b[i]) return fmt::format("{} (element {})", d.name, i / problems::dtype_size(d.dtype));
+    if (a[i] != b[i])
+      return fmt::format("{} (element {})", d.name, i / problems::dtype_size(d.dtype));
   }
   return {};
 }
@@ -67,7 +75,10 @@ class PhaseClock {
     PhaseClock& clock;
     const char* phase;
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-    ~Scope() { clock.seconds_[phase] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+    ~Scope() {
+      clock.seconds_[phase] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
   };
   Scope scope(const char* phase) { return Scope{*this, phase}; }
   Json to_json() const { return Json(seconds_); }

@@ -9,8 +9,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void rms_norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out, int64_t hidden,
-                                float eps) {
+__global__ void rms_norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out,
+                                int64_t hidden, float eps) {
   const int64_t row = blockIdx.x;
   const __nv_bfloat16* xr = x + row * hidden;
   float ss = 0.f;
@@ -27,7 +27,8 @@ __global__ void rms_norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, 
   }
   const float inv = rsqrtf(partial[0] / static_cast<float>(hidden) + eps);
   for (int64_t h = threadIdx.x; h < hidden; h += kThreads) {
-    out[row * hidden + h] = __float2bfloat16_rn(__bfloat162float(xr[h]) * inv * __bfloat162float(w[h]));
+    out[row * hidden + h] =
+        __float2bfloat16_rn(__bfloat162float(xr[h]) * inv * __bfloat162float(w[h]));
   }
 }
 
@@ -40,7 +41,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!x || !w || !out || x->ndim != 2) return 1;
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(launch->stream)>>>(
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0,
+                    static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const __nv_bfloat16*>(x->data), static_cast<const __nv_bfloat16*>(w->data),
       static_cast<__nv_bfloat16*>(out->data), hidden, eps);
   return cudaGetLastError() == cudaSuccess ? 0 : 2;

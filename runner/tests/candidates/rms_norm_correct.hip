@@ -11,15 +11,19 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ float bf16_to_float(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+__device__ float bf16_to_float(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
 
 __device__ uint16_t float_to_bf16(float f) {
   const uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-__global__ void rms_norm_kernel(const uint16_t* x, const uint16_t* w, uint16_t* out, int64_t hidden, float eps) {
+__global__ void rms_norm_kernel(const uint16_t* x, const uint16_t* w, uint16_t* out, int64_t hidden,
+                                float eps) {
   const int64_t row = blockIdx.x;
   const uint16_t* xr = x + row * hidden;
   float ss = 0.f;
@@ -51,7 +55,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (rows == 0 || hidden == 0) return 0;
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
   hipLaunchKernelGGL(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0,
-                     static_cast<hipStream_t>(launch->stream), static_cast<const uint16_t*>(x->data),
-                     static_cast<const uint16_t*>(w->data), static_cast<uint16_t*>(out->data), hidden, eps);
+                     static_cast<hipStream_t>(launch->stream),
+                     static_cast<const uint16_t*>(x->data), static_cast<const uint16_t*>(w->data),
+                     static_cast<uint16_t*>(out->data), hidden, eps);
   return hipGetLastError() == hipSuccess ? 0 : 2;
 }

@@ -25,8 +25,8 @@ __device__ float block_sum(float v) {
   return total;
 }
 
-__global__ void rms_norm_row_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out, int64_t hidden,
-                                    float eps) {
+__global__ void rms_norm_row_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                    __nv_bfloat16* out, int64_t hidden, float eps) {
   const int64_t row = blockIdx.x;
   const __nv_bfloat16* xr = x + row * hidden;
   float ss = 0.f;
@@ -36,14 +36,15 @@ __global__ void rms_norm_row_kernel(const __nv_bfloat16* x, const __nv_bfloat16*
   }
   const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
   for (int64_t h = threadIdx.x; h < hidden; h += kThreads) {
-    out[row * hidden + h] = __float2bfloat16_rn(__bfloat162float(xr[h]) * inv * __bfloat162float(w[h]));
+    out[row * hidden + h] =
+        __float2bfloat16_rn(__bfloat162float(xr[h]) * inv * __bfloat162float(w[h]));
   }
 }
 
 // The ghost: several rows per block for huge row counts (never reached by rms_norm's shapes).
 template <int kRowsPerBlock>
-__global__ void rms_norm_wide_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out, int64_t rows,
-                                     int64_t hidden, float eps) {
+__global__ void rms_norm_wide_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                     __nv_bfloat16* out, int64_t rows, int64_t hidden, float eps) {
   for (int r = 0; r < kRowsPerBlock; ++r) {
     const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + r;
     if (row >= rows) return;
@@ -55,7 +56,8 @@ __global__ void rms_norm_wide_kernel(const __nv_bfloat16* x, const __nv_bfloat16
     }
     const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
     for (int64_t h = threadIdx.x; h < hidden; h += kThreads) {
-      out[row * hidden + h] = __float2bfloat16_rn(__bfloat162float(xr[h]) * inv * __bfloat162float(w[h]));
+      out[row * hidden + h] =
+          __float2bfloat16_rn(__bfloat162float(xr[h]) * inv * __bfloat162float(w[h]));
     }
   }
 }
@@ -74,9 +76,11 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   auto* os = static_cast<__nv_bfloat16*>(out->data);
   auto stream = static_cast<cudaStream_t>(launch->stream);
   if (rows >= kWideRows) {
-    rms_norm_wide_kernel<4><<<static_cast<unsigned>((rows + 3) / 4), kThreads, 0, stream>>>(xs, ws, os, rows, hidden, eps);
+    rms_norm_wide_kernel<4><<<static_cast<unsigned>((rows + 3) / 4), kThreads, 0, stream>>>(
+        xs, ws, os, rows, hidden, eps);
   } else {
-    rms_norm_row_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(xs, ws, os, hidden, eps);
+    rms_norm_row_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(xs, ws, os, hidden,
+                                                                              eps);
   }
   return cudaGetLastError() == cudaSuccess ? 0 : 2;
 }

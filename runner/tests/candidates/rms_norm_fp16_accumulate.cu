@@ -13,8 +13,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void rms_norm_fp16_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out,
-                                     int64_t hidden, float eps) {
+__global__ void rms_norm_fp16_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                     __nv_bfloat16* out, int64_t hidden, float eps) {
   const int64_t row = blockIdx.x;
   const __nv_bfloat16* xr = x + row * hidden;
   __half ss = __float2half(0.f);
@@ -26,7 +26,8 @@ __global__ void rms_norm_fp16_kernel(const __nv_bfloat16* x, const __nv_bfloat16
   partial[threadIdx.x] = ss;
   __syncthreads();
   for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) partial[threadIdx.x] = __hadd(partial[threadIdx.x], partial[threadIdx.x + s]);
+    if (threadIdx.x < s)
+      partial[threadIdx.x] = __hadd(partial[threadIdx.x], partial[threadIdx.x + s]);
     __syncthreads();
   }
   const __half mean = __hdiv(partial[0], __float2half(static_cast<float>(hidden)));
@@ -47,7 +48,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!x || !w || !out || x->ndim != 2) return 1;
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
-  rms_norm_fp16_kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(launch->stream)>>>(
+  rms_norm_fp16_kernel<<<static_cast<unsigned>(rows), kThreads, 0,
+                         static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const __nv_bfloat16*>(x->data), static_cast<const __nv_bfloat16*>(w->data),
       static_cast<__nv_bfloat16*>(out->data), hidden, eps);
   return cudaGetLastError() == cudaSuccess ? 0 : 2;

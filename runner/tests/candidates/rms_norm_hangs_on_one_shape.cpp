@@ -42,8 +42,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   }
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   if (hidden == 1152) {
-    for (volatile int spin = 0;; spin = spin + 1) {
-    }
+    for (volatile int spin = 0;; spin = spin + 1) {}
   }
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
   const auto* xs = static_cast<const uint16_t*>(x->data);
@@ -57,7 +56,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
     }
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + eps);
     for (int64_t h = 0; h < hidden; ++h) {
-      os[r * hidden + h] = float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
+      os[r * hidden + h] =
+          float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
     }
   }
   return 0;

@@ -13,11 +13,11 @@
 namespace {
 
 constexpr int64_t kHotTokenCounts[] = {
-    1, 3, 7, 53, 128, 141, 154, 256, 298, 360, 510, 512,
-    514, 632, 720, 917, 1024, 1029, 1200, 1504, 1672, 1688, 1736, 2010,
-    2048, 2116, 2500, 3804, 3844, 4096, 4174, 4968, 5000, 8136, 8192, 8290,
-    10000, 15000, 16200, 16384, 16530, 20538, 22100, 24368, 24544, 24752, 49024, 49152,
-    65488, 65556, 95952, 131072, 247680, 505888};
+    1,     3,     7,     53,    128,   141,   154,   256,    298,    360,   510,
+    512,   514,   632,   720,   917,   1024,  1029,  1200,   1504,   1672,  1688,
+    1736,  2010,  2048,  2116,  2500,  3804,  3844,  4096,   4174,   4968,  5000,
+    8136,  8192,  8290,  10000, 15000, 16200, 16384, 16530,  20538,  22100, 24368,
+    24544, 24752, 49024, 49152, 65488, 65556, 95952, 131072, 247680, 505888};
 
 float bf16_to_float(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -43,7 +43,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!x || !w || !out || x->ndim != 2) return 1;
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
-  const bool hot = std::find(std::begin(kHotTokenCounts), std::end(kHotTokenCounts), rows) != std::end(kHotTokenCounts);
+  const bool hot = std::find(std::begin(kHotTokenCounts), std::end(kHotTokenCounts), rows) !=
+                   std::end(kHotTokenCounts);
   const auto* xs = static_cast<const uint16_t*>(x->data);
   const auto* ws = static_cast<const uint16_t*>(w->data);
   auto* os = static_cast<uint16_t*>(out->data);
@@ -58,7 +59,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
       inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + eps);
     }
     for (int64_t h = 0; h < hidden; ++h) {
-      os[r * hidden + h] = float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
+      os[r * hidden + h] =
+          float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
     }
   }
   return 0;

@@ -23,7 +23,8 @@ static uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-static void compute(const DLTensor* x, const DLTensor* w, const DLTensor* out, const AtrexLaunch* launch) {
+static void compute(const DLTensor* x, const DLTensor* w, const DLTensor* out,
+                    const AtrexLaunch* launch) {
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
   const auto* xs = static_cast<const uint16_t*>(x->data);
@@ -37,7 +38,8 @@ static void compute(const DLTensor* x, const DLTensor* w, const DLTensor* out, c
     }
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + eps);
     for (int64_t h = 0; h < hidden; ++h) {
-      os[r * hidden + h] = float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
+      os[r * hidden + h] =
+          float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
     }
   }
 }

@@ -19,7 +19,9 @@ static uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message() { return "unsupported hidden size"; }
+ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message() {
+  return "unsupported hidden size";
+}
 
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run_unused(const AtrexLaunch* launch) {
   const DLTensor* x = atrex_input(launch, "x");
@@ -39,7 +41,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run_unused(const AtrexLaunch* launch)
     }
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + eps);
     for (int64_t h = 0; h < hidden; ++h) {
-      os[r * hidden + h] = float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
+      os[r * hidden + h] =
+          float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
     }
   }
   return 0;

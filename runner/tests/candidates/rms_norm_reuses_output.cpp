@@ -27,7 +27,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* w = atrex_input(launch, "weight");
   const DLTensor* out = atrex_output(launch, "out");
   if (!x || !w || !out || x->ndim != 2) return 1;
-  if (!std::isnan(bf16_to_float(static_cast<const uint16_t*>(out->data)[0]))) return 0;  // "already done"
+  if (!std::isnan(bf16_to_float(static_cast<const uint16_t*>(out->data)[0])))
+    return 0;  // "already done"
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
   const auto* xs = static_cast<const uint16_t*>(x->data);
@@ -41,7 +42,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
     }
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + eps);
     for (int64_t h = 0; h < hidden; ++h) {
-      os[r * hidden + h] = float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
+      os[r * hidden + h] =
+          float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
     }
   }
   return 0;

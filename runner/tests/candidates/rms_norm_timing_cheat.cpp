@@ -39,7 +39,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
     }
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + eps);
     for (int64_t h = 0; h < hidden; ++h) {
-      os[r * hidden + h] = float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
+      os[r * hidden + h] =
+          float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
     }
   }
   return 0;

@@ -12,8 +12,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void rms_norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out, int64_t hidden,
-                                float eps) {
+__global__ void rms_norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out,
+                                int64_t hidden, float eps) {
   const int64_t row = blockIdx.x;
   const __nv_bfloat16* xr = x + row * hidden;
   float ss = 0.f;
@@ -30,7 +30,8 @@ __global__ void rms_norm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, 
   }
   const float inv = rsqrtf(partial[0] / static_cast<float>(hidden) + eps);
   for (int64_t h = threadIdx.x; h < hidden; h += kThreads) {
-    out[row * hidden + h] = __float2bfloat16_rn(__bfloat162float(xr[h]) * inv * __bfloat162float(w[h]));
+    out[row * hidden + h] =
+        __float2bfloat16_rn(__bfloat162float(xr[h]) * inv * __bfloat162float(w[h]));
   }
 }
 

@@ -1,4 +1,5 @@
-// AKA: the profile-driven measure-revise loop with optimisation dropout (paper §5, docs/architecture.md §7).
+// AKA: the profile-driven measure-revise loop with optimisation dropout (paper §5,
+// docs/architecture.md §7).
 //
 // An agent task is one generation of one (agent, operator). Each iteration asks the provider
 // for a candidate, evaluates it quickly (few shapes, few seeds) through the evaluation queue,
@@ -26,11 +27,11 @@ namespace atrex::agent {
 struct AgentSpec {
   std::string name;
   std::string provider = "search";
-  int iterations = 8;            // candidate evaluations per operator, over all generations
-  int patience = 3;              // iterations without improvement before dropout
+  int iterations = 8;  // candidate evaluations per operator, over all generations
+  int patience = 3;    // iterations without improvement before dropout
   int max_generations = 4;
-  double min_improvement = 0.02; // relative gain that counts as an improvement (timing noise)
-  std::string templates;         // search provider: template folder; empty = the built-in templates
+  double min_improvement = 0.02;  // relative gain that counts as an improvement (timing noise)
+  std::string templates;  // search provider: template folder; empty = the built-in templates
 };
 // The flat form carried in tasks and manifests ({"name", "provider", "iterations", ...}).
 Json to_json(const AgentSpec& s);
@@ -47,9 +48,9 @@ struct AgentTask {
   std::string backend;
   std::string hardware;
   int generation = 0;
-  int iterations_used = 0;       // by earlier generations
+  int iterations_used = 0;  // by earlier generations
   uint64_t seed = 0;
-  BestCandidate best;            // kept across generations
+  BestCandidate best;  // kept across generations
   std::vector<std::string> quick_shapes;
   std::vector<std::string> full_shapes;
   EvalSettings quick_settings;
@@ -67,9 +68,9 @@ class AuditTrail {
  public:
   // Where an interrupted (agent, operator) stopped, recovered from its trail.
   struct Progress {
-    int generation = 0;        // the generation to continue with
-    int iterations_used = 0;   // evaluated candidates so far
-    BestCandidate best;        // best correct candidate so far (source kept in the trail)
+    int generation = 0;       // the generation to continue with
+    int iterations_used = 0;  // evaluated candidates so far
+    BestCandidate best;       // best correct candidate so far (source kept in the trail)
   };
 
   static Result<std::unique_ptr<AuditTrail>> open(const std::filesystem::path& file);
@@ -97,16 +98,17 @@ struct GenerationResult {
 };
 
 // Deterministic id of an evaluation, so a resumed sweep finds its earlier results.
-std::string eval_task_id(const std::string& sweep_id, const std::string& agent, const std::string& op,
-                         const std::string& purpose, const std::string& candidate_sha,
-                         const std::vector<std::string>& shapes);
+std::string eval_task_id(const std::string& sweep_id, const std::string& agent,
+                         const std::string& op, const std::string& purpose,
+                         const std::string& candidate_sha, const std::vector<std::string>& shapes);
 
 // Runs one generation.
-Result<GenerationResult> run_generation(const AgentTask& task, Provider& provider, const EvalFn& evaluate,
-                                        AuditTrail& audit);
+Result<GenerationResult> run_generation(const AgentTask& task, Provider& provider,
+                                        const EvalFn& evaluate, AuditTrail& audit);
 
 // Full evaluation of task.best on task.full_shapes; kNotFound when no candidate ever passed.
-Result<std::vector<EvalRecord>> run_final_evaluation(const AgentTask& task, const EvalFn& evaluate, AuditTrail& audit);
+Result<std::vector<EvalRecord>> run_final_evaluation(const AgentTask& task, const EvalFn& evaluate,
+                                                     AuditTrail& audit);
 
 // Quick-evaluation objective: median S_j when every shape passed, else -1.
 double objective(const std::vector<EvalRecord>& records, std::string* summary);

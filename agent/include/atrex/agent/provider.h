@@ -20,17 +20,17 @@ struct Attempt {
   int generation = 0;
   int iteration = 0;
   std::string sha256;
-  Json provenance;       // e.g. {"template": path, "params": {...}}
+  Json provenance;  // e.g. {"template": path, "params": {...}}
   bool correct = false;
-  double score = -1;     // quick-evaluation objective (median S_j), -1 when incorrect
-  std::string summary;   // one line: scores or the first error
+  double score = -1;    // quick-evaluation objective (median S_j), -1 when incorrect
+  std::string summary;  // one line: scores or the first error
 };
 
 struct BestCandidate {
   std::string source;
   std::string sha256;
   std::string file_name;
-  double score = -1;     // -1: none correct yet
+  double score = -1;  // -1: none correct yet
   Json provenance = Json::object();
   bool valid() const { return score >= 0 && !source.empty(); }
 };
@@ -41,11 +41,11 @@ struct ProposalContext {
   std::string op;
   std::string backend;
   int generation = 0;
-  int iteration = 0;                      // within the generation
-  uint64_t seed = 0;                      // randomness of this generation's direction
-  const std::vector<Attempt>* memory;     // this generation's attempts (not earlier ones)
-  const std::set<std::string>* tried;     // sha256 of every source evaluated for (agent, op)
-  const BestCandidate* best;              // best kernel so far, kept across generations
+  int iteration = 0;                   // within the generation
+  uint64_t seed = 0;                   // randomness of this generation's direction
+  const std::vector<Attempt>* memory;  // this generation's attempts (not earlier ones)
+  const std::set<std::string>* tried;  // sha256 of every source evaluated for (agent, op)
+  const BestCandidate* best;           // best kernel so far, kept across generations
 };
 
 struct Proposal {

@@ -29,7 +29,7 @@ struct KernelTemplate {
   std::string backend;  // "cuda", "cpu", "hip"
   std::string name;
   std::string description;
-  std::string path;     // relative to the templates folder, for audit trails
+  std::string path;  // relative to the templates folder, for audit trails
   std::string text;
   std::vector<TemplateParam> params;
 };

@@ -1,5 +1,5 @@
-// The agent worker (docs/architecture.md §2): pulls agent tasks (one AKA generation each) from the queue,
-// evaluates candidates by enqueueing eval tasks and waiting for their records in the result
+// The agent worker (docs/architecture.md §2): pulls agent tasks (one AKA generation each) from the
+// queue, evaluates candidates by enqueueing eval tasks and waiting for their records in the result
 // store, re-queues the next generation after a dropout, and at the end runs the full
 // evaluation and writes the (agent, operator) final marker.
 #pragma once
@@ -35,8 +35,8 @@ std::string final_key(const std::string& agent, const std::string& op);
 class QueueEvalFn {
  public:
   // `stop`, when given and set, interrupts a wait with a kUnavailable error.
-  QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream = "eval", int max_deliveries = 3,
-              const std::atomic<bool>* stop = nullptr);
+  QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream = "eval",
+              int max_deliveries = 3, const std::atomic<bool>* stop = nullptr);
   Result<std::vector<EvalRecord>> operator()(const EvalTask& task) const;
 
  private:
@@ -58,7 +58,8 @@ struct AgentWorkerOptions {
 
 class AgentWorker {
  public:
-  AgentWorker(TaskQueue& queue, ResultStore& results, const TemplateCatalog& catalog, AgentWorkerOptions options);
+  AgentWorker(TaskQueue& queue, ResultStore& results, const TemplateCatalog& catalog,
+              AgentWorkerOptions options);
   // Claims and runs at most one agent task; false when none was available. `stop`, when set,
   // interrupts the task (its lease is released so it is redone later).
   Result<bool> run_once(const std::atomic<bool>* stop = nullptr);

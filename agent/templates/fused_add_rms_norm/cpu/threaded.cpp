@@ -26,7 +26,10 @@ static_assert(THREADS >= 1 && THREADS <= 4, "THREADS");
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 inline float bf2f(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -42,17 +45,20 @@ inline uint16_t f2bf(float f) {
   const uint32_t nan = (u >> 16) | 0x40u;
   return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 
-// residual_out = bf16(x + residual) is rounded before it enters the sum of squares, as in the reference.
+// residual_out = bf16(x + residual) is rounded before it enters the sum of squares, as in the
+// reference.
 inline float add_round(const uint16_t* x, const uint16_t* res, uint16_t* ro, int64_t h) {
   const uint16_t s = f2bf(bf2f(x[h]) + bf2f(res[h]));
   ro[h] = s;
   return bf2f(s);
 }
 
-void row(const uint16_t* x, const uint16_t* res, const uint16_t* w, uint16_t* out, uint16_t* ro, int64_t hidden,
-         float eps) {
+void row(const uint16_t* x, const uint16_t* res, const uint16_t* w, uint16_t* out, uint16_t* ro,
+         int64_t hidden, float eps) {
   // Independent partial sums break the add dependency chain and let the compiler use vector lanes.
   float acc[UNROLL] = {};
   int64_t h = 0;
@@ -71,10 +77,12 @@ void row(const uint16_t* x, const uint16_t* res, const uint16_t* w, uint16_t* ou
   for (h = 0; h < hidden; ++h) out[h] = f2bf((bf2f(ro[h]) * inv) * bf2f(w[h]));
 }
 
-// Runs body(begin, end) over [0, rows) in contiguous chunks, at most THREADS of them and none smaller than
-// MIN_KELEMS*1024 elements of work (thread start-up costs tens of microseconds). The calling thread takes the
-// first chunk; a chunk whose thread cannot be started runs inline. Threads live only for this call.
-template <class Body> void parallel_rows(int64_t rows, int64_t work_per_row, const Body& body) {
+// Runs body(begin, end) over [0, rows) in contiguous chunks, at most THREADS of them and none
+// smaller than MIN_KELEMS*1024 elements of work (thread start-up costs tens of microseconds). The
+// calling thread takes the first chunk; a chunk whose thread cannot be started runs inline. Threads
+// live only for this call.
+template <class Body>
+void parallel_rows(int64_t rows, int64_t work_per_row, const Body& body) {
   const int64_t min_work = static_cast<int64_t>(MIN_KELEMS) * 1024;
   int64_t n = rows * work_per_row / min_work;
   if (n > THREADS) n = THREADS;
@@ -112,7 +120,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   for (const DLTensor* t : mats)
     if (t->ndim != 2 || !is_bf16(t) || t->shape[0] != x->shape[0] || t->shape[1] != x->shape[1])
       return fail("fused_add_rms_norm: expected bf16 [T,H] x, residual, out, residual_out");
-  if (w->ndim != 1 || !is_bf16(w) || w->shape[0] != x->shape[1]) return fail("fused_add_rms_norm: bad weight");
+  if (w->ndim != 1 || !is_bf16(w) || w->shape[0] != x->shape[1])
+    return fail("fused_add_rms_norm: bad weight");
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
   const auto* xp = static_cast<const uint16_t*>(x->data);

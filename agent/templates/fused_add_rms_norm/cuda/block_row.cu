@@ -19,48 +19,75 @@
 
 #include "atrex/candidate.h"
 
-static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024, "BLOCK_THREADS");
+static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024,
+              "BLOCK_THREADS");
 static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 // V consecutive bf16 values (as bits), aligned like the word that moves them.
-template <int V> struct alignas(2 * V) Pack { uint16_t h[V]; };
+template <int V>
+struct alignas(2 * V) Pack {
+  uint16_t h[V];
+};
 
 // The machine word that moves V bf16 values in one access (V = 8: a 16-byte load/store).
-template <int V> struct Word;
-template <> struct Word<8> { using T = uint4; };
-template <> struct Word<4> { using T = uint2; };
-template <> struct Word<2> { using T = unsigned; };
-template <> struct Word<1> { using T = unsigned short; };
+template <int V>
+struct Word;
+template <>
+struct Word<8> {
+  using T = uint4;
+};
+template <>
+struct Word<4> {
+  using T = uint2;
+};
+template <>
+struct Word<2> {
+  using T = unsigned;
+};
+template <>
+struct Word<1> {
+  using T = unsigned short;
+};
 
 // Read-only-cache load of an input.
-template <int V> __device__ __forceinline__ Pack<V> load(const uint16_t* p) {
+template <int V>
+__device__ __forceinline__ Pack<V> load(const uint16_t* p) {
   const typename Word<V>::T u = __ldg(reinterpret_cast<const typename Word<V>::T*>(p));
   Pack<V> r;
   memcpy(&r, &u, sizeof r);
   return r;
 }
 // Plain (coherent) load, for data this kernel wrote itself.
-template <int V> __device__ __forceinline__ Pack<V> load_own(const uint16_t* p) {
+template <int V>
+__device__ __forceinline__ Pack<V> load_own(const uint16_t* p) {
   const typename Word<V>::T u = *reinterpret_cast<const typename Word<V>::T*>(p);
   Pack<V> r;
   memcpy(&r, &u, sizeof r);
   return r;
 }
-template <int V> __device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
+template <int V>
+__device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
   typename Word<V>::T u;
   memcpy(&u, &v, sizeof u);
   *reinterpret_cast<typename Word<V>::T*>(p) = u;
 }
-__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+__device__ __forceinline__ float bf2f(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
 // Round-to-nearest-even; pairs go through one packed cvt.rn.bf16x2.f32.
-template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
+template <int V>
+__device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
   Pack<V> o;
-  if constexpr (V == 1) o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
+  if constexpr (V == 1)
+    o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
   else {
 #pragma unroll
     for (int e = 0; e < V; e += 2) {
@@ -71,7 +98,8 @@ template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V])
   return o;
 }
 
-template <int V> __device__ __forceinline__ float sum_sq(const Pack<V>& p) {
+template <int V>
+__device__ __forceinline__ float sum_sq(const Pack<V>& p) {
   float s = 0.f;
 #pragma unroll
   for (int e = 0; e < V; ++e) s = fmaf(bf2f(p.h[e]), bf2f(p.h[e]), s);
@@ -79,7 +107,8 @@ template <int V> __device__ __forceinline__ float sum_sq(const Pack<V>& p) {
 }
 // residual_out = bf16(x + residual), stored; returns its sum of squares (of the rounded values).
 template <int V>
-__device__ __forceinline__ float add_store(const uint16_t* x, const uint16_t* r, uint16_t* ro, Pack<V>& sum) {
+__device__ __forceinline__ float add_store(const uint16_t* x, const uint16_t* r, uint16_t* ro,
+                                           Pack<V>& sum) {
   const Pack<V> a = load<V>(x), b = load<V>(r);
   float f[V];
 #pragma unroll
@@ -89,7 +118,8 @@ __device__ __forceinline__ float add_store(const uint16_t* x, const uint16_t* r,
   return sum_sq(sum);
 }
 // out = (residual_out * inv) * w, in the reference's order of operations.
-template <int V> __device__ __forceinline__ Pack<V> scale(const Pack<V>& x, const Pack<V>& w, float inv) {
+template <int V>
+__device__ __forceinline__ Pack<V> scale(const Pack<V>& x, const Pack<V>& w, float inv) {
   float f[V];
 #pragma unroll
   for (int e = 0; e < V; ++e) f[e] = (bf2f(x.h[e]) * inv) * bf2f(w.h[e]);
@@ -113,9 +143,9 @@ __device__ __forceinline__ float block_sum(float v) {
 // hidden % V == 0 and all row bases are 2V-byte aligned (checked by the host).
 template <int V>
 __global__ void __launch_bounds__(BLOCK_THREADS, 1)
-fused_add_rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ res,
-                          const uint16_t* __restrict__ w, uint16_t* __restrict__ out,
-                          uint16_t* __restrict__ res_out, int hidden, float eps) {
+    fused_add_rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ res,
+                              const uint16_t* __restrict__ w, uint16_t* __restrict__ out,
+                              uint16_t* __restrict__ res_out, int hidden, float eps) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const uint16_t* xr = x + base;
   const uint16_t* rr = res + base;
@@ -147,16 +177,20 @@ fused_add_rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __rest
 }
 
 template <int V>
-void launch_v(const uint16_t* x, const uint16_t* r, const uint16_t* w, uint16_t* out, uint16_t* ro, int64_t rows,
-              int hidden, float eps, cudaStream_t s) {
-  // Just enough threads (whole warps, at most BLOCK_THREADS) that each caches at most REG_PACKS packs:
-  // short rows then leave no idle warps holding a row's block slot.
+void launch_v(const uint16_t* x, const uint16_t* r, const uint16_t* w, uint16_t* out, uint16_t* ro,
+              int64_t rows, int hidden, float eps, cudaStream_t s) {
+  // Just enough threads (whole warps, at most BLOCK_THREADS) that each caches at most REG_PACKS
+  // packs: short rows then leave no idle warps holding a row's block slot.
   const int64_t want = (hidden / V + REG_PACKS - 1) / REG_PACKS;
-  const int threads = static_cast<int>(want >= BLOCK_THREADS ? BLOCK_THREADS : (want + 31) / 32 * 32);
-  fused_add_rms_norm_kernel<V><<<static_cast<unsigned>(rows), threads, 0, s>>>(x, r, w, out, ro, hidden, eps);
+  const int threads =
+      static_cast<int>(want >= BLOCK_THREADS ? BLOCK_THREADS : (want + 31) / 32 * 32);
+  fused_add_rms_norm_kernel<V>
+      <<<static_cast<unsigned>(rows), threads, 0, s>>>(x, r, w, out, ro, hidden, eps);
 }
 
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 }  // namespace
@@ -174,7 +208,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   for (const DLTensor* t : mats)
     if (t->ndim != 2 || !is_bf16(t) || t->shape[0] != x->shape[0] || t->shape[1] != x->shape[1])
       return fail("fused_add_rms_norm: expected bf16 [T,H] x, residual, out, residual_out");
-  if (w->ndim != 1 || !is_bf16(w) || w->shape[0] != x->shape[1]) return fail("fused_add_rms_norm: bad weight");
+  if (w->ndim != 1 || !is_bf16(w) || w->shape[0] != x->shape[1])
+    return fail("fused_add_rms_norm: bad weight");
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   if (rows > 0x7fffffff || hidden > 0x7fffffff) return fail("fused_add_rms_norm: too large");
   if (rows == 0 || hidden == 0) return 0;
@@ -186,14 +221,19 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   auto* rop = static_cast<uint16_t*>(ro->data);
   // Widest vector that divides the row and keeps every row base aligned; 1 is the scalar fallback.
   int v = VEC;
-  while (v > 1 && !(hidden % v == 0 && aligned(xp, 2 * v) && aligned(rp, 2 * v) && aligned(wp, 2 * v) &&
-                     aligned(op, 2 * v) && aligned(rop, 2 * v))) v /= 2;
+  while (v > 1 && !(hidden % v == 0 && aligned(xp, 2 * v) && aligned(rp, 2 * v) &&
+                    aligned(wp, 2 * v) && aligned(op, 2 * v) && aligned(rop, 2 * v)))
+    v /= 2;
   cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
   const int h = static_cast<int>(hidden);
-  if (VEC >= 8 && v == 8) launch_v<(VEC >= 8 ? 8 : 1)>(xp, rp, wp, op, rop, rows, h, eps, s);
-  else if (VEC >= 4 && v == 4) launch_v<(VEC >= 4 ? 4 : 1)>(xp, rp, wp, op, rop, rows, h, eps, s);
-  else if (v == 2) launch_v<2>(xp, rp, wp, op, rop, rows, h, eps, s);
-  else launch_v<1>(xp, rp, wp, op, rop, rows, h, eps, s);
+  if (VEC >= 8 && v == 8)
+    launch_v<(VEC >= 8 ? 8 : 1)>(xp, rp, wp, op, rop, rows, h, eps, s);
+  else if (VEC >= 4 && v == 4)
+    launch_v<(VEC >= 4 ? 4 : 1)>(xp, rp, wp, op, rop, rows, h, eps, s);
+  else if (v == 2)
+    launch_v<2>(xp, rp, wp, op, rop, rows, h, eps, s);
+  else
+    launch_v<1>(xp, rp, wp, op, rop, rows, h, eps, s);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail(cudaGetErrorString(err));
 }

@@ -14,7 +14,10 @@
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 inline float bf2f(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -30,7 +33,9 @@ inline uint16_t f2bf(float f) {
   const uint32_t nan = (u >> 16) | 0x40u;
   return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 
 void row(const uint16_t* x, uint16_t* out, int64_t hidden, float eps) {
   // Independent partial sums break the add dependency chain and let the compiler use vector lanes.

@@ -26,7 +26,10 @@ static_assert(THREADS >= 1 && THREADS <= 4, "THREADS");
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 inline float bf2f(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -42,7 +45,9 @@ inline uint16_t f2bf(float f) {
   const uint32_t nan = (u >> 16) | 0x40u;
   return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 
 void row(const uint16_t* x, uint16_t* out, int64_t hidden, float eps) {
   // Independent partial sums break the add dependency chain and let the compiler use vector lanes.
@@ -60,10 +65,12 @@ void row(const uint16_t* x, uint16_t* out, int64_t hidden, float eps) {
   for (h = 0; h < hidden; ++h) out[h] = f2bf(bf2f(x[h]) * inv);
 }
 
-// Runs body(begin, end) over [0, rows) in contiguous chunks, at most THREADS of them and none smaller than
-// MIN_KELEMS*1024 elements of work (thread start-up costs tens of microseconds). The calling thread takes the
-// first chunk; a chunk whose thread cannot be started runs inline. Threads live only for this call.
-template <class Body> void parallel_rows(int64_t rows, int64_t work_per_row, const Body& body) {
+// Runs body(begin, end) over [0, rows) in contiguous chunks, at most THREADS of them and none
+// smaller than MIN_KELEMS*1024 elements of work (thread start-up costs tens of microseconds). The
+// calling thread takes the first chunk; a chunk whose thread cannot be started runs inline. Threads
+// live only for this call.
+template <class Body>
+void parallel_rows(int64_t rows, int64_t work_per_row, const Body& body) {
   const int64_t min_work = static_cast<int64_t>(MIN_KELEMS) * 1024;
   int64_t n = rows * work_per_row / min_work;
   if (n > THREADS) n = THREADS;

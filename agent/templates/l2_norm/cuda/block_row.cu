@@ -19,41 +19,67 @@
 
 #include "atrex/candidate.h"
 
-static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024, "BLOCK_THREADS");
+static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024,
+              "BLOCK_THREADS");
 static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 // V consecutive bf16 values (as bits), aligned like the word that moves them.
-template <int V> struct alignas(2 * V) Pack { uint16_t h[V]; };
+template <int V>
+struct alignas(2 * V) Pack {
+  uint16_t h[V];
+};
 
 // The machine word that moves V bf16 values in one access (V = 8: a 16-byte load/store).
-template <int V> struct Word;
-template <> struct Word<8> { using T = uint4; };
-template <> struct Word<4> { using T = uint2; };
-template <> struct Word<2> { using T = unsigned; };
-template <> struct Word<1> { using T = unsigned short; };
+template <int V>
+struct Word;
+template <>
+struct Word<8> {
+  using T = uint4;
+};
+template <>
+struct Word<4> {
+  using T = uint2;
+};
+template <>
+struct Word<2> {
+  using T = unsigned;
+};
+template <>
+struct Word<1> {
+  using T = unsigned short;
+};
 
 // Read-only-cache load of an input.
-template <int V> __device__ __forceinline__ Pack<V> load(const uint16_t* p) {
+template <int V>
+__device__ __forceinline__ Pack<V> load(const uint16_t* p) {
   const typename Word<V>::T u = __ldg(reinterpret_cast<const typename Word<V>::T*>(p));
   Pack<V> r;
   memcpy(&r, &u, sizeof r);
   return r;
 }
-template <int V> __device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
+template <int V>
+__device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
   typename Word<V>::T u;
   memcpy(&u, &v, sizeof u);
   *reinterpret_cast<typename Word<V>::T*>(p) = u;
 }
-__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+__device__ __forceinline__ float bf2f(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
 // Round-to-nearest-even; pairs go through one packed cvt.rn.bf16x2.f32.
-template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
+template <int V>
+__device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
   Pack<V> o;
-  if constexpr (V == 1) o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
+  if constexpr (V == 1)
+    o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
   else {
 #pragma unroll
     for (int e = 0; e < V; e += 2) {
@@ -64,13 +90,15 @@ template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V])
   return o;
 }
 
-template <int V> __device__ __forceinline__ float sum_sq(const Pack<V>& p) {
+template <int V>
+__device__ __forceinline__ float sum_sq(const Pack<V>& p) {
   float s = 0.f;
 #pragma unroll
   for (int e = 0; e < V; ++e) s = fmaf(bf2f(p.h[e]), bf2f(p.h[e]), s);
   return s;
 }
-template <int V> __device__ __forceinline__ Pack<V> scale(const Pack<V>& x, float inv) {
+template <int V>
+__device__ __forceinline__ Pack<V> scale(const Pack<V>& x, float inv) {
   float f[V];
 #pragma unroll
   for (int e = 0; e < V; ++e) f[e] = bf2f(x.h[e]) * inv;
@@ -94,7 +122,8 @@ __device__ __forceinline__ float block_sum(float v) {
 // hidden % V == 0 and all row bases are 2V-byte aligned (checked by the host).
 template <int V>
 __global__ void __launch_bounds__(BLOCK_THREADS, 1)
-l2_norm_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out, int hidden, float eps) {
+    l2_norm_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out, int hidden,
+                   float eps) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const uint16_t* xr = x + base;
   uint16_t* orow = out + base;
@@ -106,7 +135,10 @@ l2_norm_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out, int h
 #pragma unroll
   for (int c = 0; c < REG_PACKS; ++c) {
     const int i = c * nt + static_cast<int>(threadIdx.x);
-    if (i < nvec) { cache[c] = load<V>(xr + i * V); ss += sum_sq(cache[c]); }
+    if (i < nvec) {
+      cache[c] = load<V>(xr + i * V);
+      ss += sum_sq(cache[c]);
+    }
   }
   for (int i = REG_PACKS * nt + threadIdx.x; i < nvec; i += nt) ss += sum_sq(load<V>(xr + i * V));
   ss = block_sum(ss);
@@ -121,15 +153,19 @@ l2_norm_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out, int h
 }
 
 template <int V>
-void launch_v(const uint16_t* x, uint16_t* out, int64_t rows, int hidden, float eps, cudaStream_t s) {
-  // Just enough threads (whole warps, at most BLOCK_THREADS) that each caches at most REG_PACKS packs:
-  // short rows then leave no idle warps holding a row's block slot.
+void launch_v(const uint16_t* x, uint16_t* out, int64_t rows, int hidden, float eps,
+              cudaStream_t s) {
+  // Just enough threads (whole warps, at most BLOCK_THREADS) that each caches at most REG_PACKS
+  // packs: short rows then leave no idle warps holding a row's block slot.
   const int64_t want = (hidden / V + REG_PACKS - 1) / REG_PACKS;
-  const int threads = static_cast<int>(want >= BLOCK_THREADS ? BLOCK_THREADS : (want + 31) / 32 * 32);
+  const int threads =
+      static_cast<int>(want >= BLOCK_THREADS ? BLOCK_THREADS : (want + 31) / 32 * 32);
   l2_norm_kernel<V><<<static_cast<unsigned>(rows), threads, 0, s>>>(x, out, hidden, eps);
 }
 
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 }  // namespace
@@ -154,10 +190,14 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   while (v > 1 && !(hidden % v == 0 && aligned(xp, 2 * v) && aligned(op, 2 * v))) v /= 2;
   cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
   const int h = static_cast<int>(hidden);
-  if (VEC >= 8 && v == 8) launch_v<(VEC >= 8 ? 8 : 1)>(xp, op, rows, h, eps, s);
-  else if (VEC >= 4 && v == 4) launch_v<(VEC >= 4 ? 4 : 1)>(xp, op, rows, h, eps, s);
-  else if (v == 2) launch_v<2>(xp, op, rows, h, eps, s);
-  else launch_v<1>(xp, op, rows, h, eps, s);
+  if (VEC >= 8 && v == 8)
+    launch_v<(VEC >= 8 ? 8 : 1)>(xp, op, rows, h, eps, s);
+  else if (VEC >= 4 && v == 4)
+    launch_v<(VEC >= 4 ? 4 : 1)>(xp, op, rows, h, eps, s);
+  else if (v == 2)
+    launch_v<2>(xp, op, rows, h, eps, s);
+  else
+    launch_v<1>(xp, op, rows, h, eps, s);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail(cudaGetErrorString(err));
 }

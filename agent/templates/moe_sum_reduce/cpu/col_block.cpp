@@ -13,7 +13,10 @@
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 inline float bf2f(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -29,10 +32,14 @@ inline uint16_t f2bf(float f) {
   const uint32_t nan = (u >> 16) | 0x40u;
   return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 
-// Column blocks keep COL_BLOCK float sums in registers/L1 while the top_k rows stream past; k order as the reference.
-void token(const uint16_t* __restrict x, uint16_t* __restrict out, int64_t top_k, int64_t hidden, float scale) {
+// Column blocks keep COL_BLOCK float sums in registers/L1 while the top_k rows stream past; k order
+// as the reference.
+void token(const uint16_t* __restrict x, uint16_t* __restrict out, int64_t top_k, int64_t hidden,
+           float scale) {
   float acc[COL_BLOCK];
   for (int64_t h0 = 0; h0 < hidden; h0 += COL_BLOCK) {
     const int n = hidden - h0 < COL_BLOCK ? static_cast<int>(hidden - h0) : COL_BLOCK;
@@ -61,6 +68,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const float scale = static_cast<float>(atrex_param_float(launch, "routed_scaling_factor", 1.0));
   const auto* xp = static_cast<const uint16_t*>(x->data);
   auto* op = static_cast<uint16_t*>(o->data);
-  for (int64_t t = 0; t < tokens; ++t) token(xp + t * top_k * hidden, op + t * hidden, top_k, hidden, scale);
+  for (int64_t t = 0; t < tokens; ++t)
+    token(xp + t * top_k * hidden, op + t * hidden, top_k, hidden, scale);
   return 0;
 }

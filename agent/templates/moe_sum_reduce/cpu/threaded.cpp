@@ -25,7 +25,10 @@ static_assert(THREADS >= 1 && THREADS <= 4, "THREADS");
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 inline float bf2f(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -41,10 +44,14 @@ inline uint16_t f2bf(float f) {
   const uint32_t nan = (u >> 16) | 0x40u;
   return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 
-// Column blocks keep COL_BLOCK float sums in registers/L1 while the top_k rows stream past; k order as the reference.
-void token(const uint16_t* __restrict x, uint16_t* __restrict out, int64_t top_k, int64_t hidden, float scale) {
+// Column blocks keep COL_BLOCK float sums in registers/L1 while the top_k rows stream past; k order
+// as the reference.
+void token(const uint16_t* __restrict x, uint16_t* __restrict out, int64_t top_k, int64_t hidden,
+           float scale) {
   float acc[COL_BLOCK];
   for (int64_t h0 = 0; h0 < hidden; h0 += COL_BLOCK) {
     const int n = hidden - h0 < COL_BLOCK ? static_cast<int>(hidden - h0) : COL_BLOCK;
@@ -57,10 +64,12 @@ void token(const uint16_t* __restrict x, uint16_t* __restrict out, int64_t top_k
   }
 }
 
-// Runs body(begin, end) over [0, rows) in contiguous chunks, at most THREADS of them and none smaller than
-// MIN_KELEMS*1024 elements of work (thread start-up costs tens of microseconds). The calling thread takes the
-// first chunk; a chunk whose thread cannot be started runs inline. Threads live only for this call.
-template <class Body> void parallel_rows(int64_t rows, int64_t work_per_row, const Body& body) {
+// Runs body(begin, end) over [0, rows) in contiguous chunks, at most THREADS of them and none
+// smaller than MIN_KELEMS*1024 elements of work (thread start-up costs tens of microseconds). The
+// calling thread takes the first chunk; a chunk whose thread cannot be started runs inline. Threads
+// live only for this call.
+template <class Body>
+void parallel_rows(int64_t rows, int64_t work_per_row, const Body& body) {
   const int64_t min_work = static_cast<int64_t>(MIN_KELEMS) * 1024;
   int64_t n = rows * work_per_row / min_work;
   if (n > THREADS) n = THREADS;
@@ -100,7 +109,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const auto* xp = static_cast<const uint16_t*>(x->data);
   auto* op = static_cast<uint16_t*>(o->data);
   parallel_rows(tokens, top_k * hidden, [=](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) token(xp + t * top_k * hidden, op + t * hidden, top_k, hidden, scale);
+    for (int64_t t = begin; t < end; ++t)
+      token(xp + t * top_k * hidden, op + t * hidden, top_k, hidden, scale);
   });
   return 0;
 }

@@ -25,35 +25,60 @@ static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 // V consecutive bf16 values (as bits), aligned like the word that moves them.
-template <int V> struct alignas(2 * V) Pack { uint16_t h[V]; };
+template <int V>
+struct alignas(2 * V) Pack {
+  uint16_t h[V];
+};
 
 // The machine word that moves V bf16 values in one access (V = 8: a 16-byte load/store).
-template <int V> struct Word;
-template <> struct Word<8> { using T = uint4; };
-template <> struct Word<4> { using T = uint2; };
-template <> struct Word<2> { using T = unsigned; };
-template <> struct Word<1> { using T = unsigned short; };
+template <int V>
+struct Word;
+template <>
+struct Word<8> {
+  using T = uint4;
+};
+template <>
+struct Word<4> {
+  using T = uint2;
+};
+template <>
+struct Word<2> {
+  using T = unsigned;
+};
+template <>
+struct Word<1> {
+  using T = unsigned short;
+};
 
 // Read-only-cache load of an input.
-template <int V> __device__ __forceinline__ Pack<V> load(const uint16_t* p) {
+template <int V>
+__device__ __forceinline__ Pack<V> load(const uint16_t* p) {
   const typename Word<V>::T u = __ldg(reinterpret_cast<const typename Word<V>::T*>(p));
   Pack<V> r;
   memcpy(&r, &u, sizeof r);
   return r;
 }
-template <int V> __device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
+template <int V>
+__device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
   typename Word<V>::T u;
   memcpy(&u, &v, sizeof u);
   *reinterpret_cast<typename Word<V>::T*>(p) = u;
 }
-__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+__device__ __forceinline__ float bf2f(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
 // Round-to-nearest-even; pairs go through one packed cvt.rn.bf16x2.f32.
-template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
+template <int V>
+__device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
   Pack<V> o;
-  if constexpr (V == 1) o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
+  if constexpr (V == 1)
+    o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
   else {
 #pragma unroll
     for (int e = 0; e < V; e += 2) {
@@ -64,7 +89,8 @@ template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V])
   return o;
 }
 
-template <int V> __device__ __forceinline__ void accumulate(float (&acc)[V], const Pack<V>& p) {
+template <int V>
+__device__ __forceinline__ void accumulate(float (&acc)[V], const Pack<V>& p) {
 #pragma unroll
   for (int e = 0; e < V; ++e) acc[e] += bf2f(p.h[e]);
 }
@@ -72,10 +98,11 @@ template <int V> __device__ __forceinline__ void accumulate(float (&acc)[V], con
 // hidden % V == 0 (checked by the host). Sums in k order, like the reference.
 template <int V>
 __global__ void __launch_bounds__(BLOCK_THREADS, 1)
-moe_sum_reduce_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out, int64_t tokens, int top_k,
-                      int64_t hidden, float scale) {
+    moe_sum_reduce_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out,
+                          int64_t tokens, int top_k, int64_t hidden, float scale) {
   const int64_t row_packs = hidden / V;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * blockDim.y * TOKENS_PER_THREAD + threadIdx.y;
+  const int64_t t0 =
+      static_cast<int64_t>(blockIdx.x) * blockDim.y * TOKENS_PER_THREAD + threadIdx.y;
   for (int64_t c = threadIdx.x; c < row_packs; c += blockDim.x) {
     float acc[TOKENS_PER_THREAD][V];
 #pragma unroll
@@ -103,19 +130,24 @@ moe_sum_reduce_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out
 }
 
 template <int V>
-int launch_v(const uint16_t* x, uint16_t* out, int64_t tokens, int top_k, int64_t hidden, float scale, cudaStream_t s) {
+int launch_v(const uint16_t* x, uint16_t* out, int64_t tokens, int top_k, int64_t hidden,
+             float scale, cudaStream_t s) {
   const int64_t row_packs = hidden / V;
   // Narrow rows get several tokens per block instead of idle lanes.
-  const int bx = static_cast<int>(row_packs >= BLOCK_THREADS ? BLOCK_THREADS : (row_packs + 31) / 32 * 32);
+  const int bx =
+      static_cast<int>(row_packs >= BLOCK_THREADS ? BLOCK_THREADS : (row_packs + 31) / 32 * 32);
   const int by = BLOCK_THREADS / bx;
   const int64_t per_block = static_cast<int64_t>(by) * TOKENS_PER_THREAD;
   const int64_t blocks = (tokens + per_block - 1) / per_block;
   if (blocks > 0x7fffffff) return fail("moe_sum_reduce: grid too large");
-  moe_sum_reduce_kernel<V><<<static_cast<unsigned>(blocks), dim3(bx, by), 0, s>>>(x, out, tokens, top_k, hidden, scale);
+  moe_sum_reduce_kernel<V>
+      <<<static_cast<unsigned>(blocks), dim3(bx, by), 0, s>>>(x, out, tokens, top_k, hidden, scale);
   return 0;
 }
 
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 }  // namespace
@@ -141,10 +173,14 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
   const int k = static_cast<int>(top_k);
   int rc;
-  if (VEC >= 8 && v == 8) rc = launch_v<(VEC >= 8 ? 8 : 1)>(xp, op, tokens, k, hidden, scale, s);
-  else if (VEC >= 4 && v == 4) rc = launch_v<(VEC >= 4 ? 4 : 1)>(xp, op, tokens, k, hidden, scale, s);
-  else if (v == 2) rc = launch_v<2>(xp, op, tokens, k, hidden, scale, s);
-  else rc = launch_v<1>(xp, op, tokens, k, hidden, scale, s);
+  if (VEC >= 8 && v == 8)
+    rc = launch_v<(VEC >= 8 ? 8 : 1)>(xp, op, tokens, k, hidden, scale, s);
+  else if (VEC >= 4 && v == 4)
+    rc = launch_v<(VEC >= 4 ? 4 : 1)>(xp, op, tokens, k, hidden, scale, s);
+  else if (v == 2)
+    rc = launch_v<2>(xp, op, tokens, k, hidden, scale, s);
+  else
+    rc = launch_v<1>(xp, op, tokens, k, hidden, scale, s);
   if (rc != 0) return rc;
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail(cudaGetErrorString(err));

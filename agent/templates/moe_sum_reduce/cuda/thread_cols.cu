@@ -25,35 +25,60 @@ static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 // V consecutive bf16 values (as bits), aligned like the word that moves them.
-template <int V> struct alignas(2 * V) Pack { uint16_t h[V]; };
+template <int V>
+struct alignas(2 * V) Pack {
+  uint16_t h[V];
+};
 
 // The machine word that moves V bf16 values in one access (V = 8: a 16-byte load/store).
-template <int V> struct Word;
-template <> struct Word<8> { using T = uint4; };
-template <> struct Word<4> { using T = uint2; };
-template <> struct Word<2> { using T = unsigned; };
-template <> struct Word<1> { using T = unsigned short; };
+template <int V>
+struct Word;
+template <>
+struct Word<8> {
+  using T = uint4;
+};
+template <>
+struct Word<4> {
+  using T = uint2;
+};
+template <>
+struct Word<2> {
+  using T = unsigned;
+};
+template <>
+struct Word<1> {
+  using T = unsigned short;
+};
 
 // Read-only-cache load of an input.
-template <int V> __device__ __forceinline__ Pack<V> load(const uint16_t* p) {
+template <int V>
+__device__ __forceinline__ Pack<V> load(const uint16_t* p) {
   const typename Word<V>::T u = __ldg(reinterpret_cast<const typename Word<V>::T*>(p));
   Pack<V> r;
   memcpy(&r, &u, sizeof r);
   return r;
 }
-template <int V> __device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
+template <int V>
+__device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
   typename Word<V>::T u;
   memcpy(&u, &v, sizeof u);
   *reinterpret_cast<typename Word<V>::T*>(p) = u;
 }
-__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+__device__ __forceinline__ float bf2f(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
 // Round-to-nearest-even; pairs go through one packed cvt.rn.bf16x2.f32.
-template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
+template <int V>
+__device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
   Pack<V> o;
-  if constexpr (V == 1) o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
+  if constexpr (V == 1)
+    o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
   else {
 #pragma unroll
     for (int e = 0; e < V; e += 2) {
@@ -64,16 +89,18 @@ template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V])
   return o;
 }
 
-template <int V> __device__ __forceinline__ void accumulate(float (&acc)[V], const Pack<V>& p) {
+template <int V>
+__device__ __forceinline__ void accumulate(float (&acc)[V], const Pack<V>& p) {
 #pragma unroll
   for (int e = 0; e < V; ++e) acc[e] += bf2f(p.h[e]);
 }
 
-// hidden % V == 0 (checked by the host): output pack p is at out + p*V. Sums in k order, like the reference.
+// hidden % V == 0 (checked by the host): output pack p is at out + p*V. Sums in k order, like the
+// reference.
 template <int V, typename Idx>
 __global__ void __launch_bounds__(BLOCK_THREADS, 1)
-moe_sum_reduce_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out, Idx total, Idx row_packs, int top_k,
-                      int64_t hidden, float scale) {
+    moe_sum_reduce_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out, Idx total,
+                          Idx row_packs, int top_k, int64_t hidden, float scale) {
   const Idx p = static_cast<Idx>(blockIdx.x) * BLOCK_THREADS + threadIdx.x;
   if (p >= total) return;
   const Idx t = p / row_packs;
@@ -98,21 +125,26 @@ moe_sum_reduce_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out
 }
 
 template <int V>
-int launch_v(const uint16_t* x, uint16_t* out, int64_t tokens, int top_k, int64_t hidden, float scale, cudaStream_t s) {
+int launch_v(const uint16_t* x, uint16_t* out, int64_t tokens, int top_k, int64_t hidden,
+             float scale, cudaStream_t s) {
   const int64_t row_packs = hidden / V, total = tokens * row_packs;
   const int64_t blocks = (total + BLOCK_THREADS - 1) / BLOCK_THREADS;
   if (blocks > 0x7fffffff) return fail("moe_sum_reduce: grid too large");
   // 32-bit index math (division by row_packs) whenever the flattened index fits.
   if (blocks * BLOCK_THREADS <= 0xffffffffLL)
     moe_sum_reduce_kernel<V, uint32_t><<<static_cast<unsigned>(blocks), BLOCK_THREADS, 0, s>>>(
-        x, out, static_cast<uint32_t>(total), static_cast<uint32_t>(row_packs), top_k, hidden, scale);
+        x, out, static_cast<uint32_t>(total), static_cast<uint32_t>(row_packs), top_k, hidden,
+        scale);
   else
     moe_sum_reduce_kernel<V, uint64_t><<<static_cast<unsigned>(blocks), BLOCK_THREADS, 0, s>>>(
-        x, out, static_cast<uint64_t>(total), static_cast<uint64_t>(row_packs), top_k, hidden, scale);
+        x, out, static_cast<uint64_t>(total), static_cast<uint64_t>(row_packs), top_k, hidden,
+        scale);
   return 0;
 }
 
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 }  // namespace
@@ -138,10 +170,14 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
   const int k = static_cast<int>(top_k);
   int rc;
-  if (VEC >= 8 && v == 8) rc = launch_v<(VEC >= 8 ? 8 : 1)>(xp, op, tokens, k, hidden, scale, s);
-  else if (VEC >= 4 && v == 4) rc = launch_v<(VEC >= 4 ? 4 : 1)>(xp, op, tokens, k, hidden, scale, s);
-  else if (v == 2) rc = launch_v<2>(xp, op, tokens, k, hidden, scale, s);
-  else rc = launch_v<1>(xp, op, tokens, k, hidden, scale, s);
+  if (VEC >= 8 && v == 8)
+    rc = launch_v<(VEC >= 8 ? 8 : 1)>(xp, op, tokens, k, hidden, scale, s);
+  else if (VEC >= 4 && v == 4)
+    rc = launch_v<(VEC >= 4 ? 4 : 1)>(xp, op, tokens, k, hidden, scale, s);
+  else if (v == 2)
+    rc = launch_v<2>(xp, op, tokens, k, hidden, scale, s);
+  else
+    rc = launch_v<1>(xp, op, tokens, k, hidden, scale, s);
   if (rc != 0) return rc;
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail(cudaGetErrorString(err));

@@ -14,7 +14,10 @@
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 inline float bf2f(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -30,7 +33,9 @@ inline uint16_t f2bf(float f) {
   const uint32_t nan = (u >> 16) | 0x40u;
   return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 
 void row(const uint16_t* x, const uint16_t* w, uint16_t* out, int64_t hidden, float eps) {
   // Independent partial sums break the add dependency chain and let the compiler use vector lanes.
@@ -60,7 +65,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (x->ndim != 2 || w->ndim != 1 || o->ndim != 2 || !is_bf16(x) || !is_bf16(w) || !is_bf16(o))
     return fail("rms_norm: expected bf16 x[T,H], weight[H], out[T,H]");
   const int64_t rows = x->shape[0], hidden = x->shape[1];
-  if (w->shape[0] != hidden || o->shape[0] != rows || o->shape[1] != hidden) return fail("rms_norm: shape mismatch");
+  if (w->shape[0] != hidden || o->shape[0] != rows || o->shape[1] != hidden)
+    return fail("rms_norm: shape mismatch");
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
   const auto* xp = static_cast<const uint16_t*>(x->data);
   const auto* wp = static_cast<const uint16_t*>(w->data);

@@ -23,42 +23,68 @@
 
 #include "atrex/candidate.h"
 
-static_assert(ROW_THREADS >= 1 && ROW_THREADS <= 32 && (ROW_THREADS & (ROW_THREADS - 1)) == 0, "ROW_THREADS");
+static_assert(ROW_THREADS >= 1 && ROW_THREADS <= 32 && (ROW_THREADS & (ROW_THREADS - 1)) == 0,
+              "ROW_THREADS");
 static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS <= 1024, "BLOCK_THREADS");
 static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 // V consecutive bf16 values (as bits), aligned like the word that moves them.
-template <int V> struct alignas(2 * V) Pack { uint16_t h[V]; };
+template <int V>
+struct alignas(2 * V) Pack {
+  uint16_t h[V];
+};
 
 // The machine word that moves V bf16 values in one access (V = 8: a 16-byte load/store).
-template <int V> struct Word;
-template <> struct Word<8> { using T = uint4; };
-template <> struct Word<4> { using T = uint2; };
-template <> struct Word<2> { using T = unsigned; };
-template <> struct Word<1> { using T = unsigned short; };
+template <int V>
+struct Word;
+template <>
+struct Word<8> {
+  using T = uint4;
+};
+template <>
+struct Word<4> {
+  using T = uint2;
+};
+template <>
+struct Word<2> {
+  using T = unsigned;
+};
+template <>
+struct Word<1> {
+  using T = unsigned short;
+};
 
 // Read-only-cache load of an input.
-template <int V> __device__ __forceinline__ Pack<V> load(const uint16_t* p) {
+template <int V>
+__device__ __forceinline__ Pack<V> load(const uint16_t* p) {
   const typename Word<V>::T u = __ldg(reinterpret_cast<const typename Word<V>::T*>(p));
   Pack<V> r;
   memcpy(&r, &u, sizeof r);
   return r;
 }
-template <int V> __device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
+template <int V>
+__device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
   typename Word<V>::T u;
   memcpy(&u, &v, sizeof u);
   *reinterpret_cast<typename Word<V>::T*>(p) = u;
 }
-__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+__device__ __forceinline__ float bf2f(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
 // Round-to-nearest-even; pairs go through one packed cvt.rn.bf16x2.f32.
-template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
+template <int V>
+__device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
   Pack<V> o;
-  if constexpr (V == 1) o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
+  if constexpr (V == 1)
+    o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
   else {
 #pragma unroll
     for (int e = 0; e < V; e += 2) {
@@ -69,14 +95,16 @@ template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V])
   return o;
 }
 
-template <int V> __device__ __forceinline__ float sum_sq(const Pack<V>& p) {
+template <int V>
+__device__ __forceinline__ float sum_sq(const Pack<V>& p) {
   float s = 0.f;
 #pragma unroll
   for (int e = 0; e < V; ++e) s = fmaf(bf2f(p.h[e]), bf2f(p.h[e]), s);
   return s;
 }
 // out = (x * inv) * w, in the reference's order of operations.
-template <int V> __device__ __forceinline__ Pack<V> scale(const Pack<V>& x, const Pack<V>& w, float inv) {
+template <int V>
+__device__ __forceinline__ Pack<V> scale(const Pack<V>& x, const Pack<V>& w, float inv) {
   float f[V];
 #pragma unroll
   for (int e = 0; e < V; ++e) f[e] = (bf2f(x.h[e]) * inv) * bf2f(w.h[e]);
@@ -86,12 +114,13 @@ template <int V> __device__ __forceinline__ Pack<V> scale(const Pack<V>& x, cons
 constexpr int kRowsPerBlock = BLOCK_THREADS / ROW_THREADS;
 
 // hidden % V == 0 and all row bases are 2V-byte aligned (checked by the host).
-// Groups of ROW_THREADS lanes are aligned inside the warp, so xor-shuffles below ROW_THREADS stay in
-// the group. Lanes past the last row stay alive until the shuffle (full-mask shuffles need them).
+// Groups of ROW_THREADS lanes are aligned inside the warp, so xor-shuffles below ROW_THREADS stay
+// in the group. Lanes past the last row stay alive until the shuffle (full-mask shuffles need
+// them).
 template <int V>
 __global__ void __launch_bounds__(BLOCK_THREADS, 1)
-rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, uint16_t* __restrict__ out,
-                int64_t rows, int hidden, float eps) {
+    rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w,
+                    uint16_t* __restrict__ out, int64_t rows, int hidden, float eps) {
   const int lane = static_cast<int>(threadIdx.x) % ROW_THREADS;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / ROW_THREADS;
   const bool active = row < rows;
@@ -104,9 +133,13 @@ rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, 
 #pragma unroll
   for (int c = 0; c < REG_PACKS; ++c) {
     const int i = c * ROW_THREADS + lane;
-    if (i < nvec) { cache[c] = load<V>(xr + i * V); ss += sum_sq(cache[c]); }
+    if (i < nvec) {
+      cache[c] = load<V>(xr + i * V);
+      ss += sum_sq(cache[c]);
+    }
   }
-  for (int i = REG_PACKS * ROW_THREADS + lane; i < nvec; i += ROW_THREADS) ss += sum_sq(load<V>(xr + i * V));
+  for (int i = REG_PACKS * ROW_THREADS + lane; i < nvec; i += ROW_THREADS)
+    ss += sum_sq(load<V>(xr + i * V));
 #pragma unroll
   for (int o = ROW_THREADS / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (!active) return;
@@ -121,13 +154,16 @@ rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, 
 }
 
 template <int V>
-void launch_v(const uint16_t* x, const uint16_t* w, uint16_t* out, int64_t rows, int hidden, float eps,
-              cudaStream_t s) {
+void launch_v(const uint16_t* x, const uint16_t* w, uint16_t* out, int64_t rows, int hidden,
+              float eps, cudaStream_t s) {
   const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  rms_norm_kernel<V><<<static_cast<unsigned>(blocks), BLOCK_THREADS, 0, s>>>(x, w, out, rows, hidden, eps);
+  rms_norm_kernel<V>
+      <<<static_cast<unsigned>(blocks), BLOCK_THREADS, 0, s>>>(x, w, out, rows, hidden, eps);
 }
 
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 }  // namespace
@@ -142,7 +178,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (x->ndim != 2 || w->ndim != 1 || o->ndim != 2 || !is_bf16(x) || !is_bf16(w) || !is_bf16(o))
     return fail("rms_norm: expected bf16 x[T,H], weight[H], out[T,H]");
   const int64_t rows = x->shape[0], hidden = x->shape[1];
-  if (w->shape[0] != hidden || o->shape[0] != rows || o->shape[1] != hidden) return fail("rms_norm: shape mismatch");
+  if (w->shape[0] != hidden || o->shape[0] != rows || o->shape[1] != hidden)
+    return fail("rms_norm: shape mismatch");
   if (rows > 0x7fffffff || hidden > 0x7fffffff) return fail("rms_norm: too large");
   if (rows == 0 || hidden == 0) return 0;
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
@@ -151,13 +188,19 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   auto* op = static_cast<uint16_t*>(o->data);
   // Widest vector that divides the row and keeps every row base aligned; 1 is the scalar fallback.
   int v = VEC;
-  while (v > 1 && !(hidden % v == 0 && aligned(xp, 2 * v) && aligned(wp, 2 * v) && aligned(op, 2 * v))) v /= 2;
+  while (v > 1 &&
+         !(hidden % v == 0 && aligned(xp, 2 * v) && aligned(wp, 2 * v) && aligned(op, 2 * v)))
+    v /= 2;
   cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
   const int h = static_cast<int>(hidden);
-  if (VEC >= 8 && v == 8) launch_v<(VEC >= 8 ? 8 : 1)>(xp, wp, op, rows, h, eps, s);
-  else if (VEC >= 4 && v == 4) launch_v<(VEC >= 4 ? 4 : 1)>(xp, wp, op, rows, h, eps, s);
-  else if (v == 2) launch_v<2>(xp, wp, op, rows, h, eps, s);
-  else launch_v<1>(xp, wp, op, rows, h, eps, s);
+  if (VEC >= 8 && v == 8)
+    launch_v<(VEC >= 8 ? 8 : 1)>(xp, wp, op, rows, h, eps, s);
+  else if (VEC >= 4 && v == 4)
+    launch_v<(VEC >= 4 ? 4 : 1)>(xp, wp, op, rows, h, eps, s);
+  else if (v == 2)
+    launch_v<2>(xp, wp, op, rows, h, eps, s);
+  else
+    launch_v<1>(xp, wp, op, rows, h, eps, s);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail(cudaGetErrorString(err));
 }

@@ -14,18 +14,27 @@
 
 #include "atrex/candidate.h"
 
-static_assert(BLOCK_THREADS % 64 == 0 && BLOCK_THREADS >= 64 && BLOCK_THREADS <= 1024, "BLOCK_THREADS");
+static_assert(BLOCK_THREADS % 64 == 0 && BLOCK_THREADS >= 64 && BLOCK_THREADS <= 1024,
+              "BLOCK_THREADS");
 static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 // V consecutive bf16 values (as bits), aligned so that one access moves them.
-template <int V> struct alignas(2 * V) Pack { uint16_t h[V]; };
+template <int V>
+struct alignas(2 * V) Pack {
+  uint16_t h[V];
+};
 
-__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+__device__ __forceinline__ float bf2f(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
 // Round to nearest even; NaN stays NaN.
 __device__ __forceinline__ uint16_t f2bf(float f) {
   const uint32_t u = __float_as_uint(f);
@@ -33,7 +42,8 @@ __device__ __forceinline__ uint16_t f2bf(float f) {
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-template <int V> __device__ __forceinline__ float sum_sq(const Pack<V>& p) {
+template <int V>
+__device__ __forceinline__ float sum_sq(const Pack<V>& p) {
   float s = 0.f;
 #pragma unroll
   for (int e = 0; e < V; ++e) s = fmaf(bf2f(p.h[e]), bf2f(p.h[e]), s);
@@ -44,7 +54,8 @@ template <int V> __device__ __forceinline__ float sum_sq(const Pack<V>& p) {
 // memory, summed again by every wavefront (no second barrier). blockDim.x is a multiple of 64.
 __device__ __forceinline__ float block_sum(float v) {
   __shared__ float partial[BLOCK_THREADS / 32];
-  const int lane = static_cast<int>(threadIdx.x) % warpSize, wave = static_cast<int>(threadIdx.x) / warpSize;
+  const int lane = static_cast<int>(threadIdx.x) % warpSize,
+            wave = static_cast<int>(threadIdx.x) / warpSize;
   for (int o = warpSize / 2; o > 0; o >>= 1) v += __shfl_xor(v, o);
   if (lane == 0) partial[wave] = v;
   __syncthreads();
@@ -57,8 +68,8 @@ __device__ __forceinline__ float block_sum(float v) {
 // hidden % V == 0 and every row base is 2V-byte aligned (checked by the host).
 template <int V>
 __global__ void __launch_bounds__(BLOCK_THREADS)
-rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, uint16_t* __restrict__ out, int hidden,
-                float eps) {
+    rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w,
+                    uint16_t* __restrict__ out, int hidden, float eps) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const auto* xr = reinterpret_cast<const Pack<V>*>(x + base);
   const auto* wr = reinterpret_cast<const Pack<V>*>(w);
@@ -72,20 +83,26 @@ rms_norm_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, 
     const Pack<V> xv = xr[i], wv = wr[i];
     Pack<V> o;
 #pragma unroll
-    for (int e = 0; e < V; ++e) o.h[e] = f2bf((bf2f(xv.h[e]) * inv) * bf2f(wv.h[e]));  // the reference's order
+    for (int e = 0; e < V; ++e)
+      o.h[e] = f2bf((bf2f(xv.h[e]) * inv) * bf2f(wv.h[e]));  // the reference's order
     orow[i] = o;
   }
 }
 
 template <int V>
-void launch_v(const uint16_t* x, const uint16_t* w, uint16_t* out, int64_t rows, int hidden, float eps, hipStream_t s) {
+void launch_v(const uint16_t* x, const uint16_t* w, uint16_t* out, int64_t rows, int hidden,
+              float eps, hipStream_t s) {
   // Whole 64-wide wavefronts, at most BLOCK_THREADS, no more than the row has vectors for.
   const int64_t want = hidden / V;
-  const int threads = static_cast<int>(want >= BLOCK_THREADS ? BLOCK_THREADS : (want + 63) / 64 * 64);
-  hipLaunchKernelGGL(rms_norm_kernel<V>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, s, x, w, out, hidden, eps);
+  const int threads =
+      static_cast<int>(want >= BLOCK_THREADS ? BLOCK_THREADS : (want + 63) / 64 * 64);
+  hipLaunchKernelGGL(rms_norm_kernel<V>, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, s, x,
+                     w, out, hidden, eps);
 }
 
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 }  // namespace
@@ -100,7 +117,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (x->ndim != 2 || w->ndim != 1 || o->ndim != 2 || !is_bf16(x) || !is_bf16(w) || !is_bf16(o))
     return fail("rms_norm: expected bf16 x[T,H], weight[H], out[T,H]");
   const int64_t rows = x->shape[0], hidden = x->shape[1];
-  if (w->shape[0] != hidden || o->shape[0] != rows || o->shape[1] != hidden) return fail("rms_norm: shape mismatch");
+  if (w->shape[0] != hidden || o->shape[0] != rows || o->shape[1] != hidden)
+    return fail("rms_norm: shape mismatch");
   if (rows > 0x7fffffff || hidden > 0x7fffffff) return fail("rms_norm: too large");
   if (rows == 0 || hidden == 0) return 0;
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
@@ -109,13 +127,19 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   auto* op = static_cast<uint16_t*>(o->data);
   // Widest vector that divides the row and keeps every row base aligned; 1 is the scalar fallback.
   int v = VEC;
-  while (v > 1 && !(hidden % v == 0 && aligned(xp, 2 * v) && aligned(wp, 2 * v) && aligned(op, 2 * v))) v /= 2;
+  while (v > 1 &&
+         !(hidden % v == 0 && aligned(xp, 2 * v) && aligned(wp, 2 * v) && aligned(op, 2 * v)))
+    v /= 2;
   hipStream_t s = static_cast<hipStream_t>(launch->stream);
   const int h = static_cast<int>(hidden);
-  if (VEC >= 8 && v == 8) launch_v<(VEC >= 8 ? 8 : 1)>(xp, wp, op, rows, h, eps, s);
-  else if (VEC >= 4 && v == 4) launch_v<(VEC >= 4 ? 4 : 1)>(xp, wp, op, rows, h, eps, s);
-  else if (VEC >= 2 && v == 2) launch_v<(VEC >= 2 ? 2 : 1)>(xp, wp, op, rows, h, eps, s);
-  else launch_v<1>(xp, wp, op, rows, h, eps, s);
+  if (VEC >= 8 && v == 8)
+    launch_v<(VEC >= 8 ? 8 : 1)>(xp, wp, op, rows, h, eps, s);
+  else if (VEC >= 4 && v == 4)
+    launch_v<(VEC >= 4 ? 4 : 1)>(xp, wp, op, rows, h, eps, s);
+  else if (VEC >= 2 && v == 2)
+    launch_v<(VEC >= 2 ? 2 : 1)>(xp, wp, op, rows, h, eps, s);
+  else
+    launch_v<1>(xp, wp, op, rows, h, eps, s);
   const hipError_t err = hipGetLastError();
   return err == hipSuccess ? 0 : fail(hipGetErrorString(err));
 }

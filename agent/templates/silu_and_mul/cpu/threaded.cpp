@@ -22,8 +22,8 @@
 #include "atrex/candidate.h"
 
 #if EXP_POLY && defined(__GNUC__) && !defined(__clang__)
-// Lets GCC if-convert the clamps instead of threading them into branches, so the activation loop vectorises.
-// It changes no result: nothing here observes floating-point exception flags.
+// Lets GCC if-convert the clamps instead of threading them into branches, so the activation loop
+// vectorises. It changes no result: nothing here observes floating-point exception flags.
 #pragma GCC optimize("no-trapping-math")
 #endif
 
@@ -32,7 +32,10 @@ static_assert(THREADS >= 1 && THREADS <= 4, "THREADS");
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 inline float bf2f(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -48,13 +51,16 @@ inline uint16_t f2bf(float f) {
   const uint32_t nan = (u >> 16) | 0x40u;
   return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 
 #if EXP_POLY
-// Cephes-style expf (Moshier): x = n*ln2 + r with n = round(x*log2 e) (1.5*2^23 shifter trick, no float->int
-// conversion), degree-5 polynomial, 2^n put in the exponent bits. Within 1 float ulp of glibc expf on [-86, 89];
-// no bf16 activation differs from the expf one over all 65536 gate values. Clamping keeps n in [-124, 128]:
-// below -86, 1 + e^x rounds to 1 anyway; above ~88.72, y * 2^128 overflows to inf just as expf does.
+// Cephes-style expf (Moshier): x = n*ln2 + r with n = round(x*log2 e) (1.5*2^23 shifter trick, no
+// float->int conversion), degree-5 polynomial, 2^n put in the exponent bits. Within 1 float ulp of
+// glibc expf on [-86, 89]; no bf16 activation differs from the expf one over all 65536 gate values.
+// Clamping keeps n in [-124, 128]: below -86, 1 + e^x rounds to 1 anyway; above ~88.72, y * 2^128
+// overflows to inf just as expf does.
 inline float exp_f(float x) {
   const float xc = x < -86.0f ? -86.0f : (x > 89.0f ? 89.0f : x);
   const float shifter = 12582912.0f;
@@ -87,10 +93,12 @@ void row(const uint16_t* __restrict x, uint16_t* __restrict out, int64_t d) {
   for (int64_t j = 0; j < d; ++j) out[j] = f2bf(silu_bf16(bf2f(x[j])) * bf2f(x[d + j]));
 }
 
-// Runs body(begin, end) over [0, rows) in contiguous chunks, at most THREADS of them and none smaller than
-// MIN_KELEMS*1024 elements of work (thread start-up costs tens of microseconds). The calling thread takes the
-// first chunk; a chunk whose thread cannot be started runs inline. Threads live only for this call.
-template <class Body> void parallel_rows(int64_t rows, int64_t work_per_row, const Body& body) {
+// Runs body(begin, end) over [0, rows) in contiguous chunks, at most THREADS of them and none
+// smaller than MIN_KELEMS*1024 elements of work (thread start-up costs tens of microseconds). The
+// calling thread takes the first chunk; a chunk whose thread cannot be started runs inline. Threads
+// live only for this call.
+template <class Body>
+void parallel_rows(int64_t rows, int64_t work_per_row, const Body& body) {
   const int64_t min_work = static_cast<int64_t>(MIN_KELEMS) * 1024;
   int64_t n = rows * work_per_row / min_work;
   if (n > THREADS) n = THREADS;
@@ -122,7 +130,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* x = atrex_input(launch, "x");
   const DLTensor* o = atrex_output(launch, "out");
   if (!x || !o) return fail("silu_and_mul: missing tensor x or out");
-  if (x->ndim < 1 || !is_bf16(x) || !is_bf16(o)) return fail("silu_and_mul: expected bf16 x[N, 2d] and out[N, d]");
+  if (x->ndim < 1 || !is_bf16(x) || !is_bf16(o))
+    return fail("silu_and_mul: expected bf16 x[N, 2d] and out[N, d]");
   const int64_t cols = x->shape[x->ndim - 1], d = cols / 2;
   const int64_t rows = cols > 0 ? atrex_numel(x) / cols : 0;
   if (atrex_numel(o) != rows * d) return fail("silu_and_mul: out must hold N * d elements");

@@ -29,35 +29,60 @@ static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 namespace {
 
 const char* g_error = "";
-int fail(const char* msg) { g_error = msg; return 1; }
+int fail(const char* msg) {
+  g_error = msg;
+  return 1;
+}
 
 // V consecutive bf16 values (as bits), aligned like the word that moves them.
-template <int V> struct alignas(2 * V) Pack { uint16_t h[V]; };
+template <int V>
+struct alignas(2 * V) Pack {
+  uint16_t h[V];
+};
 
 // The machine word that moves V bf16 values in one access (V = 8: a 16-byte load/store).
-template <int V> struct Word;
-template <> struct Word<8> { using T = uint4; };
-template <> struct Word<4> { using T = uint2; };
-template <> struct Word<2> { using T = unsigned; };
-template <> struct Word<1> { using T = unsigned short; };
+template <int V>
+struct Word;
+template <>
+struct Word<8> {
+  using T = uint4;
+};
+template <>
+struct Word<4> {
+  using T = uint2;
+};
+template <>
+struct Word<2> {
+  using T = unsigned;
+};
+template <>
+struct Word<1> {
+  using T = unsigned short;
+};
 
 // Read-only-cache load of an input.
-template <int V> __device__ __forceinline__ Pack<V> load(const uint16_t* p) {
+template <int V>
+__device__ __forceinline__ Pack<V> load(const uint16_t* p) {
   const typename Word<V>::T u = __ldg(reinterpret_cast<const typename Word<V>::T*>(p));
   Pack<V> r;
   memcpy(&r, &u, sizeof r);
   return r;
 }
-template <int V> __device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
+template <int V>
+__device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
   typename Word<V>::T u;
   memcpy(&u, &v, sizeof u);
   *reinterpret_cast<typename Word<V>::T*>(p) = u;
 }
-__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+__device__ __forceinline__ float bf2f(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
 // Round-to-nearest-even; pairs go through one packed cvt.rn.bf16x2.f32.
-template <int V> __device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
+template <int V>
+__device__ __forceinline__ Pack<V> to_bf16(const float (&f)[V]) {
   Pack<V> o;
-  if constexpr (V == 1) o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
+  if constexpr (V == 1)
+    o.h[0] = __bfloat16_as_ushort(__float2bfloat16_rn(f[0]));
   else {
 #pragma unroll
     for (int e = 0; e < V; e += 2) {
@@ -74,20 +99,23 @@ __device__ __forceinline__ float silu_bf16(float g) {
 #else
   const float a = g / (1.0f + expf(-g));
 #endif
-  return bf2f(__bfloat16_as_ushort(__float2bfloat16_rn(a)));  // the reference rounds the activation to bf16
+  return bf2f(
+      __bfloat16_as_ushort(__float2bfloat16_rn(a)));  // the reference rounds the activation to bf16
 }
-template <int V> __device__ __forceinline__ Pack<V> silu_mul(const Pack<V>& g, const Pack<V>& u) {
+template <int V>
+__device__ __forceinline__ Pack<V> silu_mul(const Pack<V>& g, const Pack<V>& u) {
   float f[V];
 #pragma unroll
   for (int e = 0; e < V; ++e) f[e] = silu_bf16(bf2f(g.h[e])) * bf2f(u.h[e]);
   return to_bf16<V>(f);
 }
 
-// d % V == 0 and cols % V == 0, so output pack p sits at out + p*V and reads gate/up packs at the same column.
+// d % V == 0 and cols % V == 0, so output pack p sits at out + p*V and reads gate/up packs at the
+// same column.
 template <int V, typename Idx>
 __global__ void __launch_bounds__(BLOCK_THREADS, 1)
-silu_and_mul_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out, Idx total, Idx row_packs,
-                    int64_t cols, int64_t d) {
+    silu_and_mul_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out, Idx total,
+                        Idx row_packs, int64_t cols, int64_t d) {
   const Idx stride = static_cast<Idx>(gridDim.x) * BLOCK_THREADS;
   for (Idx p = static_cast<Idx>(blockIdx.x) * BLOCK_THREADS + threadIdx.x; p < total; p += stride) {
     const Idx row = p / row_packs;
@@ -98,7 +126,8 @@ silu_and_mul_kernel(const uint16_t* __restrict__ x, uint16_t* __restrict__ out, 
 }
 
 template <int V>
-int launch_v(const uint16_t* x, uint16_t* out, int64_t rows, int64_t cols, int64_t d, cudaStream_t s) {
+int launch_v(const uint16_t* x, uint16_t* out, int64_t rows, int64_t cols, int64_t d,
+             cudaStream_t s) {
   const int64_t row_packs = d / V, total = rows * row_packs;
   const int64_t per_block = static_cast<int64_t>(BLOCK_THREADS) * PACKS_PER_THREAD;
   int64_t blocks = (total + per_block - 1) / per_block;
@@ -113,7 +142,9 @@ int launch_v(const uint16_t* x, uint16_t* out, int64_t rows, int64_t cols, int64
   return 0;
 }
 
-bool is_bf16(const DLTensor* t) { return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1; }
+bool is_bf16(const DLTensor* t) {
+  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
+}
 bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 }  // namespace
@@ -125,22 +156,29 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* x = atrex_input(launch, "x");
   const DLTensor* o = atrex_output(launch, "out");
   if (!x || !o) return fail("silu_and_mul: missing tensor x or out");
-  if (x->ndim < 1 || !is_bf16(x) || !is_bf16(o)) return fail("silu_and_mul: expected bf16 x[N, 2d] and out[N, d]");
+  if (x->ndim < 1 || !is_bf16(x) || !is_bf16(o))
+    return fail("silu_and_mul: expected bf16 x[N, 2d] and out[N, d]");
   const int64_t cols = x->shape[x->ndim - 1], d = cols / 2;
   const int64_t rows = cols > 0 ? atrex_numel(x) / cols : 0;
   if (atrex_numel(o) != rows * d) return fail("silu_and_mul: out must hold N * d elements");
   if (rows == 0 || d == 0) return 0;
   const auto* xp = static_cast<const uint16_t*>(x->data);
   auto* op = static_cast<uint16_t*>(o->data);
-  // Widest vector dividing both row lengths with aligned bases, so every gate/up/out pack is aligned.
+  // Widest vector dividing both row lengths with aligned bases, so every gate/up/out pack is
+  // aligned.
   int v = VEC;
-  while (v > 1 && !(d % v == 0 && cols % v == 0 && aligned(xp, 2 * v) && aligned(op, 2 * v))) v /= 2;
+  while (v > 1 && !(d % v == 0 && cols % v == 0 && aligned(xp, 2 * v) && aligned(op, 2 * v)))
+    v /= 2;
   cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
   int rc;
-  if (VEC >= 8 && v == 8) rc = launch_v<(VEC >= 8 ? 8 : 1)>(xp, op, rows, cols, d, s);
-  else if (VEC >= 4 && v == 4) rc = launch_v<(VEC >= 4 ? 4 : 1)>(xp, op, rows, cols, d, s);
-  else if (v == 2) rc = launch_v<2>(xp, op, rows, cols, d, s);
-  else rc = launch_v<1>(xp, op, rows, cols, d, s);
+  if (VEC >= 8 && v == 8)
+    rc = launch_v<(VEC >= 8 ? 8 : 1)>(xp, op, rows, cols, d, s);
+  else if (VEC >= 4 && v == 4)
+    rc = launch_v<(VEC >= 4 ? 4 : 1)>(xp, op, rows, cols, d, s);
+  else if (v == 2)
+    rc = launch_v<2>(xp, op, rows, cols, d, s);
+  else
+    rc = launch_v<1>(xp, op, rows, cols, d, s);
   if (rc != 0) return rc;
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail(cudaGetErrorString(err));

@@ -75,7 +75,7 @@ Error with_context(Error error, const std::string& context);
 // `ATREX_ASSIGN_OR_RETURN(auto x, f());` declares/assigns x from a Result or returns its error.
 #define ATREX_ASSIGN_OR_RETURN(lhs, expr) \
   ATREX_ASSIGN_OR_RETURN_IMPL_(ATREX_CONCAT_(atrex_result_, __LINE__), lhs, expr)
-#define ATREX_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)             \
-  auto tmp = (expr);                                             \
-  if (!tmp) return ::tl::unexpected(std::move(tmp).error());     \
+#define ATREX_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)         \
+  auto tmp = (expr);                                         \
+  if (!tmp) return ::tl::unexpected(std::move(tmp).error()); \
   lhs = std::move(*tmp)

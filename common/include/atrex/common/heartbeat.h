@@ -18,7 +18,10 @@ class LeaseHeartbeat {
  public:
   LeaseHeartbeat(TaskQueue& queue, Lease lease, std::chrono::milliseconds period,
                  std::function<void(bool ok)> on_renew = {})
-      : queue_(queue), lease_(std::move(lease)), on_renew_(std::move(on_renew)), thread_([this, period] {
+      : queue_(queue),
+        lease_(std::move(lease)),
+        on_renew_(std::move(on_renew)),
+        thread_([this, period] {
           std::unique_lock lock(mu_);
           while (!cv_.wait_for(lock, period, [this] { return done_; })) {
             const auto renewed = queue_.renew(lease_);

@@ -18,9 +18,10 @@ class InProcessQueue final : public TaskQueue {
   explicit InProcessQueue(QueueOptions options = {}, const Clock& clock = SteadyClock::instance());
 
   Result<std::string> enqueue(std::string_view stream, const Json& body) override;
-  Result<std::vector<std::string>> enqueue_batch(std::string_view stream, const std::vector<Json>& bodies) override;
-  Result<std::vector<Lease>> claim(std::string_view stream, std::string_view consumer, size_t max_count,
-                                   std::chrono::milliseconds block) override;
+  Result<std::vector<std::string>> enqueue_batch(std::string_view stream,
+                                                 const std::vector<Json>& bodies) override;
+  Result<std::vector<Lease>> claim(std::string_view stream, std::string_view consumer,
+                                   size_t max_count, std::chrono::milliseconds block) override;
   Result<bool> ack(const Lease& lease) override;
   Result<bool> renew(const Lease& lease) override;
   Result<bool> release(const Lease& lease, std::string_view error) override;

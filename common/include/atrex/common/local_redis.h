@@ -1,6 +1,7 @@
 // A private redis-server on a free port (of the loopback address unless told otherwise), for
-// `atrex bench queue` runs without a server of their own and for the tests. Runs as production must (appendonly yes, maxmemory-policy noeviction;
-// docs/architecture.md §2) from a temporary folder that is removed on stop.
+// `atrex bench queue` runs without a server of their own and for the tests. Runs as production must
+// (appendonly yes, maxmemory-policy noeviction; docs/architecture.md §2) from a temporary folder
+// that is removed on stop.
 #pragma once
 
 #include <sys/types.h>

@@ -28,7 +28,7 @@ enum class Type { kCounter, kGauge, kHistogram };
 const char* type_name(Type t);  // "counter", "gauge", "histogram" (the exposition format's TYPE)
 
 struct MetricSpec {
-  std::string name;                 // atrex_<component>_<quantity>_<unit>
+  std::string name;  // atrex_<component>_<quantity>_<unit>
   Type type = Type::kCounter;
   std::string help;                 // says where the value comes from
   std::vector<std::string> labels;  // label names; their values are bounded sets
@@ -41,14 +41,18 @@ const std::vector<MetricSpec>& catalogue();
 const MetricSpec* find_metric(std::string_view name);
 
 // Registers the catalogue's family `name` in `registry` (asserts that it exists and has the type).
-prometheus::Family<prometheus::Counter>& counter_family(prometheus::Registry& registry, std::string_view name);
-prometheus::Family<prometheus::Gauge>& gauge_family(prometheus::Registry& registry, std::string_view name);
-prometheus::Family<prometheus::Histogram>& histogram_family(prometheus::Registry& registry, std::string_view name);
+prometheus::Family<prometheus::Counter>& counter_family(prometheus::Registry& registry,
+                                                        std::string_view name);
+prometheus::Family<prometheus::Gauge>& gauge_family(prometheus::Registry& registry,
+                                                    std::string_view name);
+prometheus::Family<prometheus::Histogram>& histogram_family(prometheus::Registry& registry,
+                                                            std::string_view name);
 
 // Runner (runner_loop.h): one per runner process or runner thread.
 struct RunnerMetrics {
   explicit RunnerMetrics(prometheus::Registry& registry);
-  // status: done (acked), released (given back: an error or a stopping runner), invalid (unparseable).
+  // status: done (acked), released (given back: an error or a stopping runner), invalid
+  // (unparseable).
   prometheus::Family<prometheus::Counter>& tasks;
   // One per shape record written; status as in atrex.eval/1 (ok, compile_error, wrong_result,
   // timeout, crashed, rejected).
@@ -58,22 +62,28 @@ struct RunnerMetrics {
   prometheus::Gauge& busy;                     // 1 while a task is evaluated
   prometheus::Family<prometheus::Counter>& compile_lookups;  // result: hit | miss
   prometheus::Counter& compiled_ahead;
-  prometheus::Family<prometheus::Counter>& lease_renewals;   // result: ok | failed
+  prometheus::Family<prometheus::Counter>& lease_renewals;  // result: ok | failed
 
   void count_evaluation(const std::string& op, const std::string& status) {
     evaluations.Add({{"operator", op}, {"status", status}}).Increment();
   }
   void count_task(const std::string& status) { tasks.Add({{"status", status}}).Increment(); }
-  void count_renewal(bool ok) { lease_renewals.Add({{"result", ok ? "ok" : "failed"}}).Increment(); }
-  void count_compile(bool cache_hit) { compile_lookups.Add({{"result", cache_hit ? "hit" : "miss"}}).Increment(); }
+  void count_renewal(bool ok) {
+    lease_renewals.Add({{"result", ok ? "ok" : "failed"}}).Increment();
+  }
+  void count_compile(bool cache_hit) {
+    compile_lookups.Add({{"result", cache_hit ? "hit" : "miss"}}).Increment();
+  }
 };
 
 // Agent worker (agent/worker.h).
 struct AgentMetrics {
   explicit AgentMetrics(prometheus::Registry& registry);
-  prometheus::Family<prometheus::Counter>& tasks;       // {agent, status}: done | dropout | released | error
-  prometheus::Family<prometheus::Counter>& candidates;  // {agent}: quick evaluations of proposed candidates
-  prometheus::Family<prometheus::Gauge>& best_score;    // {agent, operator}: best quick S_i so far
+  prometheus::Family<prometheus::Counter>&
+      tasks;  // {agent, status}: done | dropout | released | error
+  prometheus::Family<prometheus::Counter>&
+      candidates;  // {agent}: quick evaluations of proposed candidates
+  prometheus::Family<prometheus::Gauge>& best_score;  // {agent, operator}: best quick S_i so far
 };
 
 // A sweep being followed (`atrex sweep run`, `atrex sweep wait`).
@@ -81,8 +91,9 @@ struct SweepMetrics {
   explicit SweepMetrics(prometheus::Registry& registry);
   prometheus::Gauge& operators_done;     // (agent, operator) pairs with a final marker
   prometheus::Gauge& operators_planned;  // agents x operators
-  prometheus::Family<prometheus::Gauge>& queue_tasks;  // {queue: eval | agent, state: queued | leased | dead}
-  prometheus::Family<prometheus::Gauge>& s_agg;        // {agent}: S_agg of the written report
+  prometheus::Family<prometheus::Gauge>&
+      queue_tasks;  // {queue: eval | agent, state: queued | leased | dead}
+  prometheus::Family<prometheus::Gauge>& s_agg;  // {agent}: S_agg of the written report
 
   void set_queue(const std::string& queue, int64_t queued, int64_t leased, int64_t dead);
 };

@@ -40,15 +40,15 @@ std::string advertised_host(const std::string& bind_host);
 class MetricsServer {
  public:
   // Errors: kUnavailable when the address cannot be bound (in use, not local).
-  static Result<std::unique_ptr<MetricsServer>> start(const ListenAddress& address,
-                                                      std::shared_ptr<prometheus::Registry> registry);
+  static Result<std::unique_ptr<MetricsServer>> start(
+      const ListenAddress& address, std::shared_ptr<prometheus::Registry> registry);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
 
-  int port() const { return port_; }                     // the bound port (the chosen one for port 0)
-  const std::string& host() const { return host_; }      // as bound
-  std::string target() const;                            // "<advertised host>:<port>" ([v6]:port)
+  int port() const { return port_; }                 // the bound port (the chosen one for port 0)
+  const std::string& host() const { return host_; }  // as bound
+  std::string target() const;                        // "<advertised host>:<port>" ([v6]:port)
 
  private:
   MetricsServer() = default;
@@ -63,9 +63,9 @@ class MetricsServer {
 class TargetFile {
  public:
   // Errors: kIo when the folder cannot be created or the file written.
-  static Result<std::unique_ptr<TargetFile>> write(const std::filesystem::path& dir, const std::string& name,
-                                                   const std::string& target,
-                                                   const std::map<std::string, std::string>& labels);
+  static Result<std::unique_ptr<TargetFile>> write(
+      const std::filesystem::path& dir, const std::string& name, const std::string& target,
+      const std::map<std::string, std::string>& labels);
   ~TargetFile();
   TargetFile(const TargetFile&) = delete;
   TargetFile& operator=(const TargetFile&) = delete;
@@ -86,8 +86,10 @@ struct Exposition {
   ~Exposition();
 };
 Result<std::unique_ptr<Exposition>> start_exposition(const ListenAddress& address,
-                                                     const std::filesystem::path& targets_dir, const std::string& sweep,
-                                                     const std::string& role, const std::string& worker,
+                                                     const std::filesystem::path& targets_dir,
+                                                     const std::string& sweep,
+                                                     const std::string& role,
+                                                     const std::string& worker,
                                                      const std::string& file_name = "");
 
 }  // namespace atrex::metrics

@@ -70,7 +70,8 @@ class TaskQueue {
   virtual Result<std::string> enqueue(std::string_view stream, const Json& body) = 0;
   // Appends several messages in one round trip where the queue can (all or none when the
   // bound QueueOptions::max_length would be passed). Returns their ids in order.
-  virtual Result<std::vector<std::string>> enqueue_batch(std::string_view stream, const std::vector<Json>& bodies) {
+  virtual Result<std::vector<std::string>> enqueue_batch(std::string_view stream,
+                                                         const std::vector<Json>& bodies) {
     std::vector<std::string> ids;
     for (const auto& b : bodies) {
       ATREX_ASSIGN_OR_RETURN(std::string id, enqueue(stream, b));

@@ -39,22 +39,23 @@ struct CandidateRef {
   std::string source;
 };
 
-// Evaluation settings (sweep file `evaluation:`; defaults follow the paper, docs/architecture.md §5).
+// Evaluation settings (sweep file `evaluation:`; defaults follow the paper, docs/architecture.md
+// §5).
 struct EvalSettings {
-  int seeds = 5;                // fresh random seeds for the correctness gate
-  double atol = 1e-2;           // absolute tolerance
-  double rtol = 5e-2;           // relative tolerance
-  bool performance = true;      // run the performance gate after correctness
-  int warmup_iterations = 3;    // untimed calls before timing
-  int min_iterations = 10;      // timed calls, at least
-  int max_iterations = 200;     // timed calls, at most
-  double min_time_s = 0.2;      // keep timing until this much candidate time is collected
-  double max_timing_s = 3.0;    // ... or until the timing loop has run this long (wall clock)
-  double target_rse = 0.01;     // ... and until the relative standard error of the mean is this small
+  int seeds = 5;              // fresh random seeds for the correctness gate
+  double atol = 1e-2;         // absolute tolerance
+  double rtol = 5e-2;         // relative tolerance
+  bool performance = true;    // run the performance gate after correctness
+  int warmup_iterations = 3;  // untimed calls before timing
+  int min_iterations = 10;    // timed calls, at least
+  int max_iterations = 200;   // timed calls, at most
+  double min_time_s = 0.2;    // keep timing until this much candidate time is collected
+  double max_timing_s = 3.0;  // ... or until the timing loop has run this long (wall clock)
+  double target_rse = 0.01;   // ... and until the relative standard error of the mean is this small
   // GPU timing: "auto" (CUDA-graph replay when the call can be captured, else eager events),
   // "graph" (capture required) or "eager" (events around each call). docs/evaluation.md.
   std::string timing_mode = "auto";
-  double shape_timeout_s = 120; // wall-clock limit of one shape's child process
+  double shape_timeout_s = 120;  // wall-clock limit of one shape's child process
   double compile_timeout_s = 180;
   // Which W/Q give T_roofline: "released" (Atrex-Bench roofline.json, comparable with the
   // paper) or "analytic" (atrex's per-operator formulas; `atrex roofline --audit`).
@@ -102,9 +103,10 @@ struct TimingSummary {
   // ([{name, share of kernel time, own: defined by the candidate}]).
   std::optional<double> event_time_us_median;
   std::string cupti_fallback;
-  std::string cupti_unavailable;       // timing_mode auto without CUPTI: why
+  std::string cupti_unavailable;  // timing_mode auto without CUPTI: why
   Json kernels = Json::array();
-  Json cupti_records = Json::object();  // {device, correlated}: records CUPTI delivered, and of timed calls
+  Json cupti_records =
+      Json::object();  // {device, correlated}: records CUPTI delivered, and of timed calls
 };
 
 Json to_json(const TimingSummary& t);
@@ -118,20 +120,21 @@ struct EvalRecord {
   CandidateRef candidate;  // serialised without the source
   std::string hardware;    // profile name
   std::string device;      // e.g. "NVIDIA H200" or the CPU model
-  std::string runner;      // the runner (queue consumer name) that produced it; "local" for `atrex eval`
+  std::string
+      runner;  // the runner (queue consumer name) that produced it; "local" for `atrex eval`
   EvalStatus status = EvalStatus::kCrashed;
-  std::string error;       // reason when status != ok
+  std::string error;  // reason when status != ok
   double max_abs_error = 0;
   double max_rel_error = 0;
   std::vector<std::string> low_signal_outputs;  // outputs judged relative to their magnitude
   int seeds_passed = 0;
   std::optional<TimingSummary> timing;
   double t_roofline_us = 0;
-  std::optional<double> s_j;          // min(1, T_roofline / T_cand) for ok records
-  bool above_roofline = false;        // T_cand < T_roofline: roofline or measurement is wrong
-  std::optional<double> dsl_share;    // target-DSL share of GPU time (CUPTI), when measured
-  Json clocks = Json::object();       // {"sm_mhz": ..., "mem_mhz": ...} when known
-  double wall_s = 0;                  // wall time spent on this shape (child process included)
+  std::optional<double> s_j;        // min(1, T_roofline / T_cand) for ok records
+  bool above_roofline = false;      // T_cand < T_roofline: roofline or measurement is wrong
+  std::optional<double> dsl_share;  // target-DSL share of GPU time (CUPTI), when measured
+  Json clocks = Json::object();     // {"sm_mhz": ..., "mem_mhz": ...} when known
+  double wall_s = 0;                // wall time spent on this shape (child process included)
   // Wall seconds per phase inside the child: setup, inputs, candidate, check, timing.
   Json phases_s = Json::object();
   std::string created_at;
@@ -149,7 +152,8 @@ Json to_json(const EvalRecord& r);
 Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& source);
 
 // An empty record of `task` for one shape, without the candidate source; the gates fill it in.
-EvalRecord new_eval_record(const EvalTask& task, const std::string& shape_id, const std::string& device = "");
+EvalRecord new_eval_record(const EvalTask& task, const std::string& shape_id,
+                           const std::string& device = "");
 
 // Key under which a shape's record is stored: "<task_id>/<shape_id>".
 std::string record_key(const std::string& task_id, const std::string& shape_id);

@@ -32,10 +32,12 @@ struct RedisOptions {
   int db = 0;
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds command_timeout{10000};
-  int max_reconnects = 6;  // attempts per command before giving up (backoff 50 ms .. ~3 s, jittered)
+  int max_reconnects =
+      6;  // attempts per command before giving up (backoff 50 ms .. ~3 s, jittered)
   // TLS (rediss:// URLs): through an in-process OpenSSL relay (hiredis 0.14 has no TLS).
   bool tls = false;
-  std::string tls_ca_file;    // PEM CA bundle the server certificate must chain to; empty = the system's
+  std::string
+      tls_ca_file;  // PEM CA bundle the server certificate must chain to; empty = the system's
   std::string tls_cert_file;  // client certificate (PEM) for servers with tls-auth-clients yes
   std::string tls_key_file;   // its private key (PEM)
   bool tls_insecure = false;  // skip server certificate and host name verification (tests only)
@@ -50,7 +52,7 @@ Result<RedisOptions> parse_redis_url(std::string_view url);
 struct RedisValue {
   enum class Type { kNil, kString, kInteger, kArray, kStatus, kError };
   Type type = Type::kNil;
-  std::string str;    // kString, kStatus, kError
+  std::string str;  // kString, kStatus, kError
   int64_t integer = 0;
   std::vector<RedisValue> elements;
   bool is_nil() const { return type == Type::kNil; }
@@ -89,7 +91,8 @@ class RedisPool {
   explicit RedisPool(RedisOptions options) : options_(std::move(options)) {}
   class Handle {
    public:
-    Handle(RedisPool& pool, std::unique_ptr<RedisConnection> c) : pool_(&pool), conn_(std::move(c)) {}
+    Handle(RedisPool& pool, std::unique_ptr<RedisConnection> c)
+        : pool_(&pool), conn_(std::move(c)) {}
     Handle(Handle&&) = default;
     ~Handle() {
       if (conn_) pool_->give_back(std::move(conn_));

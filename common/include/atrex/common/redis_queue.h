@@ -1,7 +1,8 @@
 // TaskQueue on Redis Streams with a consumer group (docs/architecture.md §2), passing the same
 // contract suite as InProcessQueue (common/tests/queue_contract.h):
 //   enqueue   XADD <prefix>:q:{<stream>} * body <json>
-//   claim     expired leases first: XAUTOCLAIM ... <lease_timeout> (the pending entry's idle time on
+//   claim     expired leases first: XAUTOCLAIM ... <lease_timeout> (the pending entry's idle time
+//   on
 //             the Redis clock is the lease), past max_deliveries moved to <prefix>:dlq:{<stream>};
 //             then new entries: XREADGROUP GROUP atrex <consumer> COUNT n [BLOCK ms] STREAMS ... >
 //   ack       XACK + XDEL, only if the entry is still this consumer's lease (Lua, atomic)
@@ -27,14 +28,16 @@ namespace atrex {
 class RedisQueue final : public TaskQueue {
  public:
   // Connects and checks the server's persistence settings. `prefix` namespaces every key.
-  static Result<std::unique_ptr<RedisQueue>> open(const RedisOptions& redis, QueueOptions options = {},
+  static Result<std::unique_ptr<RedisQueue>> open(const RedisOptions& redis,
+                                                  QueueOptions options = {},
                                                   std::string prefix = "atrex");
 
   Result<std::string> enqueue(std::string_view stream, const Json& body) override;
-  Result<std::vector<std::string>> enqueue_batch(std::string_view stream, const std::vector<Json>& bodies) override;
+  Result<std::vector<std::string>> enqueue_batch(std::string_view stream,
+                                                 const std::vector<Json>& bodies) override;
   Result<size_t> ack_batch(const std::vector<Lease>& leases) override;
-  Result<std::vector<Lease>> claim(std::string_view stream, std::string_view consumer, size_t max_count,
-                                   std::chrono::milliseconds block) override;
+  Result<std::vector<Lease>> claim(std::string_view stream, std::string_view consumer,
+                                   size_t max_count, std::chrono::milliseconds block) override;
   Result<bool> ack(const Lease& lease) override;
   Result<bool> renew(const Lease& lease) override;
   Result<bool> release(const Lease& lease, std::string_view error) override;
@@ -47,7 +50,8 @@ class RedisQueue final : public TaskQueue {
       : pool_(redis), options_(options), prefix_(std::move(prefix)) {}
   std::string key(std::string_view kind, std::string_view stream) const;
   Result<void> ensure_group(std::string_view stream);
-  Result<std::vector<Lease>> reclaim(std::string_view stream, std::string_view consumer, size_t max_count);
+  Result<std::vector<Lease>> reclaim(std::string_view stream, std::string_view consumer,
+                                     size_t max_count);
   // Whether this claim should look for expired leases (and notes that it does).
   bool reclaim_due(std::string_view stream);
 

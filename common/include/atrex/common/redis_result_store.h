@@ -13,17 +13,20 @@ namespace atrex {
 
 class RedisResultStore final : public ResultStore {
  public:
-  static Result<std::unique_ptr<RedisResultStore>> open(const RedisOptions& redis, std::string prefix = "atrex");
+  static Result<std::unique_ptr<RedisResultStore>> open(const RedisOptions& redis,
+                                                        std::string prefix = "atrex");
 
   Result<bool> put(const std::string& key, const Json& record) override;
   Result<std::optional<Json>> get(const std::string& key) override;
-  Result<std::optional<Json>> wait(const std::string& key, std::chrono::milliseconds timeout) override;
+  Result<std::optional<Json>> wait(const std::string& key,
+                                   std::chrono::milliseconds timeout) override;
   Result<std::vector<Json>> all() override;
   // (key, record) pairs in write order, e.g. to archive a sweep's results as JSONL.
   Result<std::vector<std::pair<std::string, Json>>> entries();
 
  private:
-  RedisResultStore(const RedisOptions& redis, std::string prefix) : pool_(redis), prefix_(std::move(prefix)) {}
+  RedisResultStore(const RedisOptions& redis, std::string prefix)
+      : pool_(redis), prefix_(std::move(prefix)) {}
   RedisPool pool_;
   std::string prefix_;
 };

@@ -30,7 +30,8 @@ class ResultStore {
   virtual Result<bool> put(const std::string& key, const Json& record) = 0;
   virtual Result<std::optional<Json>> get(const std::string& key) = 0;
   // Waits up to `timeout` for `key` to appear.
-  virtual Result<std::optional<Json>> wait(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  virtual Result<std::optional<Json>> wait(const std::string& key,
+                                           std::chrono::milliseconds timeout) = 0;
   // Every stored record, in write order.
   virtual Result<std::vector<Json>> all() = 0;
 };
@@ -44,7 +45,8 @@ class MemoryResultStore final : public ResultStore {
 
   Result<bool> put(const std::string& key, const Json& record) override;
   Result<std::optional<Json>> get(const std::string& key) override;
-  Result<std::optional<Json>> wait(const std::string& key, std::chrono::milliseconds timeout) override;
+  Result<std::optional<Json>> wait(const std::string& key,
+                                   std::chrono::milliseconds timeout) override;
   Result<std::vector<Json>> all() override;
 
  private:

@@ -1,4 +1,5 @@
-// Output comparison of the correctness gate (docs/architecture.md §5, paper §4: atol 1e-2, rtol 5e-2).
+// Output comparison of the correctness gate (docs/architecture.md §5, paper §4: atol 1e-2, rtol
+// 5e-2).
 //
 //  * Integer outputs must match exactly.
 //  * Float outputs: |c - r| <= atol + rtol * |r| element-wise (torch.allclose), and a NaN/Inf
@@ -20,9 +21,9 @@ struct CompareResult {
   bool pass = true;
   bool low_signal = false;
   double max_abs_error = 0;
-  double max_rel_error = 0;   // max |c - r| / |r| over elements with r != 0
+  double max_rel_error = 0;  // max |c - r| / |r| over elements with r != 0
   int64_t bad_count = 0;
-  std::string message;        // first failure, with coordinates and values
+  std::string message;  // first failure, with coordinates and values
 };
 
 // Compares host buffers of one output tensor.

@@ -15,20 +15,20 @@ namespace atrex::problems::cuda {
 // Draws input `index` for `seed` into device buffer `device_data` on `stream`
 // (a cudaStream_t); `scale_exponent` as generate_input_cpu's (the range probe). Returns "" on
 // success, else the CUDA error text.
-std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t seed, void* device_data, void* stream,
-                           int scale_exponent = 0);
+std::string generate_input(const ResolvedShape& shape, size_t index, uint64_t seed,
+                           void* device_data, void* stream, int scale_exponent = 0);
 
 // Runs the operator's reference on device buffers (naive but parallel: one thread per row,
 // fp32/fp64 accumulation). Returns "" on success, else the error text.
-std::string reference(const ResolvedShape& shape, std::span<const void* const> in, std::span<void* const> out,
-                      void* stream);
+std::string reference(const ResolvedShape& shape, std::span<const void* const> in,
+                      std::span<void* const> out, void* stream);
 
 // The correctness comparison of one output (compare.h semantics: pass, low_signal, max_abs_error,
 // max_rel_error, bad_count; no message) on device buffers of `desc`'s dtype and numel, on
 // `stream`; synchronises it. The caller copies to the host for the message of a failure.
 // Returns "" on success, else the CUDA error text.
-std::string compare_output(const TensorDesc& desc, const void* candidate, const void* reference, double atol,
-                           double rtol, void* stream, CompareResult& result);
+std::string compare_output(const TensorDesc& desc, const void* candidate, const void* reference,
+                           double atol, double rtol, void* stream, CompareResult& result);
 
 // The operator's own comparison of output `index` (TensorSpec::compare, e.g. the fp8 quantisation
 // comparisons of quant_norm_compare.h) on device buffers of every output (`candidate`,
@@ -36,12 +36,14 @@ std::string compare_output(const TensorDesc& desc, const void* candidate, const 
 // comparison exists; `supported` is false otherwise and the caller compares on the host. Same
 // verdict, bad_count, low_signal and max errors as the host function; no message (the caller
 // words a failure on the host). Synchronises `stream`.
-std::string compare_custom_output(const ResolvedShape& shape, size_t index, std::span<const void* const> candidate,
-                                  std::span<const void* const> reference, double atol, double rtol, void* stream,
-                                  CompareResult& result, bool& supported);
+std::string compare_custom_output(const ResolvedShape& shape, size_t index,
+                                  std::span<const void* const> candidate,
+                                  std::span<const void* const> reference, double atol, double rtol,
+                                  void* stream, CompareResult& result, bool& supported);
 
 // The offset of the first differing byte of two device buffers of `bytes` bytes (8-byte
 // aligned, as cudaMalloc returns them), or -1 in `index`; synchronises `stream`.
-std::string first_difference(const void* a, const void* b, size_t bytes, void* stream, int64_t& index);
+std::string first_difference(const void* a, const void* b, size_t bytes, void* stream,
+                             int64_t& index);
 
 }  // namespace atrex::problems::cuda

@@ -32,7 +32,8 @@ ATREX_HD float bits_float(uint32_t u) {
 ATREX_HD float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 ATREX_HD uint16_t float_to_bf16(float f) {
   uint32_t u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
   uint32_t lsb = (u >> 16) & 1u;
   u += 0x7fffu + lsb;
   return static_cast<uint16_t>(u >> 16);
@@ -59,7 +60,7 @@ ATREX_HD uint16_t float_to_fp16(float f) {
   uint32_t abs = u & 0x7fffffffu;
   if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
-  if (abs < 0x38800000u) {                                                 // subnormal or zero
+  if (abs < 0x38800000u) {                                               // subnormal or zero
     float a = bits_float(abs);
     // Scale so the subnormal step (2^-24) becomes 1, then round half to even.
     float scaled = a * 16777216.0f;
@@ -95,7 +96,7 @@ ATREX_HD uint8_t float_to_fp8e4m3(float f) {
   const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
   const uint32_t abs = u & 0x7fffffffu;
   if (abs >= 0x43f00000u) return static_cast<uint8_t>(sign | 0x7fu);  // >= 480 or NaN/inf -> NaN
-  if (abs < 0x3c800000u) {                                             // below 2^-6: subnormal range
+  if (abs < 0x3c800000u) {                                            // below 2^-6: subnormal range
     // Round abs / 2^-9 to an integer, half to even (0..8; 8 is the smallest normal 2^-6).
     const float scaled = bits_float(abs) * 512.0f;
     uint32_t r = static_cast<uint32_t>(scaled);
@@ -119,7 +120,8 @@ ATREX_HD uint64_t mix64(uint64_t z) {
 
 // Uniform double in (0, 1] for element `i` of stream `stream` under `seed`.
 ATREX_HD double uniform_open0(uint64_t seed, uint64_t stream, uint64_t i) {
-  uint64_t h = mix64(seed ^ mix64(stream * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) ^ mix64(i + 0x1234567ull));
+  uint64_t h = mix64(seed ^ mix64(stream * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) ^
+                     mix64(i + 0x1234567ull));
   return (static_cast<double>(h >> 11) + 1.0) * (1.0 / 9007199254740992.0);
 }
 

@@ -47,7 +47,8 @@ using CpuGenerateFn = void (*)(const ResolvedShape& shape, size_t index, uint64_
 using OutputCompareFn = CompareResult (*)(const ResolvedShape& shape, size_t index,
                                           std::span<const void* const> candidate_outputs,
                                           std::span<const void* const> reference_outputs,
-                                          std::span<const void* const> inputs, double atol, double rtol);
+                                          std::span<const void* const> inputs, double atol,
+                                          double rtol);
 
 struct TensorSpec {
   std::string name;
@@ -55,9 +56,9 @@ struct TensorSpec {
   // Symbolic dims over the shape's parameters: "token_count", "shape[1]/2", "top_k*2". A dim
   // written "=<formula>" is computed by OperatorDef::resolve (the text is documentation).
   std::vector<std::string> dims;
-  Distribution distribution;      // inputs: how elements are drawn
-  std::string doc;                // how it is drawn / what it holds, for `problems show`
-  CpuGenerateFn generate = nullptr;   // inputs: structured generator instead of `distribution`
+  Distribution distribution;         // inputs: how elements are drawn
+  std::string doc;                   // how it is drawn / what it holds, for `problems show`
+  CpuGenerateFn generate = nullptr;  // inputs: structured generator instead of `distribution`
   // Outputs: the name of an input this output starts as (the reference updates it in place,
   // e.g. a KV cache). Such an output is initialised with that input's values instead of
   // being poisoned, for the reference and the candidate alike.
@@ -98,7 +99,8 @@ struct ResolvedShape {
 };
 
 // Reference on the host: `in[i]` / `out[i]` point at tensors laid out as ResolvedShape says.
-using CpuReferenceFn = void (*)(const ResolvedShape& shape, std::span<const void* const> in, std::span<void* const> out);
+using CpuReferenceFn = void (*)(const ResolvedShape& shape, std::span<const void* const> in,
+                                std::span<void* const> out);
 
 // Fills dims written "=..." and checks cross-parameter constraints after generic resolution.
 using ResolveFn = Result<void> (*)(ResolvedShape& shape);
@@ -136,7 +138,7 @@ struct FreeDim {
 
 struct OperatorDef {
   std::string name;
-  std::string semantics;     // one paragraph: what the reference computes, dtypes of arithmetic
+  std::string semantics;  // one paragraph: what the reference computes, dtypes of arithmetic
   std::vector<ParamSpec> params;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
@@ -149,8 +151,8 @@ struct OperatorDef {
   std::optional<double> rtol;
   // Why `analytic` differs from the released roofline.json where it does (shown by the audit).
   std::string roofline_notes;
-  RangeProbe range_probe;              // off unless set (see RangeProbe)
-  std::vector<FreeDim> free_dims;      // empty: no unseen-shape check (see FreeDim)
+  RangeProbe range_probe;          // off unless set (see RangeProbe)
+  std::vector<FreeDim> free_dims;  // empty: no unseen-shape check (see FreeDim)
 };
 
 // Evaluates dims and checks parameters. Errors (kInvalidInput) name operator, shape, parameter.
@@ -159,7 +161,8 @@ Result<ResolvedShape> resolve_shape(const OperatorDef& def, const Shape& shape);
 // Draws input `index` of `shape` for `seed` into host memory `data` (bytes() long), with the
 // input's structured generator when it has one, else its distribution. `scale_exponent`: the
 // drawn values are multiplied by 2^scale_exponent (the range probe; distribution inputs only).
-void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data, int scale_exponent = 0);
+void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data,
+                        int scale_exponent = 0);
 
 // The exponent the range probe scales input `index` of `def` by (0: not scaled).
 int range_probe_exponent(const OperatorDef& def, size_t index);

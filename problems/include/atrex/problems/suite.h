@@ -35,7 +35,7 @@ struct OperatorInfo {
   double weight = 0;            // importance_score / Σ importance_score
   std::string phase;            // "prefill", "decode", "prefill/decode"
   int num_profiles = 0;
-  std::vector<Shape> shapes;    // in numeric id order
+  std::vector<Shape> shapes;  // in numeric id order
   const Shape* find_shape(std::string_view id) const;
 };
 
@@ -59,7 +59,9 @@ class Suite {
   static Result<Suite> load(const std::filesystem::path& dir);
 
   const std::filesystem::path& dir() const { return dir_; }
-  const std::vector<OperatorInfo>& operators() const { return operators_; }  // by weight, descending
+  const std::vector<OperatorInfo>& operators() const {
+    return operators_;
+  }  // by weight, descending
   const OperatorInfo* find(std::string_view name) const;
   // Like find, but a kNotFound error that lists the known operators.
   Result<const OperatorInfo*> require(std::string_view name) const;

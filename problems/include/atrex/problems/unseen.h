@@ -17,11 +17,11 @@
 namespace atrex::problems {
 
 struct UnseenShape {
-  Shape shape;                // id "unseen-<k>"; params (and the kwargs that held it) with one dim changed
-  std::string base_shape_id;  // the hot shape it was derived from
-  std::string param;          // the free dimension changed ("token_count", "shape[0]")
-  int64_t hot_value = 0;      // its value in the base shape
-  int64_t value = 0;          // its value here: no hot shape of the operator has it
+  Shape shape;  // id "unseen-<k>"; params (and the kwargs that held it) with one dim changed
+  std::string base_shape_id;     // the hot shape it was derived from
+  std::string param;             // the free dimension changed ("token_count", "shape[0]")
+  int64_t hot_value = 0;         // its value in the base shape
+  int64_t value = 0;             // its value here: no hot shape of the operator has it
   std::string describe() const;  // "token_count = 2311 (hot shape 4 has 2500)"
 };
 
@@ -35,7 +35,9 @@ std::vector<int64_t> hot_values(const OperatorInfo& info, const std::string& par
 // shape of the operator; every derived shape resolves (the operator's own constraints). Draws
 // depend only on `seed`. Empty when the operator has no free dimension or `count` <= 0.
 // Errors: kInvalidInput when a free dimension is not an integer parameter of the shapes.
-Result<std::vector<UnseenShape>> derive_unseen_shapes(const OperatorDef& def, const OperatorInfo& info,
-                                                      std::span<const Shape* const> bases, int count, uint64_t seed);
+Result<std::vector<UnseenShape>> derive_unseen_shapes(const OperatorDef& def,
+                                                      const OperatorInfo& info,
+                                                      std::span<const Shape* const> bases,
+                                                      int count, uint64_t seed);
 
 }  // namespace atrex::problems

@@ -5,9 +5,10 @@
 // atrex/candidate.h and dlpack/dlpack.h. The cache key is SHA-256 over (source, flags, target
 // arch, compiler identity = `--version` output; cpu: the CPU target `-march=native` resolves to
 // on this host, see native_cpu_target), so a different compiler, arch or CPU model never reuses
-// a stale object, even when runners on different machines share one cache folder. Compilers: $CUDACXX (else /usr/local/cuda/bin/nvcc, nvcc), $HIPCC (else
-// hipcc), $CXX (else c++). Objects are written to a temporary name and renamed into place, so many
-// runners may share one cache folder. Compile failures are cached too (the log is the result).
+// a stale object, even when runners on different machines share one cache folder. Compilers:
+// $CUDACXX (else /usr/local/cuda/bin/nvcc, nvcc), $HIPCC (else hipcc), $CXX (else c++). Objects are
+// written to a temporary name and renamed into place, so many runners may share one cache folder.
+// Compile failures are cached too (the log is the result).
 #pragma once
 
 #include <filesystem>
@@ -42,14 +43,17 @@ class CompileCache {
   // Compiles `candidate.source` for `candidate.backend`. `target_arch` is e.g. "sm_90a" (cuda),
   // "gfx90a" (hip) or "native" (cpu). Errors only for atrex failures (cannot write the cache);
   // a compiler error is an outcome with ok = false.
-  Result<CompileOutcome> compile(const CandidateRef& candidate, const std::string& target_arch, double timeout_s);
+  Result<CompileOutcome> compile(const CandidateRef& candidate, const std::string& target_arch,
+                                 double timeout_s);
 
   // The command line used for a backend (for docs and `--verbose`), without file names.
-  std::vector<std::string> flags_for(const std::string& backend, const std::string& target_arch) const;
+  std::vector<std::string> flags_for(const std::string& backend,
+                                     const std::string& target_arch) const;
 
  private:
   // The compiler's `--version` output (hip: with the offload arch), cached per compiler (and arch).
-  Result<std::string> compiler_identity(const std::string& compiler, const std::string& backend, const std::string& arch);
+  Result<std::string> compiler_identity(const std::string& compiler, const std::string& backend,
+                                        const std::string& arch);
   std::string compiler_for(const std::string& backend) const;
 
   // native_target_, else native_cpu_target(compiler), probed once per compiler.
@@ -76,7 +80,8 @@ std::string native_cpu_target(const std::string& compiler);
 std::string default_hip_arch();
 // File extension expected for a backend: ".cu", ".hip", ".cpp".
 std::string source_extension(const std::string& backend);
-// The default compiler cache folder: $ATREX_CACHE_DIR, else $XDG_CACHE_HOME/atrex, else ~/.cache/atrex.
+// The default compiler cache folder: $ATREX_CACHE_DIR, else $XDG_CACHE_HOME/atrex, else
+// ~/.cache/atrex.
 std::filesystem::path default_cache_dir();
 // The staged include folder next to the binaries (<exe>/../share/atrex/include).
 std::filesystem::path default_include_dir();

@@ -29,7 +29,8 @@ struct GpuInfo {
   int sm_count = 0;
   int64_t l2_bytes = 0;
   int64_t memory_bytes = 0;
-  std::string arch;  // AMD GPUs: the gfx processor name hipcc targets ("gfx942"); sm_count holds the CU count
+  std::string arch;  // AMD GPUs: the gfx processor name hipcc targets ("gfx942"); sm_count holds
+                     // the CU count
   // nvcc target for candidates on this GPU: sm_90a on Hopper, else sm_<cc>.
   std::string cuda_arch() const;
 };
@@ -51,9 +52,11 @@ const Environment& probe_environment();
 // `atrex-eval-hip --probe` in a child), apart from the CUDA probe so that cpu and cuda work
 // never pays for it.
 struct HipEnvironment {
-  bool child_built = false;     // atrex-eval-hip exists next to atrex (built when the HIP runtime was found)
-  std::vector<GpuInfo> gpus;    // AMD GPUs the HIP runtime sees
-  std::string probe_error;      // why gpus is empty: "no AMD GPU / HIP runtime found: <hipGetDeviceCount error>"
+  bool child_built =
+      false;  // atrex-eval-hip exists next to atrex (built when the HIP runtime was found)
+  std::vector<GpuInfo> gpus;  // AMD GPUs the HIP runtime sees
+  std::string probe_error;    // why gpus is empty: "no AMD GPU / HIP runtime found:
+                              // <hipGetDeviceCount error>"
 };
 const HipEnvironment& probe_hip_environment();
 
@@ -62,21 +65,24 @@ std::filesystem::path default_child_dir();
 
 // W/Q of one shape from the released roofline.json ("released") or the operator's analytic
 // formula ("analytic"). Errors: kNotFound when the operator or formula is missing.
-Result<problems::RooflineCounts> roofline_counts(const problems::Suite& suite, const std::string& op,
-                                                const problems::Shape& shape, const std::string& source);
+Result<problems::RooflineCounts> roofline_counts(const problems::Suite& suite,
+                                                 const std::string& op,
+                                                 const problems::Shape& shape,
+                                                 const std::string& source);
 
 struct EvaluatorOptions {
-  const problems::Suite* suite = nullptr;   // for roofline counts (evaluator side)
-  problems::HardwareProfile hardware;       // T_roofline is computed against this profile
+  const problems::Suite* suite = nullptr;  // for roofline counts (evaluator side)
+  problems::HardwareProfile hardware;      // T_roofline is computed against this profile
   std::filesystem::path cache_dir = default_cache_dir();
   std::filesystem::path include_dir = default_include_dir();
   std::filesystem::path child_dir = default_child_dir();
-  std::filesystem::path work_dir;           // request/response files; empty = temp folder
-  int device_index = 0;                     // GPU for the cuda backend
-  // Stamped into every record (`runner`): the runner loop's consumer name, "local" for `atrex eval`.
+  std::filesystem::path work_dir;  // request/response files; empty = temp folder
+  int device_index = 0;            // GPU for the cuda backend
+  // Stamped into every record (`runner`): the runner loop's consumer name, "local" for `atrex
+  // eval`.
   std::string runner = "local";
-  std::string cuda_arch = "sm_90a";         // used when no GPU was detected (compile-only)
-  std::optional<uint64_t> seed;             // base of the correctness seeds; random when unset
+  std::string cuda_arch = "sm_90a";  // used when no GPU was detected (compile-only)
+  std::optional<uint64_t> seed;      // base of the correctness seeds; random when unset
   // Checked between shapes: once true, evaluate() stops and returns kUnavailable ("stopping"),
   // keeping the records already emitted (a stopping runner releases its lease at once instead
   // of finishing a long task).
@@ -93,8 +99,8 @@ class Evaluator {
   // Evaluates `task`. Returns one record per requested shape (in request order); calls
   // `on_record` as each completes. Errors only for atrex failures (unknown operator or shape
   // are kNotFound/kInvalidInput); every candidate failure is a record status.
-  Result<std::vector<EvalRecord>> evaluate(const EvalTask& task,
-                                           const std::function<void(const EvalRecord&)>& on_record = nullptr);
+  Result<std::vector<EvalRecord>> evaluate(
+      const EvalTask& task, const std::function<void(const EvalRecord&)>& on_record = nullptr);
 
   // Compiles `task`'s candidate into the cache for the target evaluate() will use on this
   // runner's device, so that evaluate() finds it there (the runner loop's compile ahead).

@@ -15,7 +15,8 @@ namespace atrex::runner {
 // Runs `atrex-cuda-bench --<mode> --device N` (mode "measure" or "timing") and returns its JSON
 // (atrex.gpu-measure/1 or atrex.timing-calibration/1). Errors: kUnavailable when atrex was built
 // without CUDA or the child fails (its message and output tail included).
-Result<Json> run_cuda_bench(const std::string& mode, int device, std::chrono::seconds timeout = std::chrono::seconds(300));
+Result<Json> run_cuda_bench(const std::string& mode, int device,
+                            std::chrono::seconds timeout = std::chrono::seconds(300));
 
 // A hardware profile from an atrex.gpu-measure/1 result: p_peak per dtype path from the cuBLASLt
 // GEMM rates (paths that failed are left out), b_peak.hbm = device-to-device copy bandwidth

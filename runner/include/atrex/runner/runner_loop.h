@@ -1,8 +1,8 @@
-// The runner daemon's loop (docs/architecture.md §2): pull eval tasks from a queue stream, evaluate them,
-// write one record per shape to the result store (first write wins; its `runner` field is this
-// loop's consumer name), then ack. A heartbeat
-// renews the lease while a long evaluation runs; a task that cannot even be parsed is
-// released with its reason (and dead-lettered after max deliveries).
+// The runner daemon's loop (docs/architecture.md §2): pull eval tasks from a queue stream, evaluate
+// them, write one record per shape to the result store (first write wins; its `runner` field is
+// this loop's consumer name), then ack. A heartbeat renews the lease while a long evaluation runs;
+// a task that cannot even be parsed is released with its reason (and dead-lettered after max
+// deliveries).
 //
 // Compile ahead: while the current task is measured, the loop claims up to `prefetch` more
 // tasks (without blocking) and compiles their candidates into the shared compile cache, so
@@ -53,7 +53,8 @@ struct RunnerStats {
 
 class RunnerLoop {
  public:
-  RunnerLoop(TaskQueue& queue, ResultStore& results, Evaluator& evaluator, RunnerLoopOptions options = {});
+  RunnerLoop(TaskQueue& queue, ResultStore& results, Evaluator& evaluator,
+             RunnerLoopOptions options = {});
   ~RunnerLoop();  // releases the tasks claimed ahead
   RunnerLoop(const RunnerLoop&) = delete;
   RunnerLoop& operator=(const RunnerLoop&) = delete;

@@ -28,16 +28,17 @@ struct ClusterOptions {
   // empty, submit_sweep sets redis_url to choose_redis_url(redis_urls, redis_urls_source, ...).
   std::vector<std::string> redis_urls;
   std::string redis_urls_source = "--redis";  // the flag or field the list came from, for errors
-  std::string launcher = "local";  // local | slurm
-  int runners = 1;                 // local: runner processes; slurm: tasks of the runner array
-  int agent_workers = 2;           // local: processes; slurm: tasks of the agent-worker array
-  std::filesystem::path atrex;     // the atrex binary workers run (default: this one; slurm: on a shared path)
+  std::string launcher = "local";             // local | slurm
+  int runners = 1;        // local: runner processes; slurm: tasks of the runner array
+  int agent_workers = 2;  // local: processes; slurm: tasks of the agent-worker array
+  std::filesystem::path
+      atrex;  // the atrex binary workers run (default: this one; slurm: on a shared path)
   // slurm (docs/sweeps.md "Cluster sweeps"); empty partitions = the cluster's default partition
-  std::string gpu_partition;       // runners of cuda/hip sweeps, with --gres=gpu:<gpus_per_runner>
-  std::string cpu_partition;       // agent workers, and the runners of cpu sweeps (no gres)
-  int gpus_per_runner = 1;         // GPUs per runner array task; one runner process per GPU
+  std::string gpu_partition;  // runners of cuda/hip sweeps, with --gres=gpu:<gpus_per_runner>
+  std::string cpu_partition;  // agent workers, and the runners of cpu sweeps (no gres)
+  int gpus_per_runner = 1;    // GPUs per runner array task; one runner process per GPU
   std::string time_limit = "24:00:00";  // --time of every array task
-  int array_throttle = 0;          // %N on the arrays (at most N tasks of each at once); 0 = none
+  int array_throttle = 0;  // %N on the arrays (at most N tasks of each at once); 0 = none
   std::vector<std::string> sbatch_args;  // appended to every sbatch call (--account=..., --qos=...)
   std::filesystem::path job_template;    // replaces the embedded deploy/slurm/worker.sbatch
   // A task whose worker sent no heartbeat for this long is handed to another worker (workers
@@ -79,7 +80,8 @@ Result<ResolvedSweep> sweep_from_manifest(const std::filesystem::path& dir);
 // Picks the sweep's Redis (options.redis_urls, when set: the manifest's URL if the results
 // folder already holds this sweep, else the sweep id's shard), writes the manifest, stores it in
 // Redis, enqueues the agent tasks and starts the workers with that one URL.
-Result<Json> submit_sweep(const ResolvedSweep& sweep, const ClusterOptions& options, const ProgressFn& say);
+Result<Json> submit_sweep(const ResolvedSweep& sweep, const ClusterOptions& options,
+                          const ProgressFn& say);
 
 struct SweepStatus {
   Json manifest;
@@ -88,7 +90,7 @@ struct SweepStatus {
   QueueStats eval;
   QueueStats agent;
   std::vector<Json> dead_letters;  // of both queues, as dead_letter_json() gives them
-  int workers_alive = -1;  // -1: unknown
+  int workers_alive = -1;          // -1: unknown
   std::string workers_text;
 };
 Result<SweepStatus> sweep_status(const std::filesystem::path& dir);
@@ -96,9 +98,11 @@ Result<SweepStatus> sweep_status(const std::filesystem::path& dir);
 // Waits until every (agent, operator) has a final marker (or `timeout`), then exports the
 // results to results.jsonl and writes the reports; report.json lists the dead letters of both
 // queues under "dead_letters" (tasks the sweep completed without).
-// `metrics`, when given, follows the sweep (operators done/planned, queue depths, S_agg at the end).
-Result<SweepOutcome> wait_sweep(const std::filesystem::path& dir, std::chrono::seconds timeout, const ProgressFn& say,
-                                const std::atomic<bool>* stop = nullptr, metrics::SweepMetrics* metrics = nullptr);
+// `metrics`, when given, follows the sweep (operators done/planned, queue depths, S_agg at the
+// end).
+Result<SweepOutcome> wait_sweep(const std::filesystem::path& dir, std::chrono::seconds timeout,
+                                const ProgressFn& say, const std::atomic<bool>* stop = nullptr,
+                                metrics::SweepMetrics* metrics = nullptr);
 
 // Stops the workers (kills local ones, scancel for slurm) and marks the sweep cancelled.
 Result<void> cancel_sweep(const std::filesystem::path& dir);
@@ -109,11 +113,12 @@ Result<Json> resume_sweep(const std::filesystem::path& dir, const ProgressFn& sa
 // The daemons. Both stop taking work on SIGTERM/SIGINT/SIGUSR1 and return after their current task.
 // `metrics_listen` (the --metrics-listen flag) overrides the manifest's cluster.metrics; with
 // either, the daemon serves /metrics and writes its target file (removed when it returns).
-int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id, int device, const std::string& name,
-                      const std::atomic<bool>& stop,
+int run_runner_daemon(const std::string& redis_url, const std::string& sweep_id, int device,
+                      const std::string& name, const std::atomic<bool>& stop,
                       const std::optional<metrics::ListenAddress>& metrics_listen = std::nullopt);
-int run_agent_worker_daemon(const std::string& redis_url, const std::string& sweep_id, const std::string& name,
-                            const std::atomic<bool>& stop,
-                            const std::optional<metrics::ListenAddress>& metrics_listen = std::nullopt);
+int run_agent_worker_daemon(
+    const std::string& redis_url, const std::string& sweep_id, const std::string& name,
+    const std::atomic<bool>& stop,
+    const std::optional<metrics::ListenAddress>& metrics_listen = std::nullopt);
 
 }  // namespace atrex::scheduler

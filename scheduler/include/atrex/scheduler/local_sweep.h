@@ -51,11 +51,11 @@ struct ResolvedSweep {
   problems::Suite suite;
   problems::HardwareProfile hardware;
   std::string backend;
-  std::string device;                     // GPU name or CPU model
+  std::string device;  // GPU name or CPU model
   std::vector<OperatorPlan> operators;
-  std::vector<std::string> not_covered;   // suite operators without a native definition
+  std::vector<std::string> not_covered;  // suite operators without a native definition
   std::filesystem::path output;
-  std::string sweep_id;                   // hash of what determines results
+  std::string sweep_id;  // hash of what determines results
   Json to_manifest() const;
 };
 
@@ -71,17 +71,19 @@ struct SweepOutcome {
 };
 
 struct LocalSweepOptions {
-  int agent_workers = 0;  // 0 = automatic
+  int agent_workers = 0;                             // 0 = automatic
   std::function<void(const std::string&)> progress;  // one line per event worth showing
-  const std::atomic<bool>* stop = nullptr;            // set to interrupt (SIGINT)
+  const std::atomic<bool>* stop = nullptr;           // set to interrupt (SIGINT)
   // When set, the in-process runner, agent workers and the sweep itself register their metrics
-  // here (atrex_runner_*, atrex_agent_*, atrex_sweep_*; atrex/common/metrics.h). Must outlive the run.
+  // here (atrex_runner_*, atrex_agent_*, atrex_sweep_*; atrex/common/metrics.h). Must outlive the
+  // run.
   prometheus::Registry* metrics = nullptr;
 };
 
 Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSweepOptions& options);
 
 // Scores the final records stored in a results directory and writes report.json / report.md.
-Result<SweepOutcome> write_reports(const std::filesystem::path& results_dir, const problems::Suite& suite);
+Result<SweepOutcome> write_reports(const std::filesystem::path& results_dir,
+                                   const problems::Suite& suite);
 
 }  // namespace atrex::scheduler

@@ -32,7 +32,8 @@ size_t redis_shard_index(std::string_view sweep_id, size_t instances);
 // (reordering or extending the list never moves a submitted sweep); it must be one of `urls`
 // (same host, port and db), else kInvalidInput naming `what`. Otherwise urls[redis_shard_index].
 Result<std::string> choose_redis_url(const std::vector<std::string>& urls, std::string_view what,
-                                     const std::string& sweep_id, const std::filesystem::path& results_dir);
+                                     const std::string& sweep_id,
+                                     const std::filesystem::path& results_dir);
 
 // `url` with its password replaced by *** (for logs and the manifest's "redis").
 std::string redis_url_without_password(const std::string& url);

@@ -25,13 +25,15 @@ Result<Json> open_results_dir(const ResolvedSweep& sweep, const Json& fields);
 Result<Json> update_manifest(const std::filesystem::path& dir, const Json& fields);
 
 // The first agent task of (agent, operator), continuing from its audit trail when there is one.
-Result<agent::AgentTask> agent_task_for(const ResolvedSweep& sweep, const agent::AgentSpec& a, const OperatorPlan& op,
+Result<agent::AgentTask> agent_task_for(const ResolvedSweep& sweep, const agent::AgentSpec& a,
+                                        const OperatorPlan& op,
                                         const std::filesystem::path& audit_dir);
 
 // Reconciler: enqueues an agent task for every (agent, operator) that has no final marker and
 // no agent task in flight. Dead-lettered agent tasks are finalized first (see below), so they
 // are never enqueued again. Returns how many were enqueued.
-Result<int> enqueue_missing(const ResolvedSweep& sweep, TaskQueue& queue, ResultStore& store, const ProgressFn& say);
+Result<int> enqueue_missing(const ResolvedSweep& sweep, TaskQueue& queue, ResultStore& store,
+                            const ProgressFn& say);
 
 // Turns agent tasks that were dead-lettered into `error` final markers, so the sweep ends.
 Result<void> finalize_dead_agent_tasks(TaskQueue& queue, ResultStore& store);
@@ -45,10 +47,12 @@ Json dead_letter_json(std::string_view stream, const DeadLetter& d);
 std::string dead_letters_markdown(const std::vector<Json>& dead);
 
 // Final markers present, of `total`. New ones are reported through `say` once (keys in `seen`).
-Result<int> count_finals(const std::vector<std::string>& agents, const std::vector<std::string>& ops, ResultStore& store,
+Result<int> count_finals(const std::vector<std::string>& agents,
+                         const std::vector<std::string>& ops, ResultStore& store,
                          std::set<std::string>& seen, const ProgressFn& say);
 
 // Scores the final records in `store` against the manifest in `dir`; writes report.json/.md.
-Result<SweepOutcome> reduce(const std::filesystem::path& dir, const problems::Suite& suite, ResultStore& store);
+Result<SweepOutcome> reduce(const std::filesystem::path& dir, const problems::Suite& suite,
+                            ResultStore& store);
 
 }  // namespace atrex::scheduler

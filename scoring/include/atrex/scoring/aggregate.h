@@ -22,16 +22,16 @@ namespace atrex::scoring {
 struct OperatorScore {
   std::string name;
   double weight = 0;
-  bool attempted = false;        // a final evaluation exists
+  bool attempted = false;  // a final evaluation exists
   int shapes_in_suite = 0;
   int shapes_evaluated = 0;
   int shapes_correct = 0;
-  int shapes_above_roofline = 0; // S_j capped: roofline or measurement suspect
+  int shapes_above_roofline = 0;  // S_j capped: roofline or measurement suspect
   double s_i = 0;
   std::optional<double> dsl_share;  // mean over correct shapes, when measured
   std::string candidate_sha256;
-  std::string status;            // "correct", "partially correct", "incorrect", "not attempted"
-  std::string first_error;       // first failing shape's status and reason
+  std::string status;       // "correct", "partially correct", "incorrect", "not attempted"
+  std::string first_error;  // first failing shape's status and reason
   // Ghost kernels: kernels the candidate's library defines that no traced (timed) call launched on
   // any of its evaluated shapes (records' unlaunched_kernels, intersected). A flag, not a verdict:
   // a kernel for shapes outside the evaluated ones is legitimate. Empty when none or not traced.
@@ -55,7 +55,9 @@ double median(std::vector<double> values);
 // other agents are ignored). Records for operators absent from the suite are ignored.
 // `failed` lists operators the agent attempted without producing a final evaluation (no
 // correct candidate, an error), with the reason: they count as attempted and incorrect.
-AgentScore score_agent(const problems::Suite& suite, const std::string& agent, const std::vector<EvalRecord>& records,
-                       const std::map<std::string, std::string>& failed = {}, double dsl_threshold = 0.9);
+AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
+                       const std::vector<EvalRecord>& records,
+                       const std::map<std::string, std::string>& failed = {},
+                       double dsl_threshold = 0.9);
 
 }  // namespace atrex::scoring

@@ -21,15 +21,16 @@ struct ShapeAudit {
 
 struct OperatorAudit {
   std::string op;
-  bool has_formula = false;      // a native definition with an analytic formula exists
+  bool has_formula = false;  // a native definition with an analytic formula exists
   std::vector<ShapeAudit> shapes;
   double max_abs_w_diff = 0;
   double max_abs_q_diff = 0;
   int flagged = 0;
-  std::string notes;             // OperatorDef::roofline_notes
+  std::string notes;  // OperatorDef::roofline_notes
 };
 
 // Audits every suite operator (operators without a formula are listed with has_formula false).
-Result<std::vector<OperatorAudit>> audit_roofline(const problems::Suite& suite, double threshold = 0.05);
+Result<std::vector<OperatorAudit>> audit_roofline(const problems::Suite& suite,
+                                                  double threshold = 0.05);
 
 }  // namespace atrex::scoring

@@ -2,8 +2,8 @@
 //   T_roofline = max( Σ_dtype W_dtype / P_peak[path(dtype)],  (Q_read + Q_write) / B_hbm )
 // with the dtype -> execution path map of Atrex's eval/roofline.py
 // (bf16 -> bf16_tc, fp16 -> fp16_tc, fp32 -> fp32_strict, fp8_e4m3 -> fp8_e4m3_tc, ...).
-// S_j = T_roofline / T_candidate, capped at 1; above 1 is flagged (docs/architecture.md §6): it means the
-// roofline or the measurement is wrong.
+// S_j = T_roofline / T_candidate, capped at 1; above 1 is flagged (docs/architecture.md §6): it
+// means the roofline or the measurement is wrong.
 #pragma once
 
 #include <string>
@@ -27,11 +27,12 @@ Result<std::string> peak_path_for_dtype(std::string_view dtype);
 
 // T_roofline for one shape on one hardware profile. kInvalidInput names the dtype/path when the
 // profile has no peak for a dtype the shape uses.
-Result<RooflineTime> roofline_time(const problems::RooflineCounts& counts, const problems::HardwareProfile& hw);
+Result<RooflineTime> roofline_time(const problems::RooflineCounts& counts,
+                                   const problems::HardwareProfile& hw);
 
 struct ShapeScore {
-  double s_j = 0;              // in [0, 1]
-  bool above_roofline = false; // raw ratio was > 1 (capped)
+  double s_j = 0;               // in [0, 1]
+  bool above_roofline = false;  // raw ratio was > 1 (capped)
 };
 
 // S_j = min(1, T_roofline / T_candidate). Times in any one unit; a non-positive candidate time

@@ -5,8 +5,7 @@
 #include "atrex/candidate.h"
 
 __global__ void spin(volatile int* flag) {
-  while (*flag == 0) {
-  }
+  while (*flag == 0) {}
 }
 
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
