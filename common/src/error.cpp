@@ -1,5 +1,8 @@
 #include "atrex/common/error.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace atrex {
 
 const char* error_code_name(ErrorCode code) {
@@ -26,6 +29,14 @@ int exit_code_for(const Error& error) {
 Error with_context(Error error, const std::string& context) {
   error.message = context + ": " + error.message;
   return error;
+}
+
+void assertion_failed(const char* condition, const char* file, int line, std::string_view message) {
+  std::fprintf(stderr, "atrex: internal error: %s:%d: assertion `%s` failed%s%.*s\n", file, line,
+               condition, message.empty() ? "" : ": ", static_cast<int>(message.size()),
+               message.data());
+  std::fflush(stderr);
+  std::abort();
 }
 
 }  // namespace atrex

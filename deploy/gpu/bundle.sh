@@ -26,6 +26,6 @@ du -sh build/release/bin build/release/share .gpu-bundle | sed 's/^/bundle: /'
 ls .gpu-bundle/lib
 # Compile every CUDA template and reference candidate here (nvcc 13.0 on both machines; the cache
 # key leaves out the include folder's path), so the GPU machine starts with a warm compile cache.
-find agent/templates problems/reference_candidates -name '*.cu' -print0 |
+find kernels/templates kernels/reference -name '*.cu' -print0 |
   ATREX_CACHE_DIR=.gpu-bundle/cache xargs -0 -n 4 -P 2 build/release/bin/atrex compile --arch sm_90a |
   sed 's/^/precompile: /'

@@ -56,7 +56,7 @@ fi
 
 if want eval; then
   echo "=== atrex eval: every CUDA template at its defaults, all shapes"
-  for tpl in agent/templates/*/cuda/*.cu; do
+  for tpl in kernels/templates/*/cuda/*.cu; do
     op=$(basename "$(dirname "$(dirname "$tpl")")")
     echo "--- $tpl"
     "$atrex" eval "$tpl" --operator "$op" --shapes all --out "$out/eval-$op-$(basename "$tpl" .cu).jsonl" 2>&1 \
@@ -67,7 +67,7 @@ fi
 if want smoke; then
   echo "=== smoke: atrex eval of one CUDA template per operator on 3 shapes"
   for op in rms_norm fused_add_rms_norm silu_and_mul l2_norm moe_sum_reduce; do
-    tpl=$(ls agent/templates/$op/cuda/*.cu | head -1)
+    tpl=$(ls kernels/templates/$op/cuda/*.cu | head -1)
     n=$("$atrex" problems show "$op" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["shapes"]))')
     ids=$(python3 -c "n=$n; print(','.join(sorted({'0', str(n//2), str(n-1)}, key=int)))")
     echo "--- $tpl shapes $ids"
@@ -82,8 +82,8 @@ fi
 
 if want refs; then
   echo "=== reference candidates: correctness on the 2 smallest and the largest shape of every operator"
-  for src in problems/reference_candidates/*.cu; do
-    op=$(basename "$src" .cu)
+  for src in kernels/reference/*/naive.cu; do
+    op=$(basename "$(dirname "$src")")
     if [ -n "${REFS_OPS:-}" ] && ! [[ " $REFS_OPS " == *" $op "* ]]; then continue; fi
     for sel in ${REFS_SELECT:-smallest:2 largest:1}; do
       t0=$(date +%s.%N)

@@ -52,4 +52,19 @@ bool dtype_is_float(DType d) {
          d == DType::kFP8E4M3;
 }
 
+DLDataType dl_data_type(DType d) {
+  switch (d) {
+    case DType::kBF16: return {kDLBfloat, 16, 1};
+    case DType::kF16: return {kDLFloat, 16, 1};
+    case DType::kF32: return {kDLFloat, 32, 1};
+    case DType::kF64: return {kDLFloat, 64, 1};
+    case DType::kI32: return {kDLInt, 32, 1};
+    case DType::kI64: return {kDLInt, 64, 1};
+    case DType::kU8:
+    case DType::kBool: return {kDLUInt, 8, 1};
+    case DType::kFP8E4M3: return {ATREX_DL_FLOAT8_E4M3FN, 8, 1};
+  }
+  ATREX_UNREACHABLE("DType");
+}
+
 }  // namespace atrex::problems

@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path data(const std::string& f) {
-  return testing::source_path(ATREX_TEST_DATA_DIR, "runner/tests/candidates") / f;
+  return testing::source_path(ATREX_TEST_DATA_DIR, "kernels/faults") / f;
 }
 
 class GpuGatesTest : public ::testing::Test {

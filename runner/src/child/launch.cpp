@@ -4,20 +4,6 @@ namespace atrex::runner {
 
 using problems::DType;
 
-DLDataType dl_dtype(DType d) {
-  switch (d) {
-    case DType::kBF16: return {kDLBfloat, 16, 1};
-    case DType::kF16: return {kDLFloat, 16, 1};
-    case DType::kF32: return {kDLFloat, 32, 1};
-    case DType::kF64: return {kDLFloat, 64, 1};
-    case DType::kI32: return {kDLInt, 32, 1};
-    case DType::kI64: return {kDLInt, 64, 1};
-    case DType::kU8:
-    case DType::kBool: return {kDLUInt, 8, 1};
-    case DType::kFP8E4M3: return {ATREX_DL_FLOAT8_E4M3FN, 8, 1};
-  }
-  return {kDLUInt, 8, 1};
-}
 
 LaunchBuilder::LaunchBuilder(const problems::ResolvedShape& shape, DLDevice device, void* stream) {
   const size_t n_tensors = shape.inputs.size() + shape.outputs.size();
@@ -31,7 +17,7 @@ LaunchBuilder::LaunchBuilder(const problems::ResolvedShape& shape, DLDevice devi
     t.tensor.data = nullptr;
     t.tensor.device = device;
     t.tensor.ndim = static_cast<int32_t>(d.dims.size());
-    t.tensor.dtype = dl_dtype(d.dtype);
+    t.tensor.dtype = problems::dl_data_type(d.dtype);
     t.tensor.shape = dims_.back().data();
     t.tensor.strides = nullptr;
     t.tensor.byte_offset = 0;

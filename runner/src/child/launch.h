@@ -10,9 +10,6 @@
 
 namespace atrex::runner {
 
-// DLPack element type of a dtype (candidate.h lists the mapping).
-DLDataType dl_dtype(problems::DType d);
-
 class LaunchBuilder {
  public:
   LaunchBuilder(const problems::ResolvedShape& shape, DLDevice device, void* stream);

@@ -1,6 +1,6 @@
 // Parameterised kernel templates of the built-in `search` provider (docs/architecture.md §7).
 //
-// A template is a complete candidate source (agent/templates/<op>/<backend>/<name>.<ext>)
+// A template is a complete candidate source (kernels/templates/<op>/<backend>/<name>.<ext>)
 // whose tunable integers are macros with guarded defaults, declared in its header comment:
 //   // atrex-template: block_per_row
 //   // atrex-description: one thread block per row, vectorised loads

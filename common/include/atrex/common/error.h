@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <tl/expected.hpp>
@@ -61,6 +62,10 @@ int exit_code_for(const Error& error);
 // Prefixes the message with context ("loading sweep.yaml: ...") keeping the code.
 Error with_context(Error error, const std::string& context);
 
+// Prints "atrex: internal error: <file>:<line>: <condition> <message>" to stderr and aborts.
+[[noreturn]] void assertion_failed(const char* condition, const char* file, int line,
+                                   std::string_view message);
+
 }  // namespace atrex
 
 // Returns the error of a Result-valued expression from the enclosing function.
@@ -79,3 +84,14 @@ Error with_context(Error error, const std::string& context);
   auto tmp = (expr);                                         \
   if (!tmp) return ::tl::unexpected(std::move(tmp).error()); \
   lhs = std::move(*tmp)
+
+// Invariants of atrex itself, checked in every build type: a broken one aborts the process
+// (with the condition, file and line) rather than letting it write a wrong score. Never for
+// what the environment or the input controls (STYLE.md "Errors": those are Errors or records).
+#define ATREX_ASSERT(cond, ...)                                                  \
+  do {                                                                           \
+    if (!(cond)) ::atrex::assertion_failed(#cond, __FILE__, __LINE__, "" __VA_ARGS__); \
+  } while (0)
+// A switch over an enum that covered every value fell through.
+#define ATREX_UNREACHABLE(what) \
+  ::atrex::assertion_failed("unreachable", __FILE__, __LINE__, "no case for this " what)

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <string_view>
 
+#include "atrex/candidate.h"
 #include "atrex/common/error.h"
 
 namespace atrex::problems {
@@ -17,5 +18,8 @@ Result<DType> parse_dtype(std::string_view name);
 // Bytes per element.
 size_t dtype_size(DType d);
 bool dtype_is_float(DType d);
+// The DLPack element type a candidate receives for `d` (atrex/candidate.h lists the mapping;
+// bool travels as uint8).
+DLDataType dl_data_type(DType d);
 
 }  // namespace atrex::problems
