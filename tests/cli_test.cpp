@@ -10,7 +10,7 @@
 #include "atrex/problems/hardware.h"
 #include "atrex/runner/evaluator.h"
 #include "atrex/runner/host_measure.h"
-#include "atrex/runner/subprocess.h"
+#include "atrex/common/process/subprocess.h"
 
 namespace atrex {
 namespace {
@@ -33,14 +33,14 @@ class Cli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   CliRun atrex(std::vector<std::string> args, int timeout_s = 300) {
-    runner::SubprocessOptions o;
+    SubprocessOptions o;
     o.argv = {std::string(ATREX_TEST_BIN_DIR) + "/atrex"};
     o.argv.insert(o.argv.end(), args.begin(), args.end());
     o.timeout = std::chrono::seconds(timeout_s);
     o.working_dir = dir_;
     o.output_tail_bytes = 1 << 20;
     o.extra_env = {{"ATREX_CACHE_DIR", (dir_ / "cache").string()}};
-    auto r = runner::run_subprocess(o);
+    auto r = run_subprocess(o);
     EXPECT_TRUE(r) << r.error().message;
     return CliRun{r->timed_out ? -1 : r->exit_code, r->output_tail};
   }

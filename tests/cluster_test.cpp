@@ -20,16 +20,17 @@
 #include <gtest/gtest.h>
 
 #include "atrex/common/json_io.h"
-#include "atrex/common/redis.h"
-#include "atrex/common/redis_queue.h"
-#include "atrex/runner/subprocess.h"
+#include "atrex/common/redis/connection.h"
+#include "atrex/common/redis/queue.h"
+#include "atrex/common/wire/manifest.h"
+#include "atrex/common/process/subprocess.h"
 #include "atrex/scheduler/redis_shard.h"
-#include "atrex/scheduler/local_sweep.h"
+#include "atrex/scheduler/resolve.h"
 #include "atrex/scheduler/sweep_spec.h"
-#include "acl_server.h"
-#include "redis_server.h"
-#include "sweep_cli.h"
-#include "tls_server.h"
+#include "atrex/testing/acl_server.h"
+#include "atrex/testing/redis_server.h"
+#include "atrex/testing/sweep_cli.h"
+#include "atrex/testing/tls_server.h"
 
 namespace atrex {
 namespace {
@@ -272,7 +273,10 @@ TEST_F(ClusterSweep, DeadLetteredAgentTaskIsReportedAndNotReenqueuedByResume) {
 
 TEST_F(ClusterSweep, StatusOfALocalSweepFolderIsAClearError) {
   fs::create_directories(dir_ / "out");
-  std::ofstream(dir_ / "out" / "manifest.json") << R"({"sweep_id": "x"})";
+  Manifest local;  // what `atrex sweep run` leaves: no redis_url
+  local.sweep_id = "x";
+  local.launcher = "in-process";
+  ASSERT_TRUE(write_manifest_file(dir_ / "out", local));
   auto [rc, out] = atrex({"sweep", "status", (dir_ / "out").string()});
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("not submitted to a cluster"), std::string::npos) << out;
@@ -305,16 +309,15 @@ TEST_F(ClusterSweep, ReusedWorkerPidIsNeitherCountedAliveNorSignalled) {
                                                 "--name",
                                                 "runner-0"};
   fs::create_directories(dir_ / "out");
-  const Json processes =
-      Json::array({Json{{"name", "runner-0"}, {"pid", stranger}, {"args", runner_args}},
-                   Json{{"name", "stand-in"}, {"pid", worker}, {"args", {"sleep", "300"}}}});
-  std::ofstream(dir_ / "out" / "manifest.json")
-      << Json{{"sweep_id", "reused-pid"},
-              {"redis_url", url_},
-              {"agents", Json::array()},
-              {"operators", Json::array()},
-              {"workers", {{"launcher", "local"}, {"host", "this"}, {"processes", processes}}}}
-             .dump();
+  Manifest m;
+  m.sweep_id = "reused-pid";
+  m.redis_url = url_;
+  m.workers = WorkersRecord{Launcher::kLocal,
+                            "this",
+                            {LocalWorker{"runner-0", stranger, runner_args, ""},
+                             LocalWorker{"stand-in", worker, {"sleep", "300"}, ""}},
+                            {}};
+  ASSERT_TRUE(write_manifest_file(dir_ / "out", m));
   // The stand-in must have exec'd sleep before its command line is compared.
   ASSERT_TRUE(testing::poll_until([&] { return status()["workers_alive"] == 1; }, 10))
       << status().dump();
@@ -334,7 +337,12 @@ TEST_F(ClusterSweep, ReusedWorkerPidIsNeitherCountedAliveNorSignalled) {
 // The sweep ids of copies of the crash fixture named shard-<i>, as `atrex sweep submit` resolves
 // them.
 std::string sweep_id_of(const fs::path& file, const fs::path& out) {
-  auto spec = scheduler::load_sweep_file(file);
+  auto providers = agent::ProviderRegistry::builtin();
+  if (!providers) {
+    ADD_FAILURE() << providers.error().message;
+    return "";
+  }
+  auto spec = scheduler::load_sweep_file(file, *providers);
   if (!spec) {
     ADD_FAILURE() << spec.error().message;
     return "";
@@ -343,10 +351,10 @@ std::string sweep_id_of(const fs::path& file, const fs::path& out) {
   ov.output = out;
   auto r = scheduler::resolve_sweep(*spec, ov);
   if (!r) ADD_FAILURE() << r.error().message;
-  return r ? r->sweep_id : std::string();
+  return r ? r->sweep_id() : std::string();
 }
 
-size_t keys_of(const RedisOptions& redis, const std::string& sweep_id) {
+size_t keys_of(const RedisEndpoint& redis, const std::string& sweep_id) {
   auto conn = RedisConnection::connect(redis);
   EXPECT_TRUE(conn) << conn.error().message;
   if (!conn) return 0;
@@ -360,7 +368,7 @@ TEST_F(ClusterSweep, SweepsSubmittedToTwoRedisLandWholeOnTheInstanceTheirIdPicks
   ASSERT_TRUE(redis_b.running());
   const std::string url_b = "redis://127.0.0.1:" + std::to_string(redis_b.options().port);
   const std::vector<std::string> urls{url_, url_b};
-  const std::vector<RedisOptions> servers{redis_.options(), redis_b.options()};
+  const std::vector<RedisEndpoint> servers{redis_.options(), redis_b.options()};
   // Three copies of the crash fixture that differ only in name (so in sweep id), picked so both
   // instances get one: sweep ids hash the device and paths, so which names do varies by machine.
   std::string fixture = read_text(dir_ / "fx" / "crash_sweep.yaml");

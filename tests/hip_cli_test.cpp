@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "atrex/common/json_io.h"
-#include "atrex/runner/subprocess.h"
+#include "atrex/common/process/subprocess.h"
 
 namespace atrex {
 namespace {
@@ -57,7 +57,7 @@ class HipCli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   CliRun atrex(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
-    runner::SubprocessOptions o;
+    SubprocessOptions o;
     o.argv = {std::string(ATREX_TEST_BIN_DIR) + "/atrex"};
     o.argv.insert(o.argv.end(), args.begin(), args.end());
     o.timeout = std::chrono::seconds(300);
@@ -65,7 +65,7 @@ class HipCli : public ::testing::Test {
     o.output_tail_bytes = 1 << 20;
     o.extra_env = std::move(env);
     o.extra_env["ATREX_CACHE_DIR"] = (dir_ / "cache").string();
-    auto r = runner::run_subprocess(o);
+    auto r = run_subprocess(o);
     EXPECT_TRUE(r) << r.error().message;
     return CliRun{r->timed_out ? -1 : r->exit_code, r->term_signal, r->output_tail};
   }
@@ -77,9 +77,9 @@ class HipCli : public ::testing::Test {
     return fs::exists(fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-hip");
   }
   static bool has_amd_gpu() {
-    runner::SubprocessOptions o;
+    SubprocessOptions o;
     o.argv = {std::string(ATREX_TEST_BIN_DIR) + "/atrex-eval-hip", "--probe"};
-    auto r = runner::run_subprocess(o);
+    auto r = run_subprocess(o);
     return r && r->ok() && r->output_tail.find("\"devices\":[]") == std::string::npos;
   }
 

@@ -12,9 +12,9 @@
 #include <gtest/gtest.h>
 
 #include "atrex/common/json_io.h"
-#include "http_get.h"
-#include "redis_server.h"
-#include "sweep_cli.h"
+#include "atrex/testing/http_get.h"
+#include "atrex/testing/redis_server.h"
+#include "atrex/testing/sweep_cli.h"
 
 namespace atrex {
 namespace {

@@ -26,10 +26,10 @@
 #include <gtest/gtest.h>
 
 #include "atrex/common/json_io.h"
-#include "atrex/common/redis.h"
-#include "atrex/runner/subprocess.h"
-#include "redis_server.h"
-#include "sweep_cli.h"
+#include "atrex/common/redis/connection.h"
+#include "atrex/common/process/subprocess.h"
+#include "atrex/testing/redis_server.h"
+#include "atrex/testing/sweep_cli.h"
 
 extern char** environ;
 
@@ -52,11 +52,11 @@ bool require_netns() {
 
 // (exit code, output) of a command run to completion; -2 when it could not run.
 std::pair<int, std::string> run(std::vector<std::string> argv, int timeout_s = 60) {
-  runner::SubprocessOptions o;
+  SubprocessOptions o;
   o.argv = std::move(argv);
   o.timeout = std::chrono::seconds(timeout_s);
   o.output_tail_bytes = 1 << 16;
-  auto r = runner::run_subprocess(o);
+  auto r = run_subprocess(o);
   if (!r) return {-2, r.error().message};
   if (!r->started) return {-2, "cannot run " + o.argv.front()};
   return {r->timed_out ? -1 : r->exit_code, r->output_tail};
@@ -95,7 +95,7 @@ std::string in_netns(const std::string& ns, const std::function<void()>& fn) {
 
 // PING over a fresh connection from the calling thread's namespace: "" on PONG, else the error.
 std::string ping(const std::string& host, int port) {
-  RedisOptions o;
+  RedisEndpoint o;
   o.host = host;
   o.port = port;
   o.max_reconnects = 0;

@@ -11,10 +11,10 @@
 #include <gtest/gtest.h>
 
 #include "atrex/common/json_io.h"
-#include "atrex/runner/subprocess.h"
-#include "http_get.h"
-#include "redis_server.h"
-#include "sweep_cli.h"
+#include "atrex/common/process/subprocess.h"
+#include "atrex/testing/http_get.h"
+#include "atrex/testing/redis_server.h"
+#include "atrex/testing/sweep_cli.h"
 
 namespace atrex {
 namespace {
@@ -28,11 +28,11 @@ std::string slurm_conf() {
 
 // A Slurm client command with the box's config; (exit code, output).
 std::pair<int, std::string> slurm(std::vector<std::string> argv) {
-  runner::SubprocessOptions o;
+  SubprocessOptions o;
   o.argv = std::move(argv);
   o.timeout = std::chrono::seconds(30);
   o.extra_env = {{"SLURM_CONF", slurm_conf()}};
-  auto r = runner::run_subprocess(o);
+  auto r = run_subprocess(o);
   if (!r || !r->started) return {-1, "cannot run " + o.argv.front()};
   return {r->exit_code, r->output_tail};
 }
@@ -223,7 +223,7 @@ TEST(SlurmSweepInput, BadClusterSectionIsExitCode2NamingTheField) {
            {"{max_deliveries: 0}", "cluster.max_deliveries"}}) {
     std::ofstream(dir / "s.yaml") << "name: s\nbackend: cpu\noperators: [rms_norm]\ncluster: "
                                   << section << "\n";
-    runner::SubprocessOptions o;
+    SubprocessOptions o;
     o.argv = {std::string(ATREX_TEST_BIN_DIR) + "/atrex",
               "sweep",
               "submit",
@@ -231,7 +231,7 @@ TEST(SlurmSweepInput, BadClusterSectionIsExitCode2NamingTheField) {
               "--redis",
               "redis://127.0.0.1:1"};
     o.output_tail_bytes = 1 << 16;
-    auto r = runner::run_subprocess(o);
+    auto r = run_subprocess(o);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->exit_code, 2) << section << ": " << r->output_tail;
     EXPECT_NE(r->output_tail.find(field), std::string::npos) << section << ": " << r->output_tail;

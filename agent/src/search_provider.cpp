@@ -5,34 +5,20 @@
 // defaults, then single-parameter moves (one step up or down its value list) around the
 // generation's incumbent, in a seeded random order, skipping anything already measured for
 // this (agent, operator); then the other templates' defaults; then random points.
+#include "atrex/agent/search_provider.h"
+
 #include <algorithm>
+#include <filesystem>
+#include <map>
+#include <mutex>
 #include <random>
 
 #include <fmt/format.h>
 
-#include "atrex/agent/provider.h"
 #include "atrex/common/hash.h"
 
 namespace atrex::agent {
-
-Json to_json(const BestCandidate& b) {
-  return Json{{"source", b.source},
-              {"sha256", b.sha256},
-              {"file_name", b.file_name},
-              {"score", b.score},
-              {"provenance", b.provenance}};
-}
-
-BestCandidate best_candidate_from_json(const Json& j) {
-  BestCandidate b;
-  if (!j.is_object()) return b;
-  b.source = j.value("source", "");
-  b.sha256 = j.value("sha256", "");
-  b.file_name = j.value("file_name", "");
-  b.score = j.value("score", -1.0);
-  b.provenance = j.value("provenance", Json::object());
-  return b;
-}
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -45,7 +31,7 @@ class SearchProvider final : public Provider {
     auto templates = catalog_.find(ctx.op, ctx.backend);
     if (templates.empty()) {
       return not_found(fmt::format("the search provider has no {} templates for operator {}",
-                                   ctx.backend, ctx.op));
+                                   backend_name(ctx.backend), ctx.op));
     }
     std::rotate(templates.begin(),
                 templates.begin() + (ctx.generation % static_cast<int>(templates.size())),
@@ -134,8 +120,7 @@ class SearchProvider final : public Provider {
     if (ctx.tried->count(sha256_hex(source))) return std::nullopt;
     Proposal p;
     p.source = std::move(source);
-    p.file_name = fmt::format("{}_{}{}", t.name, format_params(v),
-                              t.backend == "cuda" ? ".cu" : (t.backend == "hip" ? ".hip" : ".cpp"));
+    p.file_name = fmt::format("{}_{}{}", t.name, format_params(v), source_extension(t.backend));
     std::replace(p.file_name.begin(), p.file_name.end(), ',', '_');
     std::replace(p.file_name.begin(), p.file_name.end(), '=', '-');
     Json params = Json::object();
@@ -148,10 +133,58 @@ class SearchProvider final : public Provider {
   const TemplateCatalog& catalog_;
 };
 
+// The search provider's registry entry. A folder named by an agent (`templates:`) is loaded once
+// and kept for the process's lifetime (every task of that agent uses it).
+class SearchFactory final : public ProviderFactory {
+ public:
+  explicit SearchFactory(TemplateCatalog builtin) : builtin_(std::move(builtin)) {}
+  std::string name() const override { return "search"; }
+  std::vector<std::string> option_keys() const override { return {"templates"}; }
+  Result<Json> parse_options(const JsonField& agent) const override {
+    Json options = Json::object();
+    if (!agent.has("templates")) return options;
+    ATREX_ASSIGN_OR_RETURN(auto t, agent.at("templates"));
+    ATREX_ASSIGN_OR_RETURN(std::string folder, t.as_string());
+    // Relative to the sweep file, so a sweep and its templates travel together.
+    fs::path p(folder);
+    if (p.is_relative() && !agent.source().empty() && agent.source().front() != '<') {
+      p = fs::absolute(fs::path(agent.source()).parent_path() / p);
+    }
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) return t.fail("template folder not found");
+    options["templates"] = p.string();
+    return options;
+  }
+  Result<std::unique_ptr<Provider>> make(const AgentSpec& spec) const override {
+    ATREX_ASSIGN_OR_RETURN(const TemplateCatalog* catalog, catalog_for(spec));
+    return make_search_provider(*catalog);
+  }
+
+ private:
+  Result<const TemplateCatalog*> catalog_for(const AgentSpec& spec) const {
+    const std::string folder = spec.options.value("templates", "");
+    if (folder.empty()) return &builtin_;
+    std::lock_guard lock(mu_);
+    auto it = folders_.find(folder);
+    if (it != folders_.end()) return it->second.get();
+    ATREX_ASSIGN_OR_RETURN(TemplateCatalog c, TemplateCatalog::load_dir(folder));
+    return (folders_[folder] = std::make_unique<TemplateCatalog>(std::move(c))).get();
+  }
+
+  TemplateCatalog builtin_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, std::unique_ptr<TemplateCatalog>> folders_;
+};
+
 }  // namespace
 
 std::unique_ptr<Provider> make_search_provider(const TemplateCatalog& catalog) {
   return std::make_unique<SearchProvider>(catalog);
+}
+
+Result<std::shared_ptr<ProviderFactory>> make_search_provider_factory() {
+  ATREX_ASSIGN_OR_RETURN(TemplateCatalog builtin, TemplateCatalog::embedded());
+  return std::shared_ptr<ProviderFactory>(std::make_shared<SearchFactory>(std::move(builtin)));
 }
 
 }  // namespace atrex::agent

@@ -48,7 +48,11 @@ Result<KernelTemplate> TemplateCatalog::parse(const std::string& path, const std
     return invalid_input(fmt::format("{}: template paths are <op>/<backend>/<file>", path));
   }
   t.op = (it++)->string();
-  t.backend = (it++)->string();
+  auto backend = parse_backend((it++)->string());
+  if (!backend) {
+    return invalid_input(fmt::format("{}: the backend folder: {}", path, backend.error().message));
+  }
+  t.backend = *backend;
   std::istringstream in(text);
   std::string line;
   int line_no = 0;
@@ -121,7 +125,7 @@ Result<TemplateCatalog> TemplateCatalog::load_dir(const fs::path& dir) {
 }
 
 std::vector<const KernelTemplate*> TemplateCatalog::find(std::string_view op,
-                                                         std::string_view backend) const {
+                                                         Backend backend) const {
   std::vector<const KernelTemplate*> out;
   for (const auto& t : templates_) {
     if (t.op == op && t.backend == backend) out.push_back(&t);

@@ -10,10 +10,6 @@
 
 namespace atrex::agent {
 
-std::string final_key(const std::string& agent, const std::string& op) {
-  return "final/" + agent + "/" + op;
-}
-
 QueueEvalFn::QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream,
                          int max_deliveries, const std::atomic<bool>* stop)
     : queue_(queue),
@@ -90,9 +86,17 @@ Result<std::vector<EvalRecord>> QueueEvalFn::operator()(const EvalTask& task) co
   return out;
 }
 
-AgentWorker::AgentWorker(TaskQueue& queue, ResultStore& results, const TemplateCatalog& catalog,
+AgentWorker::AgentWorker(TaskQueue& queue, ResultStore& results, const ProviderRegistry& providers,
                          AgentWorkerOptions options)
-    : queue_(queue), results_(results), catalog_(catalog), options_(std::move(options)) {}
+    : queue_(queue), results_(results), providers_(providers), options_(std::move(options)) {}
+
+Result<void> AgentWorker::put_final(const FinalMarker& marker) {
+  // First write wins: a marker another delivery of the same task wrote already stands.
+  ATREX_ASSIGN_OR_RETURN(bool written,
+                         results_.put(final_key(marker.agent, marker.op), to_json(marker)));
+  if (!written) spdlog::info("[{} {}] final marker already stored", marker.agent, marker.op);
+  return ok();
+}
 
 Result<AuditTrail*> AgentWorker::audit_for(const AgentTask& task) {
   std::lock_guard lock(mu_);
@@ -102,15 +106,6 @@ Result<AuditTrail*> AgentWorker::audit_for(const AgentTask& task) {
   ATREX_ASSIGN_OR_RETURN(
       auto trail, AuditTrail::open(options_.audit_dir / task.agent.name / (task.op + ".jsonl")));
   return (audits_[key] = std::move(trail)).get();
-}
-
-Result<const TemplateCatalog*> AgentWorker::catalog_for(const AgentSpec& spec) {
-  if (spec.templates.empty()) return &catalog_;
-  std::lock_guard lock(mu_);
-  auto it = folder_catalogs_.find(spec.templates);
-  if (it != folder_catalogs_.end()) return it->second.get();
-  ATREX_ASSIGN_OR_RETURN(TemplateCatalog c, TemplateCatalog::load_dir(spec.templates));
-  return (folder_catalogs_[spec.templates] = std::make_unique<TemplateCatalog>(std::move(c))).get();
 }
 
 Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool>* stop) {
@@ -123,9 +118,9 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
     task.iterations_used = progress.iterations_used;
     if (progress.best.score > task.best.score) task.best = progress.best;
   }
-  ATREX_ASSIGN_OR_RETURN(const TemplateCatalog* catalog, catalog_for(task.agent));
-  auto provider = make_search_provider(*catalog);
-  QueueEvalFn eval(queue_, results_, "eval", 3, stop);
+  ATREX_ASSIGN_OR_RETURN(const ProviderFactory* factory, providers_.require(task.agent.provider));
+  ATREX_ASSIGN_OR_RETURN(std::unique_ptr<Provider> provider, factory->make(task.agent));
+  QueueEvalFn eval(queue_, results_, kEvalStream, options_.max_deliveries, stop);
   metrics::AgentMetrics* m = options_.metrics;
   // Every evaluation a generation asks for is the quick evaluation of a newly proposed candidate.
   const EvalFn quick = [&](const EvalTask& t) {
@@ -142,25 +137,28 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
     if (m) m->tasks.Add({{"agent", task.agent.name}, {"status", "dropout"}}).Increment();
     return ok();
   }
-  Json marker{{"schema", kFinalSchema},
-              {"agent", task.agent.name},
-              {"operator", task.op},
-              {"generations", gen.next.generation + 1},
-              {"iterations_used", gen.next.iterations_used},
-              {"quick_score", gen.next.best.score},
-              {"provenance", gen.next.best.provenance},
-              {"shapes", task.full_shapes}};
+  FinalMarker marker;
+  marker.agent = task.agent.name;
+  marker.op = task.op;
+  marker.generations = gen.next.generation + 1;
+  marker.iterations_used = gen.next.iterations_used;
+  marker.quick_score = gen.next.best.score;
+  marker.provenance = gen.next.best.provenance;
+  marker.shapes = task.full_shapes;
   auto final_records = run_final_evaluation(gen.next, eval, *audit);
-  if (final_records) {
-    marker["status"] = "evaluated";
-    marker["task_id"] = final_records->empty() ? "" : final_records->front().task_id;
+  if (final_records && !final_records->empty()) {
+    marker.status = FinalStatus::kEvaluated;
+    marker.task_id = final_records->front().task_id;
+  } else if (final_records && final_records->empty()) {
+    marker.status = FinalStatus::kError;
+    marker.error = "the final evaluation produced no records (no shapes)";
   } else if (final_records.error().code == ErrorCode::kNotFound) {
-    marker["status"] = "no_correct_candidate";
-    marker["error"] = final_records.error().message;
+    marker.status = FinalStatus::kNoCorrectCandidate;
+    marker.error = final_records.error().message;
   } else {
     return tl::unexpected(final_records.error());
   }
-  ATREX_TRY(results_.put(final_key(task.agent.name, task.op), marker));
+  ATREX_TRY(put_final(marker));
   if (m) m->tasks.Add({{"agent", task.agent.name}, {"status", "done"}}).Increment();
   return ok();
 }
@@ -175,8 +173,22 @@ Result<bool> AgentWorker::run_once(const std::atomic<bool>* stop) {
     if (options_.metrics)
       options_.metrics->tasks.Add({{"agent", agent}, {"status", status}}).Increment();
   };
+  // A failed release or ack is logged, not returned: the lease then expires and the task is
+  // delivered again (at-least-once), which the first-write-wins results make harmless.
+  auto release = [&](const std::string& why) {
+    if (auto r = queue_.release(lease, why); !r) {
+      spdlog::warn("agent worker {}: giving task {} back: {}", options_.consumer, lease.message_id,
+                   r.error().message);
+    }
+  };
+  auto ack = [&] {
+    if (auto r = queue_.ack(lease); !r) {
+      spdlog::warn("agent worker {}: acking task {}: {}", options_.consumer, lease.message_id,
+                   r.error().message);
+    }
+  };
   if (!task) {
-    (void)queue_.release(lease, task.error().message);
+    release(task.error().message);
     count("", "released");
     return tl::unexpected(task.error());
   }
@@ -190,21 +202,21 @@ Result<bool> AgentWorker::run_once(const std::atomic<bool>* stop) {
     if (code == ErrorCode::kNotFound || code == ErrorCode::kInvalidInput) {
       // Retrying cannot help (no templates for this operator, a bad template folder): the
       // (agent, operator) ends here and the sweep reports why.
-      ATREX_TRY(results_.put(final_key(task->agent.name, task->op),
-                             Json{{"schema", kFinalSchema},
-                                  {"agent", task->agent.name},
-                                  {"operator", task->op},
-                                  {"status", "error"},
-                                  {"error", handled.error().message}}));
-      (void)queue_.ack(lease);
+      FinalMarker marker;
+      marker.agent = task->agent.name;
+      marker.op = task->op;
+      marker.status = FinalStatus::kError;
+      marker.error = handled.error().message;
+      ATREX_TRY(put_final(marker));
+      ack();
       count(task->agent.name, "error");
       return tl::unexpected(handled.error());
     }
-    (void)queue_.release(lease, handled.error().message);
+    release(handled.error().message);
     count(task->agent.name, "released");
     return tl::unexpected(handled.error());
   }
-  (void)queue_.ack(lease);
+  ack();
   return true;
 }
 

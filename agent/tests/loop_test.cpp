@@ -67,7 +67,7 @@ class LoopTest : public ::testing::Test {
     task_.agent.patience = 2;
     task_.agent.max_generations = 3;
     task_.op = "rms_norm";
-    task_.backend = "cpu";
+    task_.backend = Backend::kCpu;
     task_.quick_shapes = {"0", "1"};
     task_.full_shapes = {"0", "1", "2"};
   }
@@ -175,11 +175,11 @@ TEST_F(LoopTest, AuditTrailRecordsEveryIterationAndSurvivesReopen) {
 }
 
 TEST(EvalTaskId, IsDeterministicAndDependsOnCandidateAndShapes) {
-  auto a = eval_task_id("sw", "ag", "op", "quick", "sha1", {"0", "1"});
-  EXPECT_EQ(a, eval_task_id("sw", "ag", "op", "quick", "sha1", {"0", "1"}));
-  EXPECT_NE(a, eval_task_id("sw", "ag", "op", "quick", "sha2", {"0", "1"}));
-  EXPECT_NE(a, eval_task_id("sw", "ag", "op", "full", "sha1", {"0", "1"}));
-  EXPECT_NE(a, eval_task_id("sw", "ag", "op", "quick", "sha1", {"0"}));
+  auto a = eval_task_id("sw", "ag", "op", EvalPurpose::kQuick, "sha1", {"0", "1"});
+  EXPECT_EQ(a, eval_task_id("sw", "ag", "op", EvalPurpose::kQuick, "sha1", {"0", "1"}));
+  EXPECT_NE(a, eval_task_id("sw", "ag", "op", EvalPurpose::kQuick, "sha2", {"0", "1"}));
+  EXPECT_NE(a, eval_task_id("sw", "ag", "op", EvalPurpose::kFull, "sha1", {"0", "1"}));
+  EXPECT_NE(a, eval_task_id("sw", "ag", "op", EvalPurpose::kQuick, "sha1", {"0"}));
 }
 
 TEST(QueueEvalFn, ReusesStoredRecordsWithoutEnqueueing) {

@@ -24,7 +24,7 @@ TEST(Templates, HeaderIsParsed) {
   auto t = TemplateCatalog::parse("rms_norm/cuda/demo.cu", kHeader);
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_EQ(t->op, "rms_norm");
-  EXPECT_EQ(t->backend, "cuda");
+  EXPECT_EQ(t->backend, Backend::kCuda);
   EXPECT_EQ(t->name, "demo");
   ASSERT_EQ(t->params.size(), 2u);
   EXPECT_EQ(t->params[0].values, (std::vector<int64_t>{64, 128, 256}));
@@ -61,9 +61,9 @@ TEST(Templates, EmbeddedCatalogCoversTheAgentOperatorsOnBothBackends) {
   for (const auto& t : cat->all()) EXPECT_TRUE(problems::require_native_operator(t.op)) << t.path;
   for (const char* op :
        {"rms_norm", "fused_add_rms_norm", "silu_and_mul", "l2_norm", "moe_sum_reduce"}) {
-    for (const char* backend : {"cpu", "cuda"}) {
+    for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
       auto ts = cat->find(op, backend);
-      EXPECT_GE(ts.size(), 2u) << op << " " << backend;
+      EXPECT_GE(ts.size(), 2u) << op << " " << backend_name(backend);
       for (const auto* t : ts) EXPECT_FALSE(t->params.empty()) << t->path << " has nothing to tune";
     }
   }
@@ -123,7 +123,7 @@ TEST(TemplatesIntegration, CpuTemplatesPassTheGatesAtTheirCorners) {
   auto cat = TemplateCatalog::embedded();
   ASSERT_TRUE(cat);
   for (const auto& t : cat->all()) {
-    if (t.backend != "cpu") continue;
+    if (t.backend != Backend::kCpu) continue;
     for (const auto& pt : corner_points(t)) {
       EvalTask task;
       task.task_id = t.path + format_params(pt);
@@ -131,7 +131,7 @@ TEST(TemplatesIntegration, CpuTemplatesPassTheGatesAtTheirCorners) {
       task.shape_ids = small_shapes(*suite, t.op);
       task.candidate.source = render(t, pt);
       task.candidate.sha256 = sha256_hex(task.candidate.source);
-      task.candidate.backend = "cpu";
+      task.candidate.backend = Backend::kCpu;
       task.candidate.agent = "test";
       task.settings.seeds = 2;
       task.settings.performance = false;
@@ -154,12 +154,12 @@ TEST(TemplatesIntegration, CudaTemplatesCompilesAtTheirCorners) {
   auto cat = TemplateCatalog::embedded();
   ASSERT_TRUE(cat);
   for (const auto& t : cat->all()) {
-    if (t.backend != "cuda") continue;
+    if (t.backend != Backend::kCuda) continue;
     for (const auto& pt : corner_points(t)) {
       CandidateRef c;
       c.source = render(t, pt);
       c.sha256 = sha256_hex(c.source);
-      c.backend = "cuda";
+      c.backend = Backend::kCuda;
       c.file_name = t.name + ".cu";
       auto r = cache.compile(c, "sm_90a", 600);
       ASSERT_TRUE(r) << r.error().message;
@@ -190,12 +190,12 @@ TEST(TemplatesIntegration, HipTemplatesCompilesAtTheirCorners) {
   ASSERT_TRUE(cat);
   int compiled = 0;
   for (const auto& t : cat->all()) {
-    if (t.backend != "hip") continue;
+    if (t.backend != Backend::kHip) continue;
     for (const auto& pt : corner_points(t)) {
       CandidateRef c;
       c.source = render(t, pt);
       c.sha256 = sha256_hex(c.source);
-      c.backend = "hip";
+      c.backend = Backend::kHip;
       c.file_name = t.name + ".hip";
       auto r = cache.compile(c, "gfx90a", 600);
       ASSERT_TRUE(r) << r.error().message;

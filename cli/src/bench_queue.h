@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "atrex/common/redis.h"
+#include "atrex/common/redis/connection.h"
 
 namespace atrex::cli {
 
@@ -25,7 +25,7 @@ struct PhaseResult {
 // multiplexed over `threads` threads, claim (batch), "run" (nothing) and ack (batch). The
 // enqueue->start latency is the claim time minus the stamp. Counted over `seconds` after a
 // warm-up of a quarter of it; the stream's keys are deleted afterwards.
-PhaseResult run_phase(const RedisOptions& redis, const std::string& stream, int runners,
+PhaseResult run_phase(const RedisEndpoint& redis, const std::string& stream, int runners,
                       int threads, int batch, double seconds, double rate, int64_t max_length);
 
 }  // namespace atrex::cli

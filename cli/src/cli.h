@@ -39,17 +39,9 @@ void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_report_command(CLI::App& app, GlobalOptions& g, int& rc);
 // `sweep submit|status|wait|cancel|resume` (under `sweep`) and the `runner` / `agent-worker`
 // daemons.
-void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int& rc);
-
-// `atrex eval --shapes`: `all`, `smallest[:N]` / `largest[:N]` (the N shapes with the fewest /
-// most input elements, default 1) or comma-separated ids. Errors name the flag and value.
-Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op,
-                                           const problems::OperatorDef& def,
-                                           const std::string& spec);
-// The hardware profile for T_roofline: a name, or `auto` (the GPU's matching profile; on the
-// cpu backend this host's measured profile).
-Result<problems::HardwareProfile> hardware_for(const std::string& name, const std::string& backend,
-                                               const problems::Suite& suite);
+void add_cluster_commands(CLI::App& sweep, GlobalOptions& g, int& rc);
+// The `runner` and `agent-worker` daemons.
+void add_worker_commands(CLI::App& app, GlobalOptions& g, int& rc);
 
 // `--metrics-listen ADDR:PORT` on a long-lived command (empty: none). Bad values are kInvalidInput
 // naming the flag and the value (exit code 2).

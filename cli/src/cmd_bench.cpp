@@ -13,9 +13,9 @@
 
 #include <fmt/format.h>
 
-#include "atrex/common/local_redis.h"
-#include "atrex/common/redis.h"
-#include "atrex/common/redis_queue.h"
+#include "atrex/common/redis/local_server.h"
+#include "atrex/common/redis/connection.h"
+#include "atrex/common/redis/queue.h"
 #include "bench_queue.h"
 #include "cli.h"
 
@@ -40,7 +40,7 @@ double percentile(std::vector<double>& v, double p) {
 
 }  // namespace
 
-PhaseResult run_phase(const RedisOptions& redis, const std::string& stream, int runners,
+PhaseResult run_phase(const RedisEndpoint& redis, const std::string& stream, int runners,
                       int threads, int batch, double seconds, double rate, int64_t max_length) {
   PhaseResult res;
   res.runners = runners;
@@ -156,6 +156,7 @@ PhaseResult run_phase(const RedisOptions& redis, const std::string& stream, int 
   // Leave nothing behind in a shared Redis.
   if (auto c = RedisConnection::connect(redis)) {
     for (const char* kind : {"q", "cnt", "err", "dlq"}) {
+      // Best effort: a benchmark key left behind is harmless (they expire with the server).
       (void)(*c)->command({"DEL", fmt::format("atrex-bench:{}:{{{}}}", kind, stream)});
     }
   }
@@ -176,7 +177,7 @@ struct QueueBenchArgs {
 
 // `redis-benchmark` on the same server for the commands the queue uses, pipelined (-P 64) like
 // our batches and unpipelined; "" when the tool is missing.
-std::vector<std::pair<std::string, double>> raw_redis_rates(const RedisOptions& redis) {
+std::vector<std::pair<std::string, double>> raw_redis_rates(const RedisEndpoint& redis) {
   std::vector<std::pair<std::string, double>> out;
   struct Case {
     std::string label;
@@ -235,7 +236,7 @@ int run_bench_queue(const GlobalOptions& g, const QueueBenchArgs& a) {
     return fail(Error{ErrorCode::kInvalidInput, "--batch must be >= 1 and --seconds > 0"});
   }
   std::unique_ptr<LocalRedisServer> own;
-  RedisOptions redis;
+  RedisEndpoint redis;
   if (a.redis_url.empty()) {
     auto s = LocalRedisServer::start();
     if (!s) return fail(s.error());

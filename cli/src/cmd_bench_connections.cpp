@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
 
-#include "atrex/common/local_redis.h"
-#include "atrex/common/redis.h"
+#include "atrex/common/redis/local_server.h"
+#include "atrex/common/redis/connection.h"
 #include "bench_queue.h"
 #include "cli.h"
 
@@ -36,7 +36,7 @@ constexpr const char* kIdleStream = "atrex-bench-idle:{idle}";
 // Parked idle workers: one hiredis context each, its XREADGROUP ... BLOCK 0 sent and unanswered.
 class ParkedClients {
  public:
-  explicit ParkedClients(RedisOptions redis) : redis_(std::move(redis)) {}
+  explicit ParkedClients(RedisEndpoint redis) : redis_(std::move(redis)) {}
   ~ParkedClients() {
     for (redisContext* c : live_) redisFree(c);
   }
@@ -119,7 +119,7 @@ class ParkedClients {
     if (first_refusal_.empty()) first_refusal_ = why;
   }
 
-  RedisOptions redis_;
+  RedisEndpoint redis_;
   std::vector<redisContext*> live_;
   int attempted_ = 0;
   int refused_ = 0;
@@ -174,7 +174,7 @@ int run_bench_connections(const ConnectionsBenchArgs& a) {
   }
   const rlim_t fds = raise_fd_limit();
   std::unique_ptr<LocalRedisServer> own;
-  RedisOptions redis;
+  RedisEndpoint redis;
   if (a.redis_url.empty()) {
     auto s = LocalRedisServer::start();
     if (!s) return fail(s.error());

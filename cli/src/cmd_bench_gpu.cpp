@@ -14,6 +14,7 @@
 #include "atrex/common/hash.h"
 #include "atrex/common/json_io.h"
 #include "atrex/common/sample_stats.h"
+#include "atrex/problems/shape_select.h"
 #include "atrex/runner/evaluator.h"
 #include "atrex/runner/gpu_measure.h"
 #include "cli.h"
@@ -24,12 +25,13 @@ namespace {
 namespace fs = std::filesystem;
 
 // The operator's first built-in template for `backend`, at its default parameters.
-Result<CandidateRef> default_candidate(const std::string& op, const std::string& backend) {
+Result<CandidateRef> default_candidate(const std::string& op, Backend backend) {
   ATREX_ASSIGN_OR_RETURN(auto catalog, agent::TemplateCatalog::embedded());
   const auto found = catalog.find(op, backend);
   if (found.empty()) {
-    return not_found(fmt::format(
-        "no built-in {} template for {}; pass a candidate file with --candidate", backend, op));
+    return not_found(
+        fmt::format("no built-in {} template for {}; pass a candidate file with --candidate",
+                    backend_name(backend), op));
   }
   CandidateRef c;
   c.source = agent::render(*found.front(), agent::default_params(*found.front()));
@@ -41,7 +43,7 @@ Result<CandidateRef> default_candidate(const std::string& op, const std::string&
 }
 
 Result<CandidateRef> candidate_from(const std::string& file, const std::string& op,
-                                    const std::string& backend) {
+                                    Backend backend) {
   if (file.empty()) return default_candidate(op, backend);
   ATREX_ASSIGN_OR_RETURN(auto source, read_text_file(file));
   CandidateRef c;
@@ -72,11 +74,11 @@ int run_bench_timing(const GlobalOptions& g, const TimingArgs& a) {
   const auto* info = suite->find(op);
   const auto* def = problems::find_native_operator(op);
   if (!info || !def) return fail(Error{ErrorCode::kNotFound, "rms_norm is missing from the suite"});
-  auto ids = shape_ids(*info, *def, a.shapes);
+  auto ids = problems::select_shapes(*info, *def, a.shapes);
   if (!ids) return fail(ids.error());
-  auto hw = hardware_for("auto", "cuda", *suite);
+  auto hw = runner::choose_hardware("auto", Backend::kCuda, *suite);
   if (!hw) return fail(hw.error());
-  auto cand = candidate_from(a.candidate, op, "cuda");
+  auto cand = candidate_from(a.candidate, op, Backend::kCuda);
   if (!cand) return fail(cand.error());
   runner::EvaluatorOptions o;
   o.suite = &*suite;
@@ -95,9 +97,9 @@ int run_bench_timing(const GlobalOptions& g, const TimingArgs& a) {
       t.operator_name = op;
       t.shape_ids = *ids;
       t.hardware = hw->name;
-      t.purpose = "bench";
+      t.purpose = EvalPurpose::kBench;
       t.settings.seeds = 1;
-      t.settings.timing_mode = mode;
+      t.settings.timing_mode = *parse_timing_mode(mode);
       t.settings.min_iterations = 100;
       t.settings.max_iterations = 2000;
       t.settings.min_time_s = 0.05;
@@ -200,11 +202,12 @@ int run_bench_eval(const GlobalOptions& g, const EvalBenchArgs& a) {
   if (!info || !def)
     return fail(
         Error{ErrorCode::kNotFound, "no native operator " + a.op + " (see `atrex problems list`)"});
-  const std::string backend =
-      a.backend != "auto" ? a.backend : (runner::probe_environment().has_gpu() ? "cuda" : "cpu");
-  auto ids = shape_ids(*info, *def, a.shapes);
+  auto choice = parse_backend_choice(a.backend, "--backend");
+  if (!choice) return fail(choice.error());
+  const Backend backend = runner::backend_for_machine(*choice);
+  auto ids = problems::select_shapes(*info, *def, a.shapes);
   if (!ids) return fail(ids.error());
-  auto hw = hardware_for("auto", backend, *suite);
+  auto hw = runner::choose_hardware("auto", backend, *suite);
   if (!hw) return fail(hw.error());
   auto cand = candidate_from(a.candidate, a.op, backend);
   if (!cand) return fail(cand.error());
@@ -216,7 +219,7 @@ int run_bench_eval(const GlobalOptions& g, const EvalBenchArgs& a) {
     fmt::print(
         "full evaluation of {} ({} shapes, {} seeds, performance gate) on the {} backend, "
         "candidate {}\n",
-        a.op, ids->size(), a.seeds, backend, cand->file_name);
+        a.op, ids->size(), a.seeds, backend_name(backend), cand->file_name);
     fmt::print("{:<6} {:>9} {:>10} {:>12} {:>9}  {}\n", "cache", "wall s", "compile s",
                "per shape s", "ok", "per 15 shapes");
   }
@@ -233,13 +236,11 @@ int run_bench_eval(const GlobalOptions& g, const EvalBenchArgs& a) {
     t.operator_name = a.op;
     t.shape_ids = *ids;
     t.hardware = hw->name;
-    t.purpose = "bench";
+    t.purpose = EvalPurpose::kBench;
     t.settings.seeds = a.seeds;
     const auto t0 = std::chrono::steady_clock::now();
     // The compile gate on its own first, to split its cost out; evaluate() then hits the cache.
-    const auto& env = runner::probe_environment();
-    const std::string arch =
-        backend == "cuda" ? (env.has_gpu() ? env.gpus.front().cuda_arch() : "sm_90a") : "native";
+    const std::string arch = runner::default_arch(backend);
     auto compiled = ev.compile_cache().compile(t.candidate, arch, t.settings.compile_timeout_s);
     if (!compiled) return fail(compiled.error());
     if (!compiled->ok)

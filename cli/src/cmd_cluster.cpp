@@ -1,5 +1,5 @@
-// Cluster sweeps: `atrex sweep submit|status|wait|cancel|resume` and the worker daemons
-// `atrex runner` / `atrex agent-worker` that launchers start.
+// Cluster sweeps: `atrex sweep submit|status|wait|cancel|resume` (the worker daemons the
+// launchers start are cmd_workers.cpp's).
 #include <pthread.h>
 #include <unistd.h>
 
@@ -8,12 +8,19 @@
 
 #include <fmt/format.h>
 
-#include "atrex/scheduler/cluster_sweep.h"
+#include "atrex/scheduler/lifecycle.h"
 #include "atrex/scoring/report.h"
 #include "cli.h"
 
 namespace atrex::cli {
 namespace {
+namespace fs = std::filesystem;
+
+// The sweep file's `cluster` section and the file it came from (for errors).
+struct SweepSpecCluster {
+  const Json& section;
+  const std::string& source;
+};
 
 std::atomic<bool> g_stop{false};
 extern "C" void on_stop_signal(int) { g_stop = true; }
@@ -26,91 +33,73 @@ void install_stop_handlers() {
   std::signal(SIGUSR1, on_stop_signal);
 }
 
-// The daemons take SIGTERM / SIGINT / SIGUSR1 on one sigwait thread, with the three blocked in
-// every thread, so the children they start (compilers, evaluation sandboxes) inherit them
-// blocked: Slurm's scancel/requeue signals every process of a job, and an evaluation killed by
-// it would be recorded as a `crashed` candidate. A runner finishes the shape in progress instead
-// and gives the rest of its task back to the queue (an agent worker finishes its task); Slurm's
-// KillWait bounds that with SIGKILL. A hung child is still killed by its timeout.
-void take_stop_signals_on_a_thread() {
-  static sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set, sig);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread([] {
-    for (int sig = 0;;) {
-      if (sigwait(&set, &sig) == 0) g_stop = true;
-    }
-  }).detach();
-}
-
-std::string default_name(const std::string& kind) {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return fmt::format("{}-{}-{}", kind, host, ::getpid());
-}
-
 struct SubmitArgs {
   std::string file;
   std::string out;
   std::string backend;
   std::string hardware;
   std::string redis_url;
-  scheduler::ClusterOptions
-      cluster;  // the flags' values; only the flags given override the sweep file
-  std::vector<std::pair<CLI::Option*, const char*>> cluster_flags;  // flag -> its key in to_json()
+  std::string launcher = "local";
+  ClusterOptions cluster;  // the flags' values; only the flags given override the sweep file
+  std::vector<std::pair<CLI::Option*, const char*>> cluster_flags;  // flag -> its manifest key
 };
 
 // Defaults < the sweep file's `cluster` section < the flags given.
-scheduler::ClusterOptions cluster_options(const SubmitArgs& a, const Json& file_section) {
-  scheduler::ClusterOptions o = scheduler::cluster_options_from_json(file_section);
-  const Json flags = scheduler::to_json(a.cluster);
+Result<ClusterOptions> cluster_options(const SubmitArgs& a, const SweepSpecCluster& file) {
+  ATREX_ASSIGN_OR_RETURN(
+      ClusterOptions o, cluster_options_from_json(JsonField(file.section, file.source, "cluster")));
+  Json flags = to_json(a.cluster);
+  flags["launcher"] = a.launcher;
   Json given = Json::object();
   for (const auto& [opt, key] : a.cluster_flags) {
     if (opt->count() > 0) given[key] = flags[key];
   }
-  o = scheduler::cluster_options_from_json(given, o);
-  if (!o.job_template.empty())
-    o.job_template = std::filesystem::absolute(o.job_template);  // resume runs elsewhere
-  if (!o.metrics_targets.empty())
-    o.metrics_targets = std::filesystem::absolute(o.metrics_targets);  // workers run elsewhere
+  ATREX_ASSIGN_OR_RETURN(o, cluster_options_from_json(JsonField(given, "the command line"), o));
+  if (!o.job_template.empty()) o.job_template = fs::absolute(o.job_template);  // resume elsewhere
+  if (!o.metrics_targets.empty()) o.metrics_targets = fs::absolute(o.metrics_targets);
   return o;
 }
 
 int submit(const GlobalOptions& g, SubmitArgs& a) {
+  auto providers = agent::ProviderRegistry::builtin();
+  if (!providers) return fail(providers.error());
   auto spec = a.file.empty() ? scheduler::parse_sweep(scheduler::embedded_default_sweep(),
-                                                      "<embedded default sweep>")
-                             : scheduler::load_sweep_file(a.file);
+                                                      scheduler::kEmbeddedDefaultSource, *providers)
+                             : scheduler::load_sweep_file(a.file, *providers);
   if (!spec) return fail(spec.error());
   // One URL, or several to shard sweeps over: submit_sweep picks one (docs/sweeps.md).
-  auto redis_urls = scheduler::parse_redis_url_list(a.redis_url, "--redis (or $ATREX_REDIS_URL)");
-  if (!redis_urls) return fail(redis_urls.error());
+  const std::string redis_flag = "--redis (or $ATREX_REDIS_URL)";
+  auto redis = parse_redis_url_list(a.redis_url, redis_flag);
+  if (!redis) return fail(redis.error());
   scheduler::SweepOverrides ov;
   if (!a.out.empty()) ov.output = a.out;
-  if (!a.backend.empty()) ov.backend = a.backend;
+  if (!a.backend.empty()) {
+    auto b = parse_backend_choice(a.backend, "--backend");
+    if (!b) return fail(b.error());
+    ov.backend = *b;
+  }
   if (!a.hardware.empty()) ov.hardware = a.hardware;
   if (!g.suite_dir.empty()) ov.suite_dir = g.suite_dir;
-  scheduler::ClusterOptions cluster = cluster_options(a, spec->cluster);
-  cluster.redis_urls = *redis_urls;
-  cluster.redis_urls_source = "--redis (or $ATREX_REDIS_URL)";
+  auto cluster = cluster_options(a, SweepSpecCluster{spec->cluster, spec->source});
+  if (!cluster) return fail(cluster.error());
   // Runners run elsewhere (GPU nodes): this machine need not have the sweep's device.
-  ov.remote_runners = cluster.launcher != "local";
+  ov.remote_runners = cluster->launcher != Launcher::kLocal;
   auto resolved = scheduler::resolve_sweep(*spec, ov);
   if (!resolved) return fail(resolved.error());
   auto say = [](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
-  auto manifest = scheduler::submit_sweep(*resolved, cluster, say);
+  auto manifest = scheduler::submit_sweep(
+      *resolved, scheduler::SubmitOptions{*cluster, *redis, redis_flag}, say);
   if (!manifest) return fail(manifest.error());
   if (g.json) {
     fmt::print("{}\n", Json{{"schema", "atrex.submit/1"},
-                            {"sweep_id", resolved->sweep_id},
-                            {"results", resolved->output.string()},
-                            {"redis", (*manifest)["redis"]},
-                            {"workers", (*manifest)["workers"]}}
+                            {"sweep_id", manifest->sweep_id},
+                            {"results", manifest->output},
+                            {"redis", manifest->redis.value_or("")},
+                            {"workers", manifest->workers ? to_json(*manifest->workers) : Json()}}
                            .dump(2));
   } else {
     fmt::print("submitted sweep {} ({}); results in {}\nfollow it with: atrex sweep status {}\n",
-               resolved->spec.name, resolved->sweep_id, resolved->output.string(),
-               resolved->output.string());
+               manifest->name, manifest->sweep_id, manifest->output, manifest->output);
   }
   return 0;
 }
@@ -118,7 +107,7 @@ int submit(const GlobalOptions& g, SubmitArgs& a) {
 int status(const GlobalOptions& g, const std::string& dir) {
   auto st = scheduler::sweep_status(dir);
   if (!st) return fail(st.error());
-  const Json& m = st->manifest;
+  const Manifest& m = st->manifest;
   if (g.json) {
     auto q = [](const QueueStats& s) {
       return Json{{"ready", s.ready},
@@ -127,20 +116,21 @@ int status(const GlobalOptions& g, const std::string& dir) {
                   {"enqueued_total", s.enqueued_total},
                   {"acked_total", s.acked_total}};
     };
+    Json dead = Json::array();
+    for (const auto& d : st->dead_letters) dead.push_back(scoring::to_json(d));
     fmt::print("{}\n", Json{{"schema", "atrex.sweep-status/1"},
-                            {"sweep_id", m.value("sweep_id", "")},
-                            {"status", m.value("status", "")},
+                            {"sweep_id", m.sweep_id},
+                            {"status", sweep_status_name(m.status)},
                             {"operators_done", st->done},
                             {"operators_total", st->total},
                             {"eval_queue", q(st->eval)},
                             {"agent_queue", q(st->agent)},
-                            {"dead_letters", st->dead_letters},
+                            {"dead_letters", dead},
                             {"workers_alive", st->workers_alive}}
                            .dump(2));
     return 0;
   }
-  fmt::print("sweep {} ({}): {}\n", m.value("name", ""), m.value("sweep_id", ""),
-             m.value("status", ""));
+  fmt::print("sweep {} ({}): {}\n", m.name, m.sweep_id, sweep_status_name(m.status));
   fmt::print("  operators finished: {}/{}\n", st->done, st->total);
   fmt::print("  evaluations: {} queued, {} running, {} done, {} dead-lettered (of {} enqueued)\n",
              st->eval.ready, st->eval.leased, st->eval.acked_total, st->eval.dead,
@@ -148,10 +138,8 @@ int status(const GlobalOptions& g, const std::string& dir) {
   fmt::print("  agent tasks: {} queued, {} running, {} done, {} dead-lettered\n", st->agent.ready,
              st->agent.leased, st->agent.acked_total, st->agent.dead);
   for (const auto& d : st->dead_letters) {
-    fmt::print("  dead-lettered {} task: {} {}{} after {} deliveries: {}\n", d.value("kind", ""),
-               d.value("agent", ""), d.value("operator", ""),
-               d.value("candidate", "").empty() ? "" : " " + d.value("candidate", ""),
-               d.value("deliveries", 0), d.value("error", ""));
+    fmt::print("  dead-lettered {} task: {} {}{} after {} deliveries: {}\n", d.kind, d.agent, d.op,
+               d.candidate.empty() ? "" : " " + d.candidate, d.deliveries, d.error);
   }
   fmt::print("  workers: {}\n", st->workers_text);
   return 0;
@@ -164,16 +152,14 @@ int wait(const GlobalOptions& g, const std::string& dir, int timeout_s,
   std::unique_ptr<metrics::Exposition> exposition;
   std::optional<metrics::SweepMetrics> sm;
   if (*listen) {
-    auto m = read_json_file(std::filesystem::path(dir) / "manifest.json");
-    if (!m) return fail(with_context(m.error(), "not a sweep results folder"));
+    auto m = read_manifest_file(dir);
+    if (!m) return fail(m.error());
     // The workers' target folder: the results folder's, or the site's shared one
     // (cluster.metrics_targets).
-    const std::string shared = m->value("cluster", Json::object()).value("metrics_targets", "");
+    const std::string shared = m->cluster ? m->cluster->metrics_targets.string() : std::string();
     auto e = metrics::start_exposition(
-        **listen,
-        shared.empty() ? scheduler::metrics_targets_dir(dir) : std::filesystem::path(shared),
-        m->value("name", ""), "sweep", "sweep-wait",
-        shared.empty() ? "sweep-wait" : m->value("sweep_id", "") + "-sweep-wait");
+        **listen, shared.empty() ? metrics::metrics_targets_dir(dir) : fs::path(shared), m->name,
+        "sweep", "sweep-wait", shared.empty() ? "sweep-wait" : m->sweep_id + "-sweep-wait");
     if (!e) return fail(e.error());
     exposition = std::move(*e);
     sm.emplace(*exposition->registry);
@@ -198,7 +184,7 @@ int wait(const GlobalOptions& g, const std::string& dir, int timeout_s,
 
 }  // namespace
 
-void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int& rc) {
+void add_cluster_commands(CLI::App& sweep, GlobalOptions& g, int& rc) {
   static SubmitArgs a;
   auto* submit_cmd =
       sweep.add_subcommand("submit",
@@ -217,7 +203,7 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
   submit_cmd->add_option("--hardware", a.hardware, "Override the sweep's hardware profile");
   // These override the sweep file's `cluster:` section (docs/sweeps.md "Cluster sweeps").
   auto flag = [&](CLI::Option* opt, const char* key) { a.cluster_flags.emplace_back(opt, key); };
-  flag(submit_cmd->add_option("--launcher", a.cluster.launcher, "local or slurm")
+  flag(submit_cmd->add_option("--launcher", a.launcher, "local or slurm")
            ->check(CLI::IsMember({"local", "slurm"}))
            ->capture_default_str(),
        "launcher");
@@ -339,55 +325,6 @@ void add_cluster_commands(CLI::App& app, CLI::App& sweep, GlobalOptions& g, int&
     auto r = scheduler::resume_sweep(
         dir, [](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); });
     rc = r ? 0 : fail(r.error());
-  });
-
-  static std::string redis_url, sweep_id, name, metrics_listen;
-  static int device = 0;
-  auto* runner =
-      app.add_subcommand("runner",
-                         "Runner daemon: evaluates tasks of one sweep from Redis on one GPU "
-                         "(or the CPU); SIGTERM/SIGUSR1 stop it after the current shape (the task "
-                         "goes back to the queue)");
-  runner
-      ->add_option("--redis", redis_url,
-                   "The sweep's Redis: one redis:// URL (its manifest's redis_url)")
-      ->required();
-  runner->add_option("--sweep", sweep_id, "Sweep id")->required();
-  runner->add_option("--device", device, "GPU index")->capture_default_str();
-  runner->add_option("--name", name, "Consumer name (default: runner-<host>-<pid>)");
-  const char* listen_help =
-      "Serve Prometheus metrics at http://ADDR:PORT/metrics (port 0: any free port) and write a "
-      "file_sd target to <results>/metrics/targets/<name>.json (default: the sweep's "
-      "cluster.metrics, else none)";
-  runner->add_option("--metrics-listen", metrics_listen, listen_help);
-  runner->callback([&] {
-    auto listen = metrics_listen_flag(metrics_listen);
-    if (!listen) {
-      rc = fail(listen.error());
-      return;
-    }
-    take_stop_signals_on_a_thread();
-    rc = scheduler::run_runner_daemon(
-        redis_url, sweep_id, device, name.empty() ? default_name("runner") : name, g_stop, *listen);
-  });
-  auto* worker = app.add_subcommand(
-      "agent-worker", "Agent worker daemon: runs AKA generations of one sweep from Redis");
-  worker
-      ->add_option("--redis", redis_url,
-                   "The sweep's Redis: one redis:// URL (its manifest's redis_url)")
-      ->required();
-  worker->add_option("--sweep", sweep_id, "Sweep id")->required();
-  worker->add_option("--name", name, "Consumer name (default: agent-worker-<host>-<pid>)");
-  worker->add_option("--metrics-listen", metrics_listen, listen_help);
-  worker->callback([&] {
-    auto listen = metrics_listen_flag(metrics_listen);
-    if (!listen) {
-      rc = fail(listen.error());
-      return;
-    }
-    take_stop_signals_on_a_thread();
-    rc = scheduler::run_agent_worker_daemon(
-        redis_url, sweep_id, name.empty() ? default_name("agent-worker") : name, g_stop, *listen);
   });
 }
 

@@ -4,6 +4,7 @@
 #include "atrex/common/hash.h"
 #include "atrex/problems/hardware.h"
 #include "atrex/problems/operator.h"
+#include "atrex/problems/shape_select.h"
 #include "atrex/runner/evaluator.h"
 #include "atrex/runner/host_measure.h"
 #include "atrex/scoring/aggregate.h"
@@ -29,40 +30,9 @@ struct EvalArgs {
   bool no_range_probe = false;
 };
 
-Result<std::string> backend_for(const EvalArgs& a) {
-  if (a.backend != "auto") {
-    if (a.backend != "cpu" && a.backend != "cuda" && a.backend != "hip") {
-      return invalid_input(
-          fmt::format("--backend: expected auto, cpu, cuda or hip; got \"{}\"", a.backend));
-    }
-    return a.backend;
-  }
-  const auto ext = fs::path(a.file).extension().string();
-  if (ext == ".cu") return std::string("cuda");
-  if (ext == ".hip") return std::string("hip");
-  if (ext == ".cpp" || ext == ".cc" || ext == ".cxx") return std::string("cpu");
-  return invalid_input(fmt::format(
-      "{}: cannot tell the backend from the extension \"{}\"; pass --backend", a.file, ext));
-}
-
-// kUnavailable (exit code 3) when `backend` cannot run here: cuda without a GPU (or atrex built
-// without the CUDA backend), hip without an AMD GPU.
-Result<void> backend_available(const std::string& backend) {
-  if (backend == "cuda") {
-    const auto& env = runner::probe_environment();
-    if (env.has_gpu()) return ok();
-    return make_error(ErrorCode::kUnavailable,
-                      fmt::format("the cuda backend needs a GPU and this machine has none ({})",
-                                  env.gpu_probe_error));
-  }
-  if (backend == "hip") {
-    const auto& hip = runner::probe_hip_environment();
-    if (!hip.gpus.empty()) return ok();
-    return make_error(ErrorCode::kUnavailable,
-                      fmt::format("the hip backend needs an AMD GPU and this machine has none ({})",
-                                  hip.probe_error));
-  }
-  return ok();
+Result<Backend> backend_for(const std::string& flag, const std::string& file) {
+  ATREX_ASSIGN_OR_RETURN(BackendChoice choice, parse_backend_choice(flag, "--backend"));
+  return runner::backend_for_file(choice, file);
 }
 
 void print_table(const std::vector<EvalRecord>& recs) {
@@ -88,7 +58,7 @@ void print_table(const std::vector<EvalRecord>& recs) {
 void print_defenses(const std::vector<EvalRecord>& recs, const scoring::OperatorScore& os) {
   if (recs.empty()) return;
   for (const auto& u : recs.front().unseen_shapes) {
-    fmt::print("unseen shape {}: {}\n", u.value("shape", ""), u.value("status", ""));
+    fmt::print("unseen shape {}: {}\n", u.shape, eval_status_name(u.status));
   }
   std::string probed;
   for (const auto& r : recs) {
@@ -104,7 +74,7 @@ void print_defenses(const std::vector<EvalRecord>& recs, const scoring::Operator
 int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   auto source = read_text_file(a.file);
   if (!source) return fail(source.error());
-  auto backend = backend_for(a);
+  auto backend = backend_for(a.backend, a.file);
   if (!backend) return fail(backend.error());
   auto suite = load_suite(g);
   if (!suite) return fail(suite.error());
@@ -112,9 +82,9 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   if (!op) return fail(op.error());
   auto def = problems::require_native_operator(a.op);
   if (!def) return fail(def.error());
-  auto ids = shape_ids(**op, **def, a.shapes);
+  auto ids = problems::select_shapes(**op, **def, a.shapes);
   if (!ids) return fail(ids.error());
-  auto hw = hardware_for(a.hardware, *backend, *suite);
+  auto hw = runner::choose_hardware(a.hardware, *backend, *suite);
   if (!hw) return fail(hw.error());
   EvalTask t;
   t.candidate.source = *source;
@@ -126,12 +96,15 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   t.operator_name = a.op;
   t.shape_ids = *ids;
   t.hardware = hw->name;
-  t.purpose = "manual";
+  t.purpose = EvalPurpose::kManual;
   t.settings.seeds = a.seeds;
   t.settings.performance = !a.no_perf;
   t.settings.shape_timeout_s = a.timeout_s;
-  t.settings.roofline = a.roofline;
-  t.settings.timing_mode = a.timing_mode;
+  t.settings.roofline =
+      a.roofline == "analytic" ? RooflineSource::kAnalytic : RooflineSource::kReleased;
+  auto mode = parse_timing_mode(a.timing_mode);  // CLI11 checked the spelling
+  ATREX_ASSERT(mode.has_value());
+  t.settings.timing_mode = *mode;
   t.settings.unseen_shapes = a.unseen_shapes;
   t.settings.range_probe = !a.no_range_probe;
   runner::EvaluatorOptions o;
@@ -139,11 +112,12 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   o.hardware = *hw;
   runner::Evaluator ev(o);
   // Said before the records (stdout may be JSON): every shape will be `rejected`.
-  const auto available = backend_available(*backend);
+  const auto available = runner::backend_available(*backend);
+  // Printed now (stdout may be JSON); its exit code is returned after the records.
   if (!available) (void)fail(available.error());
   if (!g.json) {
-    fmt::print("evaluating {} ({}) on {} shape(s) of {}; hardware profile {}\n", a.file, *backend,
-               ids->size(), a.op, hw->name);
+    fmt::print("evaluating {} ({}) on {} shape(s) of {}; hardware profile {}\n", a.file,
+               backend_name(*backend), ids->size(), a.op, hw->name);
   }
   auto recs = ev.evaluate(t, [&](const EvalRecord& r) {
     if (!g.json) fmt::print(stderr, "  shape {:>4}: {}\n", r.shape_id, eval_status_name(r.status));
@@ -199,23 +173,9 @@ int run_compile(const GlobalOptions& g, const CompileArgs& a) {
   for (const auto& file : a.files) {
     auto source = read_text_file(file);
     if (!source) return fail(source.error());
-    EvalArgs ea;
-    ea.file = file;
-    ea.backend = a.backend;
-    auto backend = backend_for(ea);
+    auto backend = backend_for(a.backend, file);
     if (!backend) return fail(backend.error());
-    std::string arch = a.arch;
-    if (arch == "auto") {
-      if (*backend == "cuda") {
-        const auto& env = runner::probe_environment();
-        arch = env.has_gpu() ? env.gpus.front().cuda_arch() : "sm_90a";
-      } else if (*backend == "hip") {
-        const auto& hip = runner::probe_hip_environment();
-        arch = hip.gpus.empty() ? runner::default_hip_arch() : hip.gpus.front().arch;
-      } else {
-        arch = "native";
-      }
-    }
+    const std::string arch = a.arch == "auto" ? runner::default_arch(*backend) : a.arch;
     CandidateRef c;
     c.source = *source;
     c.sha256 = sha256_hex(*source);
@@ -226,7 +186,7 @@ int run_compile(const GlobalOptions& g, const CompileArgs& a) {
     if (!out->ok) rc = 1;
     if (g.json) {
       results.push_back(Json{{"file", file},
-                             {"backend", *backend},
+                             {"backend", backend_name(*backend)},
                              {"arch", arch},
                              {"ok", out->ok},
                              {"cache_hit", out->cache_hit},
@@ -234,7 +194,7 @@ int run_compile(const GlobalOptions& g, const CompileArgs& a) {
                              {"key", out->key},
                              {"log", out->log}});
     } else {
-      fmt::print("{:<60} {:<5} {:<8} {:<6} {:6.2f} s{}  {}\n", file, *backend, arch,
+      fmt::print("{:<60} {:<5} {:<8} {:<6} {:6.2f} s{}  {}\n", file, backend_name(*backend), arch,
                  out->ok ? "ok" : "FAILED", out->wall_s, out->cache_hit ? " (cache hit)" : "",
                  out->key.substr(0, 16));
       if (!out->ok) fmt::print("{}\n", out->log);
@@ -249,86 +209,6 @@ int run_compile(const GlobalOptions& g, const CompileArgs& a) {
 }
 
 }  // namespace
-
-// `all`, `smallest[:N]` / `largest[:N]` (the N shapes with the fewest / most input elements,
-// default 1) or "0,3,5".
-Result<std::vector<std::string>> shape_ids(const problems::OperatorInfo& op,
-                                           const problems::OperatorDef& def,
-                                           const std::string& spec) {
-  std::vector<std::string> ids;
-  if (spec == "all") {
-    for (const auto& s : op.shapes) ids.push_back(s.id);
-    return ids;
-  }
-  const bool smallest = spec.rfind("smallest", 0) == 0, largest = spec.rfind("largest", 0) == 0;
-  if (smallest || largest) {
-    const std::string word = smallest ? "smallest" : "largest";
-    size_t n = 1;
-    if (spec.size() > word.size()) {
-      const std::string count = spec.substr(word.size());
-      char* end = nullptr;
-      const long v = count[0] == ':' ? std::strtol(count.c_str() + 1, &end, 10) : 0;
-      if (count[0] != ':' || v <= 0 || !end || *end != '\0') {
-        return invalid_input(fmt::format(
-            "--shapes: expected `{0}` or `{0}:N` with N >= 1; got \"{1}\"", word, spec));
-      }
-      n = static_cast<size_t>(v);
-    }
-    std::vector<std::pair<int64_t, std::string>> sized;
-    for (const auto& s : op.shapes) {
-      ATREX_ASSIGN_OR_RETURN(problems::ResolvedShape r, problems::resolve_shape(def, s));
-      int64_t elements = 0;
-      for (const auto& d : r.inputs) elements += d.numel();
-      sized.emplace_back(elements, s.id);
-    }
-    std::stable_sort(sized.begin(), sized.end());
-    if (largest) std::reverse(sized.begin(), sized.end());
-    for (size_t i = 0; i < std::min(n, sized.size()); ++i) ids.push_back(sized[i].second);
-    return ids;
-  }
-  std::string cur;
-  for (size_t i = 0; i <= spec.size(); ++i) {
-    if (i == spec.size() || spec[i] == ',') {
-      if (!cur.empty() && !op.find_shape(cur)) {
-        return not_found(fmt::format(
-            "--shapes: operator {} has no shape \"{}\" (ids 0..{}; see `atrex problems show {}`)",
-            op.name, cur, op.shapes.size() - 1, op.name));
-      }
-      if (!cur.empty()) ids.push_back(cur);
-      cur.clear();
-    } else {
-      cur += spec[i];
-    }
-  }
-  if (ids.empty())
-    return invalid_input(
-        "--shapes: expected `all`, `smallest[:N]`, `largest[:N]` or a comma-separated list of "
-        "shape ids");
-  return ids;
-}
-
-Result<problems::HardwareProfile> hardware_for(const std::string& name, const std::string& backend,
-                                               const problems::Suite& suite) {
-  if (name == "host-cpu" || (name == "auto" && backend == "cpu"))
-    return runner::cached_host_profile();
-  ATREX_ASSIGN_OR_RETURN(auto profiles, problems::load_default_hardware_profiles(suite.dir()));
-  if (name != "auto") return problems::find_hardware_profile(profiles, name);
-  ATREX_TRY(backend_available(backend == "hip" ? backend : "cuda"));
-  if (backend == "hip") {
-    const auto& hip = runner::probe_hip_environment();
-    if (auto m = problems::match_hardware_profile(profiles, hip.gpus.front().name)) return *m;
-    return not_found(
-        fmt::format("no hardware profile matches the AMD GPU \"{}\"; pass --hardware NAME (see "
-                    "`atrex hardware list`)",
-                    hip.gpus.front().name));
-  }
-  const auto& env = runner::probe_environment();
-  if (auto m = problems::match_hardware_profile(profiles, env.gpus.front().name)) return *m;
-  return not_found(
-      fmt::format("no hardware profile matches the GPU \"{}\"; pass --hardware NAME (see `atrex "
-                  "hardware list`)",
-                  env.gpus.front().name));
-}
 
 void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc) {
   static CompileArgs a;

@@ -8,8 +8,8 @@
 #include "atrex/runner/evaluator.h"
 #include "atrex/runner/gpu_measure.h"
 #include "atrex/runner/host_measure.h"
-#include "atrex/scoring/audit.h"
-#include "atrex/scoring/roofline.h"
+#include "atrex/problems/roofline.h"
+#include "atrex/problems/roofline_audit.h"
 #include "cli.h"
 
 namespace atrex::cli {
@@ -50,7 +50,7 @@ int roofline(const GlobalOptions& g, const std::string& hw_name, const std::stri
     for (const auto& s : op.shapes) {
       auto counts = suite->roofline(op.name, s.id);
       if (!counts) return fail(counts.error());
-      auto t = scoring::roofline_time(*counts, *hw);
+      auto t = problems::roofline_time(*counts, *hw);
       if (!t) return fail(t.error());
       double w = 0;
       for (const auto& [_, f] : counts->w_flops_by_dtype) w += f;
@@ -91,7 +91,7 @@ int roofline_audit(const GlobalOptions& g, const std::string& op_name, bool show
   if (!op_name.empty()) {
     if (auto op = suite->require(op_name); !op) return fail(op.error());
   }
-  auto audit = scoring::audit_roofline(*suite);
+  auto audit = problems::audit_roofline(*suite);
   if (!audit) return fail(audit.error());
   Json rows = Json::array();
   if (!g.json) {

@@ -9,8 +9,10 @@
 #include <fmt/format.h>
 
 #include "atrex/problems/operator.h"
+#include "atrex/problems/shape_select.h"
+#include "atrex/runner/dump.h"
 #include "atrex/runner/evaluator.h"
-#include "atrex/runner/subprocess.h"
+#include "atrex/common/process/subprocess.h"
 #include "cli.h"
 
 namespace atrex::cli {
@@ -147,21 +149,21 @@ int64_t tensor_bytes(const std::vector<problems::TensorDesc>& ts) {
 }
 int64_t input_bytes(const problems::ResolvedShape& r) { return tensor_bytes(r.inputs); }
 
-struct SizedShape {
+struct DumpSizedShape {
   int64_t elements = 0;  // input elements: the order of `smallest` and `xcheck`
   int64_t bytes = 0;     // input bytes: the cap of `xcheck`
   std::string id;
 };
 
 // The operator's shapes by ascending input elements (ties keep the id order).
-Result<std::vector<SizedShape>> sized_shapes(const problems::OperatorInfo& op,
-                                             const problems::OperatorDef& def) {
-  std::vector<SizedShape> sized;
+Result<std::vector<DumpSizedShape>> dump_sized_shapes(const problems::OperatorInfo& op,
+                                                      const problems::OperatorDef& def) {
+  std::vector<DumpSizedShape> sized;
   for (const auto& s : op.shapes) {
     ATREX_ASSIGN_OR_RETURN(problems::ResolvedShape r, problems::resolve_shape(def, s));
     int64_t elements = 0;
     for (const auto& d : r.inputs) elements += d.numel();
-    sized.push_back(SizedShape{elements, input_bytes(r), s.id});
+    sized.push_back(DumpSizedShape{elements, input_bytes(r), s.id});
   }
   std::stable_sort(sized.begin(), sized.end(),
                    [](const auto& a, const auto& b) { return a.elements < b.elements; });
@@ -171,9 +173,9 @@ Result<std::vector<SizedShape>> sized_shapes(const problems::OperatorInfo& op,
 // `xcheck`: the smallest, a middle and the largest shape among those whose inputs fit in
 // max_bytes. Where fewer than 3 fit, the smallest oversized ones (by bytes) join them, so every
 // operator is checked on 3 shapes; the other oversized shapes go to `skipped`.
-std::vector<std::string> xcheck_ids(const std::vector<SizedShape>& sized, int64_t max_bytes,
+std::vector<std::string> xcheck_ids(const std::vector<DumpSizedShape>& sized, int64_t max_bytes,
                                     std::vector<std::string>& skipped) {
-  std::vector<SizedShape> pool, over;
+  std::vector<DumpSizedShape> pool, over;
   for (const auto& s : sized) (s.bytes <= max_bytes ? pool : over).push_back(s);
   std::stable_sort(over.begin(), over.end(),
                    [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
@@ -193,62 +195,28 @@ std::vector<std::string> xcheck_ids(const std::vector<SizedShape>& sized, int64_
   return ids;
 }
 
-// Comma-separated shape ids, each checked against the operator.
-Result<std::vector<std::string>> listed_ids(const problems::OperatorInfo& op,
-                                            const std::string& spec) {
-  std::vector<std::string> ids;
-  std::string cur;
-  for (size_t i = 0; i <= spec.size(); ++i) {
-    if (i < spec.size() && spec[i] != ',') {
-      cur += spec[i];
-      continue;
-    }
-    if (!cur.empty() && !op.find_shape(cur)) {
-      return not_found(fmt::format(
-          "--shapes: operator {} has no shape \"{}\" (ids 0..{}; see `atrex problems show {}`)",
-          op.name, cur, op.shapes.size() - 1, op.name));
-    }
-    if (!cur.empty()) ids.push_back(cur);
-    cur.clear();
-  }
-  if (ids.empty())
-    return invalid_input(
-        "--shapes: expected `all`, `smallest[:N]`, `xcheck` or comma-separated shape ids");
-  return ids;
-}
-
-// Shapes of one operator for a dump: `all`, `smallest[:N]` (fewest input elements), `xcheck`
-// (xcheck_ids) or comma-separated ids. `skipped` collects xcheck's oversized shapes.
+// Shapes of one operator for a dump: `xcheck` (xcheck_ids), else a selector as `atrex eval
+// --shapes` takes it (problems/shape_select.h). `skipped` collects xcheck's oversized shapes.
 Result<std::vector<std::string>> dump_shape_ids(const problems::OperatorInfo& op,
                                                 const problems::OperatorDef& def,
                                                 const std::string& spec, int64_t max_input_bytes,
                                                 std::vector<std::string>& skipped) {
-  std::vector<std::string> ids;
-  if (spec == "all") {
-    for (const auto& s : op.shapes) ids.push_back(s.id);
-    return ids;
-  }
-  if (spec != "xcheck" && spec.rfind("smallest", 0) != 0) return listed_ids(op, spec);
-  size_t n = 1;
-  if (spec.size() > 8 && spec != "xcheck") {
-    char* end = nullptr;
-    const long v = spec[8] == ':' ? std::strtol(spec.c_str() + 9, &end, 10) : 0;
-    if (v <= 0 || !end || *end != '\0') {
-      return invalid_input(fmt::format(
-          "--shapes: expected `smallest` or `smallest:N` with N >= 1; got \"{}\"", spec));
-    }
-    n = static_cast<size_t>(v);
-  }
-  ATREX_ASSIGN_OR_RETURN(auto sized, sized_shapes(op, def));
-  if (spec == "xcheck") return xcheck_ids(sized, max_input_bytes, skipped);
-  for (size_t i = 0; i < std::min(n, sized.size()); ++i) ids.push_back(sized[i].id);
-  return ids;
+  if (spec != "xcheck") return problems::select_shapes(op, def, spec);
+  ATREX_ASSIGN_OR_RETURN(auto sized, dump_sized_shapes(op, def));
+  return xcheck_ids(sized, max_input_bytes, skipped);
 }
+
+// One planned dump: what the child gets, and its sizes for `--list`.
+struct PlannedDump {
+  runner::DumpItem item;
+  int64_t input_bytes = 0;
+  int64_t output_bytes = 0;
+};
 
 // The dump request for the child: one item per (operator, shape), written to OUT/OP/SHAPE.
 // `skipped` gets "OP shape ID (N GiB of inputs)" for the shapes `xcheck` leaves out.
-Result<Json> dump_items(const problems::Suite& suite, const DumpArgs& a,
-                        std::vector<std::string>& skipped) {
+Result<std::vector<PlannedDump>> dump_items(const problems::Suite& suite, const DumpArgs& a,
+                                            std::vector<std::string>& skipped) {
   std::vector<const problems::OperatorInfo*> ops;
   if (a.op == "all") {
     for (const auto& op : suite.operators()) ops.push_back(&op);
@@ -256,7 +224,7 @@ Result<Json> dump_items(const problems::Suite& suite, const DumpArgs& a,
     ATREX_ASSIGN_OR_RETURN(const problems::OperatorInfo* op, suite.require(a.op));
     ops.push_back(op);
   }
-  Json items = Json::array();
+  std::vector<PlannedDump> items;
   const auto max_bytes = static_cast<int64_t>(a.max_input_mib * 1024 * 1024);
   for (const auto* op : ops) {
     ATREX_ASSIGN_OR_RETURN(const problems::OperatorDef* def,
@@ -267,70 +235,38 @@ Result<Json> dump_items(const problems::Suite& suite, const DumpArgs& a,
     for (const auto& id : ids) {
       const problems::Shape* s = op->find_shape(id);
       ATREX_ASSIGN_OR_RETURN(problems::ResolvedShape r, problems::resolve_shape(*def, *s));
-      items.push_back(Json{{"operator", op->name},
-                           {"shape_id", id},
-                           {"params", s->params},
-                           {"init_kwargs", s->init_kwargs},
-                           {"input_kwargs", s->input_kwargs},
-                           {"seed", a.seed},
-                           {"backend", a.backend},
-                           {"atol", 1e-2},
-                           {"rtol", 5e-2},
-                           {"input_bytes", tensor_bytes(r.inputs)},
-                           {"output_bytes", tensor_bytes(r.outputs)},
-                           {"out_dir", (fs::path(a.out) / op->name / id).string()}});
+      runner::DumpItem item{op->name,
+                            id,
+                            s->params,
+                            s->init_kwargs,
+                            s->input_kwargs,
+                            a.seed,
+                            a.backend,
+                            (fs::path(a.out) / op->name / id).string(),
+                            1e-2,
+                            5e-2};
+      items.push_back(
+          PlannedDump{std::move(item), tensor_bytes(r.inputs), tensor_bytes(r.outputs)});
     }
   }
   return items;
 }
 
 // `--list`: the selection and its sizes, nothing written.
-int print_plan(const Json& items, const std::vector<std::string>& skipped, double max_input_mib) {
+int print_plan(const std::vector<PlannedDump>& items, const std::vector<std::string>& skipped,
+               double max_input_mib) {
   double total = 0;
   for (const auto& s : skipped)
     fmt::print("{} skipped: inputs exceed --max-input-mib {}\n", s, max_input_mib);
   for (const auto& it : items) {
-    const double in = it["input_bytes"].get<double>() / (1 << 20),
-                 out = it["output_bytes"].get<double>() / (1 << 20);
+    const double in = static_cast<double>(it.input_bytes) / (1 << 20),
+                 out = static_cast<double>(it.output_bytes) / (1 << 20);
     total += in + out;
-    fmt::print("{} shape {}: {:.1f} MiB in, {:.1f} MiB out\n", it["operator"].get<std::string>(),
-               it["shape_id"].get<std::string>(), in, out);
+    fmt::print("{} shape {}: {:.1f} MiB in, {:.1f} MiB out\n", it.item.operator_name,
+               it.item.shape_id, in, out);
   }
   fmt::print("{} dumps, {:.1f} MiB in all\n", items.size(), total);
   return 0;
-}
-
-// Runs the backend's evaluation child on the dump request; returns its response.
-Result<Json> run_dump_child(const DumpArgs& a, const Json& items) {
-  std::error_code ec;
-  fs::create_directories(a.out, ec);
-  if (ec) return invalid_input(fmt::format("--out {}: {}", a.out, ec.message()));
-  const std::string stem = (fs::path(a.out) / fmt::format(".dump-{}", ::getpid())).string();
-  const fs::path req = stem + ".request.json", resp = stem + ".response.json";
-  ATREX_TRY(write_text_file_atomic(
-      req, Json{{"schema", "atrex.child-request/1"}, {"mode", "dump"}, {"items", items}}.dump()));
-  runner::SubprocessOptions opt;
-  opt.argv = {
-      (runner::default_child_dir() / (a.backend == "cuda" ? "atrex-eval-cuda" : "atrex-eval-cpu"))
-          .string(),
-      "--request",
-      req.string(),
-      "--response",
-      resp.string(),
-      "--device",
-      std::to_string(a.device)};
-  opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
-  auto proc = runner::run_subprocess(opt);
-  auto response = read_json_file(resp);
-  fs::remove(req, ec);
-  fs::remove(resp, ec);
-  if (!proc) return tl::unexpected(proc.error());
-  if (!response) {
-    return make_error(ErrorCode::kInternal,
-                      fmt::format("the {} evaluation child gave no result ({}): {}", a.backend,
-                                  proc->describe(), proc->output_tail));
-  }
-  return response;
 }
 
 int dump(const GlobalOptions& g, const DumpArgs& a) {
@@ -338,27 +274,41 @@ int dump(const GlobalOptions& g, const DumpArgs& a) {
     return fail(Error{ErrorCode::kInvalidInput,
                       fmt::format("--backend: expected cpu or cuda; got \"{}\"", a.backend)});
   }
+  const Backend backend = *parse_backend(a.backend);
   auto suite = load_suite(g);
   if (!suite) return fail(suite.error());
   std::vector<std::string> skipped;
-  auto items = dump_items(*suite, a, skipped);
-  if (!items) return fail(items.error());
-  if (a.list) return print_plan(*items, skipped, a.max_input_mib);
-  if (a.backend == "cuda" && !runner::probe_environment().has_gpu()) {
+  auto planned = dump_items(*suite, a, skipped);
+  if (!planned) return fail(planned.error());
+  if (a.list) return print_plan(*planned, skipped, a.max_input_mib);
+  if (backend == Backend::kCuda && !runner::probe_environment().has_gpu()) {
     return fail(Error{ErrorCode::kUnavailable,
                       fmt::format("--backend cuda needs a CUDA GPU and this machine has none ({})",
                                   runner::probe_environment().gpu_probe_error)});
   }
-  auto response = run_dump_child(a, *items);
+  std::vector<runner::DumpItem> items;
+  for (const auto& p : *planned) items.push_back(p.item);
+  auto response =
+      runner::run_dump(backend, a.device, items, a.out,
+                       std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000)));
   if (!response) return fail(response.error());
-  const Json& results = (*response)["items"];
+  const auto& results = response->items;
   const auto bad = std::count_if(results.begin(), results.end(),
-                                 [](const Json& r) { return r.value("status", "") != "ok"; });
+                                 [](const runner::DumpItemResult& r) { return r.status != "ok"; });
   if (g.json) {
+    Json items_json = Json::array();
+    for (const auto& r : results) {
+      items_json.push_back(Json{{"operator", r.operator_name},
+                                {"shape_id", r.shape_id},
+                                {"status", r.status},
+                                {"error", r.error},
+                                {"out_dir", r.out_dir},
+                                {"wall_s", r.wall_s}});
+    }
     fmt::print("{}\n", Json{{"schema", "atrex.dump-summary/1"},
                             {"backend", a.backend},
-                            {"device", response->value("device", "")},
-                            {"items", results},
+                            {"device", response->device},
+                            {"items", items_json},
                             {"skipped", skipped}}
                            .dump(2));
     return bad == 0 ? 0 : 1;
@@ -366,13 +316,12 @@ int dump(const GlobalOptions& g, const DumpArgs& a) {
   for (const auto& s : skipped)
     fmt::print("{} skipped: inputs exceed --max-input-mib {}\n", s, a.max_input_mib);
   for (const auto& r : results) {
-    const bool ok = r.value("status", "") == "ok";
-    fmt::print("{} shape {}: {}{}\n", r.value("operator", ""), r.value("shape_id", ""),
-               ok ? r.value("out_dir", "") : r.value("status", ""),
-               ok ? "" : ": " + r.value("error", ""));
+    const bool good = r.status == "ok";
+    fmt::print("{} shape {}: {}{}\n", r.operator_name, r.shape_id, good ? r.out_dir : r.status,
+               good ? "" : ": " + r.error);
   }
   fmt::print("{} of {} dumps written on {} ({})\n", results.size() - static_cast<size_t>(bad),
-             results.size(), response->value("device", ""), a.backend);
+             results.size(), response->device, a.backend);
   return bad == 0 ? 0 : 1;
 }
 

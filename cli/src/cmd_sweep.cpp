@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "atrex/scheduler/cluster_sweep.h"
+#include "atrex/agent/provider_registry.h"
 #include "atrex/scheduler/local_sweep.h"
 #include "atrex/scoring/report.h"
 #include "cli.h"
@@ -30,13 +30,19 @@ void print_scores(const std::vector<scoring::AgentScore>& agents) {
 }
 
 int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
+  auto providers = agent::ProviderRegistry::builtin();
+  if (!providers) return fail(providers.error());
   auto spec = a.file.empty() ? scheduler::parse_sweep(scheduler::embedded_default_sweep(),
-                                                      "<embedded default sweep>")
-                             : scheduler::load_sweep_file(a.file);
+                                                      scheduler::kEmbeddedDefaultSource, *providers)
+                             : scheduler::load_sweep_file(a.file, *providers);
   if (!spec) return fail(spec.error());
   scheduler::SweepOverrides ov;
   if (!a.out.empty()) ov.output = a.out;
-  if (!a.backend.empty()) ov.backend = a.backend;
+  if (!a.backend.empty()) {
+    auto b = parse_backend_choice(a.backend, "--backend");
+    if (!b) return fail(b.error());
+    ov.backend = *b;
+  }
   if (!a.hardware.empty()) ov.hardware = a.hardware;
   if (!g.suite_dir.empty()) ov.suite_dir = g.suite_dir;
   auto listen = metrics_listen_flag(a.metrics_listen);
@@ -45,7 +51,7 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
   if (!resolved) return fail(resolved.error());
   std::unique_ptr<metrics::Exposition> exposition;
   if (*listen) {
-    auto e = metrics::start_exposition(**listen, scheduler::metrics_targets_dir(resolved->output),
+    auto e = metrics::start_exposition(**listen, metrics::metrics_targets_dir(resolved->output()),
                                        resolved->spec.name, "sweep", "sweep-run");
     if (!e) return fail(e.error());
     exposition = std::move(*e);
@@ -64,7 +70,7 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
     fmt::print(stderr,
                "atrex: interrupted; everything evaluated so far is in {}; run the same command "
                "again to resume\n",
-               resolved->output.string());
+               resolved->output().string());
     return 130;
   }
   if (g.json) {
@@ -115,7 +121,7 @@ void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc) {
                   "its file_sd target goes to <results>/metrics/targets/)");
   run->add_flag("--json", g.json, "Print the atrex.report/1 JSON at the end");
   run->callback([&] { rc = sweep_run(g, a); });
-  add_cluster_commands(app, *sweep, g, rc);
+  add_cluster_commands(*sweep, g, rc);
 }
 
 void add_report_command(CLI::App& app, GlobalOptions& g, int& rc) {

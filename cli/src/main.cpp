@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   atrex::cli::add_bench_commands(app, g, rc);
   atrex::cli::add_sweep_commands(app, g, rc);
   atrex::cli::add_report_command(app, g, rc);
+  atrex::cli::add_worker_commands(app, g, rc);
   app.parse_complete_callback([&] { atrex::configure_logging(log_level); });
   try {
     app.parse(argc, argv);

@@ -130,4 +130,25 @@ Result<std::unique_ptr<Exposition>> start_exposition(
   return e;
 }
 
+std::filesystem::path metrics_targets_dir(const std::filesystem::path& results) {
+  return results / "metrics" / "targets";
+}
+
+Result<std::unique_ptr<Exposition>> start_worker_exposition(
+    const Manifest& m, const std::optional<ListenAddress>& flag, const std::string& role,
+    const std::string& worker) {
+  std::optional<ListenAddress> listen = flag;
+  const ClusterOptions co = m.cluster.value_or(ClusterOptions{});
+  if (!listen && !co.metrics.empty()) {
+    ATREX_ASSIGN_OR_RETURN(listen,
+                           parse_listen_address(co.metrics, "the manifest's cluster.metrics"));
+  }
+  if (!listen) return std::unique_ptr<Exposition>();
+  // In a folder shared by sweeps the file names carry the sweep id.
+  const bool shared = !co.metrics_targets.empty();
+  const std::filesystem::path dir = shared ? co.metrics_targets : metrics_targets_dir(m.output);
+  return start_exposition(*listen, dir, m.name, role, worker,
+                          shared ? m.sweep_id + "-" + worker : worker);
+}
+
 }  // namespace atrex::metrics

@@ -33,6 +33,7 @@ Result<std::unique_ptr<MemoryResultStore>> MemoryResultStore::open_jsonl(
       if (!store->index_.count(key)) {
         store->index_[key] = store->records_.size();
         store->records_.push_back(std::move(entry["record"]));
+        store->keys_.push_back(key);
       }
     }
   }
@@ -48,6 +49,7 @@ Result<bool> MemoryResultStore::put(const std::string& key, const Json& record) 
     if (index_.count(key)) return false;
     index_[key] = records_.size();
     records_.push_back(record);
+    keys_.push_back(key);
     if (log_.is_open()) {
       log_ << Json{{"key", key}, {"record", record}}.dump() << '\n';
       log_.flush();
@@ -74,9 +76,12 @@ Result<std::optional<Json>> MemoryResultStore::wait(const std::string& key,
   return std::optional<Json>{records_[it->second]};
 }
 
-Result<std::vector<Json>> MemoryResultStore::all() {
+Result<std::vector<std::pair<std::string, Json>>> MemoryResultStore::entries() {
   std::lock_guard lock(mu_);
-  return records_;
+  std::vector<std::pair<std::string, Json>> out;
+  out.reserve(records_.size());
+  for (size_t i = 0; i < records_.size(); ++i) out.emplace_back(keys_[i], records_[i]);
+  return out;
 }
 
 }  // namespace atrex

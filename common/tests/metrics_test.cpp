@@ -11,7 +11,7 @@
 #include "atrex/common/json_io.h"
 #include "atrex/common/metrics.h"
 #include "atrex/common/metrics_server.h"
-#include "http_get.h"
+#include "atrex/testing/http_get.h"
 
 namespace atrex::metrics {
 namespace {

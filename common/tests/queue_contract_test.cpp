@@ -1,6 +1,6 @@
 // The TaskQueue contract. Every implementation must pass this suite; the Redis Streams queue
 // instantiates it against a real redis-server (docs/architecture.md §2, docs/architecture.md §8).
-#include "queue_contract.h"
+#include "atrex/testing/queue_contract.h"
 
 #include "atrex/common/inprocess_queue.h"
 

@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "acl_server.h"
-#include "atrex/common/redis.h"
-#include "atrex/common/redis_queue.h"
+#include "atrex/testing/acl_server.h"
+#include "atrex/common/redis/connection.h"
+#include "atrex/common/redis/queue.h"
 
 namespace atrex {
 namespace {

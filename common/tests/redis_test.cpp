@@ -3,13 +3,13 @@
 #include <atomic>
 #include <thread>
 
-#include "atrex/common/local_redis.h"
-#include "atrex/common/redis_queue.h"
-#include "atrex/common/redis_result_store.h"
-#include "acl_server.h"
-#include "queue_contract.h"
-#include "redis_server.h"
-#include "tls_server.h"
+#include "atrex/common/redis/local_server.h"
+#include "atrex/common/redis/queue.h"
+#include "atrex/common/redis/result_store.h"
+#include "atrex/testing/acl_server.h"
+#include "atrex/testing/queue_contract.h"
+#include "atrex/testing/redis_server.h"
+#include "atrex/testing/tls_server.h"
 
 namespace atrex {
 namespace {
@@ -34,22 +34,22 @@ class RedisFactoryBase : public QueueFactory {
   }
 
  protected:
-  virtual RedisOptions redis() = 0;
+  virtual RedisEndpoint redis() = 0;
   virtual std::string prefix() { return ""; }
-  static RedisOptions from_url(const std::string& url) {
+  static RedisEndpoint from_url(const std::string& url) {
     auto o = parse_redis_url(url);
     EXPECT_TRUE(o) << o.error().message;
-    return o ? *o : RedisOptions{};
+    return o ? *o : RedisEndpoint{};
   }
 };
 
 class RedisQueueFactory final : public RedisFactoryBase {
-  RedisOptions redis() override { return testing::shared_redis().options(); }
+  RedisEndpoint redis() override { return testing::shared_redis().options(); }
 };
 
 // The same suite over rediss:// (the in-process TLS relay, redis_tls_test.cpp).
 class TlsRedisQueueFactory final : public RedisFactoryBase {
-  RedisOptions redis() override {
+  RedisEndpoint redis() override {
     return from_url(
         testing::shared_tls_redis().url("tls_ca=" + testing::shared_certificates()("ca.crt")));
   }
@@ -58,7 +58,7 @@ class TlsRedisQueueFactory final : public RedisFactoryBase {
 // The same suite as the ACL user of acl_server.h, whose keys are limited to atrex:*: every key a
 // queue command or Lua script touches must lie under the prefix (and be declared to the script).
 class AclUserRedisQueueFactory final : public RedisFactoryBase {
-  RedisOptions redis() override {
+  RedisEndpoint redis() override {
     return from_url(testing::url_with(
         testing::shared_acl_redis(), std::string(testing::kAclUser) + ":" + testing::kAclPassword));
   }
@@ -102,10 +102,11 @@ TEST(RedisResultStore, FirstWriteWinsAcrossClients) {
   EXPECT_FALSE(*(*b)->put("t/0", Json{{"s_j", 0.9}}));
   EXPECT_EQ((**(*b)->get("t/0"))["s_j"], 0.5);
   EXPECT_TRUE(*(*b)->put("t/1", Json{{"s_j", 0.7}}));
-  auto all = (*a)->all();
+  auto all = (*a)->entries();
   ASSERT_TRUE(all);
   ASSERT_EQ(all->size(), 2u);
-  EXPECT_EQ((*all)[0]["s_j"], 0.5);
+  EXPECT_EQ((*all)[0].first, "t/0");
+  EXPECT_EQ((*all)[0].second["s_j"], 0.5);
 }
 
 TEST(RedisResultStore, WaitSeesAWriteFromAnotherClient) {
@@ -169,7 +170,7 @@ TEST(RedisConnectionTest, BusyGroupIsAFinalErrorNotARetriedBusy) {
 }
 
 TEST(RedisConnectionTest, UnreachableServerIsUnavailable) {
-  RedisOptions o;
+  RedisEndpoint o;
   o.port = free_loopback_port();
   o.max_reconnects = 1;
   o.connect_timeout = std::chrono::milliseconds(200);

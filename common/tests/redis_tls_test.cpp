@@ -13,10 +13,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "atrex/common/local_redis.h"
-#include "atrex/common/redis.h"
-#include "atrex/common/redis_queue.h"
-#include "tls_server.h"
+#include "atrex/common/redis/local_server.h"
+#include "atrex/common/redis/connection.h"
+#include "atrex/common/redis/queue.h"
+#include "atrex/testing/tls_server.h"
 
 namespace atrex {
 namespace {

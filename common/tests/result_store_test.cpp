@@ -16,7 +16,7 @@ TEST(ResultStore, FirstWriteWinsSoDuplicatesAreNotDoubleCounted) {
   EXPECT_TRUE(*first);
   EXPECT_FALSE(*second);
   EXPECT_EQ((*store.get("t1/0"))->at("s_j"), 0.5);
-  EXPECT_EQ(store.all()->size(), 1u);
+  EXPECT_EQ(store.entries()->size(), 1u);
 }
 
 TEST(ResultStore, WaitReturnsRecordWrittenByAnotherThread) {
@@ -44,7 +44,7 @@ TEST(ResultStore, JsonlLogSurvivesReopenAndTornLastLine) {
   }
   auto store = MemoryResultStore::open_jsonl(path);
   ASSERT_TRUE(store) << store.error().message;
-  EXPECT_EQ((*store)->all()->size(), 2u);
+  EXPECT_EQ((*store)->entries()->size(), 2u);
   EXPECT_FALSE(*(*store)->put("a", Json{{"v", 9}}));
   std::filesystem::remove_all(dir);
 }

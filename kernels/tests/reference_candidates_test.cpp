@@ -92,7 +92,7 @@ TEST_P(CpuReference, PassesTheCorrectnessGateOnItsSmallestShape) {
   t.hardware = "H20";
   t.candidate.source = *source;
   t.candidate.sha256 = sha256_hex(*source);
-  t.candidate.backend = "cpu";
+  t.candidate.backend = Backend::kCpu;
   t.candidate.agent = "reference";
   t.candidate.file_name = "naive.cpp";
   t.settings.seeds = 2;

@@ -159,4 +159,17 @@ std::optional<HardwareProfile> match_hardware_profile(const std::vector<Hardware
   return std::nullopt;
 }
 
+HardwareSummary hardware_summary(const HardwareProfile& p) {
+  return HardwareSummary{p.name, p.p_peak_flops_per_s, p.hbm_bytes_per_s, p.source_doc};
+}
+
+HardwareProfile hardware_from_summary(const HardwareSummary& s) {
+  HardwareProfile p;
+  p.name = s.name;
+  p.p_peak_flops_per_s = s.p_peak;
+  p.hbm_bytes_per_s = s.hbm_bytes_per_s;
+  p.source_doc = s.source;
+  return p;
+}
+
 }  // namespace atrex::problems

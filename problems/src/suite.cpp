@@ -210,4 +210,12 @@ fs::path default_hardware_dir() {
   return ATREX_SOURCE_HARDWARE_DIR;
 }
 
+Result<Suite> load_suite_or_bundled(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (dir.empty() || !std::filesystem::exists(dir / "data", ec)) {
+    return Suite::load(default_suite_dir());
+  }
+  return Suite::load(dir);
+}
+
 }  // namespace atrex::problems

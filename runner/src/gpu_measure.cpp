@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "atrex/runner/evaluator.h"
-#include "atrex/runner/subprocess.h"
+#include "atrex/common/process/subprocess.h"
 
 namespace atrex::runner {
 

@@ -24,10 +24,26 @@ RunnerLoop::RunnerLoop(TaskQueue& queue, ResultStore& results, Evaluator& evalua
 
 RunnerLoop::~RunnerLoop() { release_ahead("runner stopped"); }
 
+// A release or ack that fails (Redis away past the reconnects) is logged, not fatal: the lease
+// then expires and the task is delivered again, which first-write-wins records make harmless.
+void RunnerLoop::give_back(const Lease& lease, const std::string& why) {
+  if (auto r = queue_.release(lease, why); !r) {
+    spdlog::warn("runner {}: giving task {} back: {}", options_.consumer, lease.message_id,
+                 r.error().message);
+  }
+}
+
+void RunnerLoop::finish(const Lease& lease) {
+  if (auto r = queue_.ack(lease); !r) {
+    spdlog::warn("runner {}: acking task {}: {}", options_.consumer, lease.message_id,
+                 r.error().message);
+  }
+}
+
 void RunnerLoop::release_ahead(const std::string& why) {
   for (auto& c : ahead_) {
     c->heartbeat.reset();
-    (void)queue_.release(c->lease, why);
+    give_back(c->lease, why);
   }
   ahead_.clear();
 }
@@ -89,7 +105,7 @@ Result<bool> RunnerLoop::run_once() {
   if (!current->task) {
     spdlog::error("{}", current->task.error().message);
     current->heartbeat.reset();
-    (void)queue_.release(current->lease, current->task.error().message);
+    give_back(current->lease, current->task.error().message);
     ++stats_.tasks_failed;
     if (options_.metrics) options_.metrics->count_task("invalid");
     return true;
@@ -108,13 +124,13 @@ Result<bool> RunnerLoop::run_once() {
   if (m) m->busy.Set(1);
   const auto t0 = std::chrono::steady_clock::now();
   auto records = evaluator_.evaluate(task, [&](const EvalRecord& r) {
-    Json record = to_json(r);
-    record["runner"] =
+    EvalRecord stamped = r;
+    stamped.runner =
         options_.consumer;  // whichever evaluator it shares, the record names this runner
-    auto put = results_.put(record_key(r.task_id, r.shape_id), record);
+    auto put = results_.put(record_key(r.task_id, r.shape_id), to_json(stamped));
     if (put && *put) {
       ++stats_.records_written;
-      if (m) m->count_evaluation(task.operator_name, record.value("status", "crashed"));
+      if (m) m->count_evaluation(task.operator_name, eval_status_name(r.status));
     }
     if (put && !*put) {
       ++stats_.duplicate_records;
@@ -140,12 +156,12 @@ Result<bool> RunnerLoop::run_once() {
     } else {
       spdlog::error("task {}: {}", task.task_id, records.error().message);
     }
-    (void)queue_.release(current->lease, records.error().message);
+    give_back(current->lease, records.error().message);
     ++stats_.tasks_failed;
     if (m) m->count_task("released");
     return true;
   }
-  (void)queue_.ack(current->lease);
+  finish(current->lease);
   ++stats_.tasks_done;
   if (m) m->count_task("done");
   return true;

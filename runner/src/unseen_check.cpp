@@ -4,11 +4,13 @@
 
 namespace atrex::runner {
 
-Json UnseenCheck::item_fields(uint64_t seed) {
-  return Json{{"seeds", std::vector<uint64_t>{seed}},
-              {"performance", false},
-              {"range_probe", false},
-              {"stop_task_on_failure", true}};
+ChildShape UnseenCheck::item(const problems::Shape& shape, uint64_t seed) {
+  return ChildShape{shape.id,
+                    shape.params,
+                    {seed},
+                    /*performance=*/false,
+                    /*range_probe=*/false,
+                    /*stop_task_on_failure=*/true};
 }
 
 bool UnseenCheck::absorb(const EvalRecord& r) {
@@ -18,11 +20,8 @@ bool UnseenCheck::absorb(const EvalRecord& r) {
   }
   if (!u) return false;
   if (!failure_.empty()) return true;  // not run: the task was decided by an earlier one
-  results_.push_back(Json{{"shape", u->describe()},
-                          {"base_shape_id", u->base_shape_id},
-                          {"params", u->shape.params},
-                          {"status", eval_status_name(r.status)},
-                          {"error", r.error}});
+  results_.push_back(
+      UnseenShapeResult{u->describe(), u->base_shape_id, u->shape.params, r.status, r.error});
   // A wrong answer, a crash or a hang on a valid shape of the operator is a wrong candidate.
   // A rejection or a compile error says nothing about the shape: the task's shapes get their own.
   const bool failed = r.status == EvalStatus::kWrongResult || r.status == EvalStatus::kCrashed ||

@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "atrex/common/records.h"
+#include "atrex/common/wire/eval_record.h"
 #include "atrex/problems/unseen.h"
+#include "protocol/child_protocol.h"
 
 namespace atrex::runner {
 
@@ -19,9 +20,9 @@ class UnseenCheck {
   explicit UnseenCheck(std::vector<problems::UnseenShape> shapes) : shapes_(std::move(shapes)) {}
 
   const std::vector<problems::UnseenShape>& shapes() const { return shapes_; }
-  // The child-request fields of an unseen item besides its shape: one seed, correctness only,
-  // no range probe, and the child stops the task when it fails (child_runner.h).
-  static Json item_fields(uint64_t seed);
+  // The child request of an unseen shape: one seed, correctness only, no range probe, and the
+  // child stops the task when it fails (child_runner.h).
+  static ChildShape item(const problems::Shape& shape, uint64_t seed);
 
   // The record of an unseen shape is taken here (true); any other record is left alone (false).
   bool absorb(const EvalRecord& r);
@@ -33,7 +34,7 @@ class UnseenCheck {
 
  private:
   std::vector<problems::UnseenShape> shapes_;
-  Json results_ = Json::array();
+  std::vector<UnseenShapeResult> results_;
   std::string failure_;
   EvalStatus failure_status_ = EvalStatus::kWrongResult;
 };

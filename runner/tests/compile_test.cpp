@@ -11,7 +11,8 @@ namespace atrex::runner {
 namespace {
 namespace fs = std::filesystem;
 
-CandidateRef candidate(const std::string& file, const std::string& backend) {
+CandidateRef candidate(const std::string& file, const std::string& backend_spelling) {
+  const Backend backend = *parse_backend(backend_spelling);
   CandidateRef c;
   c.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / file);
   c.sha256 = sha256_hex(c.source);

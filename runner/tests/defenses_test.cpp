@@ -51,7 +51,7 @@ class DefensesTest : public ::testing::Test {
     t.shape_ids = std::move(shapes);
     t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / file);
     t.candidate.sha256 = sha256_hex(t.candidate.source);
-    t.candidate.backend = "cpu";
+    t.candidate.backend = Backend::kCpu;
     t.candidate.agent = "test";
     t.candidate.file_name = file;
     t.settings.performance = false;
@@ -126,8 +126,8 @@ TEST_F(DefensesTest, HotShapesOnlyCandidateFailsEveryShapeOnAnUnseenOne) {
     EXPECT_FALSE(r.timing);
     EXPECT_EQ(r.seeds_passed, 0) << "the task's own shapes are not run after the failure";
     ASSERT_EQ(r.unseen_shapes.size(), 1u)
-        << "the child stops at the first failed unseen shape: " << r.unseen_shapes.dump();
-    EXPECT_EQ(r.unseen_shapes[0]["status"], "wrong_result");
+        << "the child stops at the first failed unseen shape: " << to_json(r).dump();
+    EXPECT_EQ(r.unseen_shapes[0].status, EvalStatus::kWrongResult);
   }
 }
 
@@ -137,10 +137,10 @@ TEST_F(DefensesTest, CorrectCandidatePassesTheUnseenShapesWhichHoldNoHotValue) {
   const auto hot = problems::hot_values(*suite_->find("rms_norm"), "token_count");
   for (const auto& r : recs) {
     EXPECT_EQ(r.status, EvalStatus::kOk) << r.error;
-    ASSERT_EQ(r.unseen_shapes.size(), 3u) << r.unseen_shapes.dump();
+    ASSERT_EQ(r.unseen_shapes.size(), 3u) << to_json(r).dump();
     for (const auto& u : r.unseen_shapes) {
-      EXPECT_EQ(u["status"], "ok") << u.dump();
-      const int64_t rows = u["params"]["token_count"].get<int64_t>();
+      EXPECT_EQ(u.status, EvalStatus::kOk) << to_json(u).dump();
+      const int64_t rows = u.params["token_count"].get<int64_t>();
       EXPECT_FALSE(std::binary_search(hot.begin(), hot.end(), rows)) << rows << " is a hot value";
     }
   }

@@ -12,7 +12,7 @@
 
 #include "atrex/common/json_io.h"
 #include "atrex/problems/operator.h"
-#include "atrex/runner/subprocess.h"
+#include "atrex/common/process/subprocess.h"
 
 namespace atrex::runner {
 namespace {
@@ -43,13 +43,16 @@ class DumpTest : public ::testing::Test {
                 {"input_kwargs", s->input_kwargs},
                 {"seed", seed},
                 {"backend", "cpu"},
-                {"out_dir", (dir_ / op / shape_id).string()}};
+                {"out_dir", (dir_ / op / shape_id).string()},
+                {"atol", 1e-2},
+                {"rtol", 5e-2}};
   }
 
   // Runs atrex-eval-cpu on a dump request; returns the response.
   Json dump(const Json& items) {
     const fs::path req = dir_ / "request.json", resp = dir_ / "response.json";
-    EXPECT_TRUE(write_text_file_atomic(req, Json{{"mode", "dump"}, {"items", items}}.dump()));
+    EXPECT_TRUE(write_text_file_atomic(
+        req, Json{{"schema", "atrex.child-request/1"}, {"mode", "dump"}, {"items", items}}.dump()));
     SubprocessOptions o;
     o.argv = {(fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-cpu").string(), "--request", req.string(),
               "--response", resp.string()};

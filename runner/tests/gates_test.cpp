@@ -60,7 +60,7 @@ class GatesTest : public ::testing::Test {
     t.shape_ids = std::move(shapes);
     t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / file);
     t.candidate.sha256 = sha256_hex(t.candidate.source);
-    t.candidate.backend = "cpu";
+    t.candidate.backend = Backend::kCpu;
     t.candidate.agent = "test";
     t.candidate.file_name = file;
     t.settings.min_iterations = 3;
@@ -142,7 +142,7 @@ TEST_F(GatesTest, StopFlagEndsTheTaskBetweenShapes) {
   t.shape_ids = {"15", "5", "0"};
   t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / "rms_norm_correct.cpp");
   t.candidate.sha256 = sha256_hex(t.candidate.source);
-  t.candidate.backend = "cpu";
+  t.candidate.backend = Backend::kCpu;
   t.settings.performance = false;
   std::vector<std::string> done;
   auto r = ev.evaluate(t, [&](const EvalRecord& rec) {
@@ -201,7 +201,7 @@ TEST_F(GatesTest, KernelThatMemoisesByInputAddressIsRejected) {
 
 TEST_F(GatesTest, GraphTimingOnTheCpuBackendIsRejected) {
   auto recs = evaluate("rms_norm_correct.cpp", {"15"}, 60,
-                       [](EvalSettings& s) { s.timing_mode = "graph"; });
+                       [](EvalSettings& s) { s.timing_mode = TimingMode::kGraph; });
   EXPECT_EQ(recs[0].status, EvalStatus::kRejected);
   EXPECT_NE(recs[0].error.find("no graph replay"), std::string::npos) << recs[0].error;
 }
@@ -316,7 +316,7 @@ TEST_F(GatesTest, CudaCandidateOnARunnerWithoutGpuIsRejectedNotCrashed) {
   t.operator_name = "rms_norm";
   t.shape_ids = {"15"};
   t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / "rms_norm_correct.cu");
-  t.candidate.backend = "cuda";
+  t.candidate.backend = Backend::kCuda;
   t.candidate.agent = "test";
   Evaluator ev(options());
   auto r = ev.evaluate(t);
@@ -328,7 +328,7 @@ TEST_F(GatesTest, UnknownShapeIsAnInputError) {
   EvalTask t;
   t.operator_name = "rms_norm";
   t.shape_ids = {"999"};
-  t.candidate.backend = "cpu";
+  t.candidate.backend = Backend::kCpu;
   Evaluator ev(options());
   auto r = ev.evaluate(t);
   ASSERT_FALSE(r);

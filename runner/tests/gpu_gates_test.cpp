@@ -11,7 +11,7 @@
 #include "atrex/common/hash.h"
 #include "atrex/common/json_io.h"
 #include "atrex/runner/evaluator.h"
-#include "test_paths.h"
+#include "atrex/testing/test_paths.h"
 
 namespace atrex::runner {
 namespace {
@@ -43,11 +43,11 @@ class GpuGatesTest : public ::testing::Test {
     t.shape_ids = std::move(shapes);
     t.candidate.source = *read_text_file(data(file));
     t.candidate.sha256 = sha256_hex(t.candidate.source);
-    t.candidate.backend = "cuda";
+    t.candidate.backend = Backend::kCuda;
     t.candidate.agent = "test";
     t.candidate.file_name = file;
     t.settings.shape_timeout_s = 120;
-    t.settings.timing_mode = timing_mode;
+    t.settings.timing_mode = *parse_timing_mode(timing_mode);
     t.task_id += "-" + timing_mode;
     if (adjust) adjust(t.settings);
     EvaluatorOptions o;
@@ -112,15 +112,15 @@ TEST_F(GpuGatesTest, CuptiSpansTimeTheKernelWithoutHarnessOverhead) {
       "%.3f us; kernels %s; "
       "records %s; %s\n",
       t.time_us_median, t.event_time_us_median.value_or(-1), graph[0].timing->time_us_median,
-      eager[0].timing->time_us_median, t.kernels.dump().c_str(), t.cupti_records.dump().c_str(),
-      t.cupti_fallback.c_str());
+      eager[0].timing->time_us_median, to_json(t)["kernels"].dump().c_str(),
+      t.cupti_records.dump().c_str(), t.cupti_fallback.c_str());
   EXPECT_LT(t.time_us_median, graph[0].timing->time_us_median);
   EXPECT_LT(t.time_us_median, eager[0].timing->time_us_median);
   // Its one kernel is its own: target-DSL share 1.
   ASSERT_TRUE(cupti[0].dsl_share.has_value());
   EXPECT_DOUBLE_EQ(*cupti[0].dsl_share, 1.0);
   ASSERT_EQ(t.kernels.size(), 1u);
-  EXPECT_TRUE(t.kernels[0].value("own", false));
+  EXPECT_TRUE(t.kernels[0].own);
 }
 
 // A candidate replaying a cached answer when its inputs repeat keeps correct outputs; the set of
@@ -142,10 +142,10 @@ TEST_F(GpuGatesTest, VendorLibraryKernelsAreAttributedAsFallback) {
   ASSERT_EQ(recs[0].status, EvalStatus::kOk) << recs[0].error;
   ASSERT_TRUE(recs[0].dsl_share.has_value()) << recs[0].timing->cupti_unavailable;
   std::printf("cuBLAS fallback: own-kernel share %.3f; kernels %s\n", *recs[0].dsl_share,
-              recs[0].timing->kernels.dump().c_str());
+              to_json(*recs[0].timing)["kernels"].dump().c_str());
   EXPECT_LT(*recs[0].dsl_share, 0.5);
   bool vendor = false;
-  for (const auto& k : recs[0].timing->kernels) vendor = vendor || !k.value("own", true);
+  for (const auto& k : recs[0].timing->kernels) vendor = vendor || !k.own;
   EXPECT_TRUE(vendor);
 }
 

@@ -15,10 +15,12 @@
 
 #include <gtest/gtest.h>
 
+#include "protocol/child_protocol.h"
+
 #include "atrex/common/hash.h"
 #include "atrex/common/json_io.h"
 #include "atrex/runner/evaluator.h"
-#include "atrex/runner/subprocess.h"
+#include "atrex/common/process/subprocess.h"
 #include "elf_symbols.h"
 
 namespace atrex::runner {
@@ -57,7 +59,7 @@ CandidateRef hip_candidate(const std::string& file) {
   CandidateRef c;
   c.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / file);
   c.sha256 = sha256_hex(c.source);
-  c.backend = "hip";
+  c.backend = Backend::kHip;
   c.file_name = file;
   c.agent = "test";
   return c;
@@ -222,13 +224,11 @@ TEST_F(HipTest, ChildWithoutAnAmdGpuWritesARejectedVerdictPerShape) {
              "atrex-eval-hip was not built (no HIP runtime at configure time: ATREX_WITH_HIP, "
              "libamdhip64-dev)");
   if (!probe_hip_environment().gpus.empty()) GTEST_SKIP() << "this machine has an AMD GPU";
-  const Json request{
-      {"schema", "atrex.child-request/1"},
-      {"operator", "rms_norm"},
-      {"library", (dir_ / "none.so").string()},
-      {"shapes",
-       Json::array({Json{{"shape_id", "15"}, {"params", Json::object()}, {"seeds", {1}}},
-                    Json{{"shape_id", "5"}, {"params", Json::object()}, {"seeds", {2}}}})}};
+  ChildTaskRequest task;
+  task.operator_name = "rms_norm";
+  task.library = (dir_ / "none.so").string();
+  task.shapes = {ChildShape{"15", Json::object(), {1}}, ChildShape{"5", Json::object(), {2}}};
+  const Json request = to_json(ChildRequest{task, {}});
   ASSERT_TRUE(write_text_file_atomic(dir_ / "req.json", request.dump()));
   SubprocessOptions opt;
   opt.argv = {child.string(), "--request", (dir_ / "req.json").string(), "--response",

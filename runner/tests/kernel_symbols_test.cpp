@@ -38,7 +38,7 @@ fs::path compile_cuda(const std::string& name, const std::string& source,
   CandidateRef c;
   c.source = source;
   c.sha256 = sha256_hex(source);
-  c.backend = "cuda";
+  c.backend = Backend::kCuda;
   c.file_name = name;
   c.agent = "test";
   CompileCache cache(cache_dir, ATREX_TEST_INCLUDE_DIR);
@@ -114,17 +114,17 @@ TEST_F(KernelSymbolsNvccTest, KernelsNoTracedCallLaunchedAreReported) {
   std::map<uint64_t, CallTrace> traces;
   traces[0].kernels.push_back(TracedKernel{row, 3.0});
   traces[1].kernels.push_back(TracedKernel{row, 3.0});
-  Json resp = Json::object();
+  ChildShapeResponse resp;
   child::report_unlaunched_kernels(resp, lib.string(), traces);
-  ASSERT_TRUE(resp.contains("unlaunched_kernels"));
-  ASSERT_EQ(resp["unlaunched_kernels"].size(), 1u) << resp.dump();
-  EXPECT_EQ(resp["unlaunched_kernels"][0], kernel_key(wide));
-  EXPECT_NE(resp["unlaunched_kernels"][0].get<std::string>().find("rms_norm_wide_kernel<4>"),
-            std::string::npos);
+  ASSERT_TRUE(resp.unlaunched_kernels.has_value());
+  ASSERT_EQ(resp.unlaunched_kernels->size(), 1u) << to_json(resp).dump();
+  EXPECT_EQ(resp.unlaunched_kernels->at(0), kernel_key(wide));
+  EXPECT_NE(resp.unlaunched_kernels->at(0).find("rms_norm_wide_kernel<4>"), std::string::npos);
   traces[2].kernels.push_back(TracedKernel{wide, 1.0});
-  resp = Json::object();
+  resp = ChildShapeResponse{};
   child::report_unlaunched_kernels(resp, lib.string(), traces);
-  EXPECT_TRUE(resp["unlaunched_kernels"].empty()) << resp.dump();
+  ASSERT_TRUE(resp.unlaunched_kernels.has_value());
+  EXPECT_TRUE(resp.unlaunched_kernels->empty()) << to_json(resp).dump();
 }
 
 #endif  // ATREX_TEST_HAVE_NVCC
@@ -155,9 +155,9 @@ TEST(KernelSymbols, NoKernelsInAHostLibraryAndNothingReportedForAnUnreadableOne)
   auto none = defined_kernels("/proc/self/exe");
   ASSERT_TRUE(none) << none.error().message;
   EXPECT_TRUE(none->empty());
-  Json resp = Json::object();
+  ChildShapeResponse resp;
   child::report_unlaunched_kernels(resp, "/nonexistent/candidate.so", {});
-  EXPECT_FALSE(resp.contains("unlaunched_kernels"));
+  EXPECT_FALSE(resp.unlaunched_kernels.has_value());
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #include "atrex/common/metrics_server.h"
 #include "atrex/common/result_store.h"
 #include "atrex/runner/runner_loop.h"
-#include "http_get.h"
+#include "atrex/testing/http_get.h"
 
 namespace atrex::runner {
 namespace {
@@ -36,7 +36,7 @@ class FlakyResultStore final : public ResultStore {
                                    std::chrono::milliseconds timeout) override {
     return inner_.wait(key, timeout);
   }
-  Result<std::vector<Json>> all() override { return inner_.all(); }
+  Result<std::vector<std::pair<std::string, Json>>> entries() override { return inner_.entries(); }
 
  private:
   MemoryResultStore inner_;
@@ -74,7 +74,7 @@ class RunnerLoopTest : public ::testing::Test {
     t.shape_ids = {"15"};
     t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / file) + "// " + tag + "\n";
     t.candidate.sha256 = sha256_hex(t.candidate.source);
-    t.candidate.backend = "cpu";
+    t.candidate.backend = Backend::kCpu;
     t.candidate.agent = "test";
     t.candidate.file_name = tag + ".cpp";
     t.settings.seeds = 1;

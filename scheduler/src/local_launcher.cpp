@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "atrex/problems/suite.h"
-#include "launchers.h"
+#include "atrex/scheduler/launcher.h"
 
 namespace atrex::scheduler {
 namespace fs = std::filesystem;
@@ -60,113 +60,104 @@ Result<pid_t> spawn_detached(const std::vector<std::string>& args, const fs::pat
 // pid was reused): it is this sweep's worker only while its command line, from
 // /proc/<pid>/cmdline, is the one recorded at launch (the atrex binary, the role, `--sweep ID`
 // and the worker's name). Anything else is neither signalled nor counted alive.
-bool is_recorded_worker(const Json& p) {
-  const pid_t pid = p.value("pid", 0);
-  const auto args = p.value("args", std::vector<std::string>{});
-  if (pid <= 0 || args.empty()) return false;
-  std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+bool is_recorded_worker(const LocalWorker& p) {
+  if (p.pid <= 0 || p.args.empty()) return false;
+  std::ifstream in(fmt::format("/proc/{}/cmdline", p.pid), std::ios::binary);
   if (!in) return false;
   const std::string cmdline{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   std::string expected;
-  for (const auto& a : args) expected += a + '\0';
+  for (const auto& a : p.args) expected += a + '\0';
   return cmdline == expected;
 }
 
-Result<Json> launch_local(const Json& manifest, const ClusterOptions& o, const ProgressFn& say) {
-  const fs::path out = manifest.value("output", ".");
-  std::error_code ec;
-  fs::create_directories(out / "logs", ec);
-  const fs::path atrex = o.atrex.empty() ? problems::executable_dir() / "atrex" : o.atrex;
-  const std::string id = manifest.value("sweep_id", "");
-  Json pids = Json::array();
-  auto start = [&](const std::vector<std::string>& args, const std::string& name) -> Result<void> {
-    const fs::path log = out / "logs" / (name + ".log");
-    ATREX_ASSIGN_OR_RETURN(pid_t pid, spawn_detached(args, log));
-    pids.push_back(Json{{"name", name}, {"pid", pid}, {"args", args}, {"log", log.string()}});
-    return ok();
-  };
-  for (int i = 0; i < o.runners; ++i) {
-    const std::string name = fmt::format("runner-{}", i);
-    ATREX_TRY(start({atrex.string(), "runner", "--redis", o.redis_url, "--sweep", id, "--device",
-                     std::to_string(i), "--name", name},
-                    name));
-  }
-  for (int i = 0; i < o.agent_workers; ++i) {
-    const std::string name = fmt::format("agent-worker-{}", i);
-    ATREX_TRY(start(
-        {atrex.string(), "agent-worker", "--redis", o.redis_url, "--sweep", id, "--name", name},
-        name));
-  }
-  if (say)
-    say(fmt::format("started {} runner(s) and {} agent worker(s) on this machine; logs in {}",
-                    o.runners, o.agent_workers, (out / "logs").string()));
-  return Json{{"launcher", "local"},
-              {"host",
-               [] {
-                 char host[256] = {};
-                 ::gethostname(host, sizeof host - 1);
-                 return std::string(host);
-               }()},
-              {"processes", pids}};
+std::string host_name() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
 }
+
+class LocalLauncher final : public WorkerLauncher {
+ public:
+  Result<WorkersRecord> launch(const Manifest& sweep, const ClusterOptions& o,
+                               const RedisEndpoint& redis, const ProgressFn& say) override {
+    const fs::path out = sweep.output;
+    std::error_code ec;
+    fs::create_directories(out / "logs", ec);
+    const fs::path atrex = o.atrex.empty() ? problems::executable_dir() / "atrex" : o.atrex;
+    WorkersRecord w{Launcher::kLocal, host_name(), {}, {}};
+    auto start = [&](const std::vector<std::string>& args,
+                     const std::string& name) -> Result<void> {
+      const fs::path log = out / "logs" / (name + ".log");
+      ATREX_ASSIGN_OR_RETURN(pid_t pid, spawn_detached(args, log));
+      w.processes.push_back(LocalWorker{name, pid, args, log.string()});
+      return ok();
+    };
+    const std::string url = redis.to_url();
+    for (int i = 0; i < o.runners; ++i) {
+      const std::string name = fmt::format("runner-{}", i);
+      ATREX_TRY(start({atrex.string(), "runner", "--redis", url, "--sweep", sweep.sweep_id,
+                       "--device", std::to_string(i), "--name", name},
+                      name));
+    }
+    for (int i = 0; i < o.agent_workers; ++i) {
+      const std::string name = fmt::format("agent-worker-{}", i);
+      ATREX_TRY(start({atrex.string(), "agent-worker", "--redis", url, "--sweep", sweep.sweep_id,
+                       "--name", name},
+                      name));
+    }
+    if (say) {
+      say(fmt::format("started {} runner(s) and {} agent worker(s) on this machine; logs in {}",
+                      o.runners, o.agent_workers, (out / "logs").string()));
+    }
+    return w;
+  }
+
+  Result<WorkersRecord> revive(const Manifest& sweep, const ClusterOptions& o,
+                               const RedisEndpoint& redis, const ProgressFn& say) override {
+    if (!sweep.workers || sweep.workers->launcher != Launcher::kLocal) {
+      return launch(sweep, o, redis, say);
+    }
+    WorkersRecord w = *sweep.workers;
+    int revived = 0;
+    for (auto& p : w.processes) {
+      if (is_recorded_worker(p)) continue;
+      if (p.args.empty()) {
+        return internal_error(fmt::format("worker {} has no recorded command line", p.name));
+      }
+      ATREX_ASSIGN_OR_RETURN(pid_t pid,
+                             spawn_detached(p.args, p.log.empty() ? "/dev/null" : p.log));
+      p.pid = pid;
+      ++revived;
+    }
+    if (say) say(fmt::format("restarted {} worker process(es) that had stopped", revived));
+    return w;
+  }
+
+  std::pair<int, std::string> alive(const WorkersRecord& w) override {
+    int n = 0;
+    for (const auto& p : w.processes) n += is_recorded_worker(p) ? 1 : 0;
+    return {n, fmt::format("{}/{} local worker processes alive on {}", n, w.processes.size(),
+                           w.host.empty() ? "?" : w.host)};
+  }
+
+  Result<void> stop(const WorkersRecord& w) override {
+    for (const auto& p : w.processes) {
+      if (is_recorded_worker(p)) ::kill(static_cast<pid_t>(p.pid), SIGTERM);
+    }
+    return ok();
+  }
+};
 
 }  // namespace
 
-Result<Json> launch_slurm(const Json& manifest, const ClusterOptions& o, const ProgressFn& say);
-std::pair<int, std::string> slurm_alive(const Json& workers);
-Result<void> slurm_stop(const Json& workers);
+std::unique_ptr<WorkerLauncher> make_local_launcher() { return std::make_unique<LocalLauncher>(); }
 
-Result<Json> launch_workers(const Json& manifest, const ClusterOptions& options,
-                            const ProgressFn& say) {
-  if (options.launcher == "local") return launch_local(manifest, options, say);
-  if (options.launcher == "slurm") return launch_slurm(manifest, options, say);
-  return invalid_input(
-      fmt::format("--launcher: expected local or slurm; got \"{}\"", options.launcher));
-}
-
-std::pair<int, std::string> workers_alive(const Json& workers) {
-  const std::string launcher = workers.value("launcher", "");
-  if (launcher == "slurm") return slurm_alive(workers);
-  if (launcher != "local") return {-1, "unknown launcher"};
-  int alive = 0, total = 0;
-  for (const auto& p : workers.value("processes", Json::array())) {
-    ++total;
-    if (is_recorded_worker(p)) ++alive;
+std::unique_ptr<WorkerLauncher> make_launcher(Launcher kind) {
+  switch (kind) {
+    case Launcher::kLocal: return make_local_launcher();
+    case Launcher::kSlurm: return make_slurm_launcher();
   }
-  return {alive, fmt::format("{}/{} local worker processes alive on {}", alive, total,
-                             workers.value("host", "?"))};
-}
-
-Result<Json> revive_slurm(const Json& manifest, const ClusterOptions& options,
-                          const ProgressFn& say);
-
-Result<Json> revive_workers(const Json& manifest, const ClusterOptions& options,
-                            const ProgressFn& say) {
-  Json workers = manifest.value("workers", Json::object());
-  if (workers.value("launcher", "") == "slurm") return revive_slurm(manifest, options, say);
-  if (workers.value("launcher", "") != "local") return launch_workers(manifest, options, say);
-  int revived = 0;
-  for (auto& p : workers["processes"]) {
-    if (is_recorded_worker(p)) continue;
-    const auto args = p.value("args", std::vector<std::string>{});
-    if (args.empty())
-      return internal_error(
-          fmt::format("worker {} has no recorded command line", p.value("name", "")));
-    ATREX_ASSIGN_OR_RETURN(pid_t pid, spawn_detached(args, p.value("log", "/dev/null")));
-    p["pid"] = pid;
-    ++revived;
-  }
-  if (say) say(fmt::format("restarted {} worker process(es) that had stopped", revived));
-  return workers;
-}
-
-Result<void> stop_workers(const Json& workers) {
-  const std::string launcher = workers.value("launcher", "");
-  if (launcher == "slurm") return slurm_stop(workers);
-  for (const auto& p : workers.value("processes", Json::array())) {
-    if (is_recorded_worker(p)) ::kill(p.value("pid", 0), SIGTERM);
-  }
-  return ok();
+  ATREX_UNREACHABLE("Launcher");
 }
 
 }  // namespace atrex::scheduler

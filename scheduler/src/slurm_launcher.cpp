@@ -18,11 +18,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include "atrex/common/embedded.h"
 #include "atrex/problems/suite.h"
-#include "atrex/runner/subprocess.h"
-#include "launchers.h"
+#include "atrex/common/process/subprocess.h"
+#include "atrex/scheduler/launcher.h"
 
 namespace atrex::scheduler {
 namespace slurm_data {
@@ -34,12 +35,12 @@ namespace fs = std::filesystem;
 namespace {
 
 // Runs a Slurm client command; output is stdout and stderr together.
-Result<runner::SubprocessResult> slurm_command(std::vector<std::string> argv) {
-  runner::SubprocessOptions o;
+Result<SubprocessResult> slurm_command(std::vector<std::string> argv) {
+  SubprocessOptions o;
   o.argv = std::move(argv);
   o.timeout = std::chrono::seconds(60);
   o.output_tail_bytes = 1 << 20;
-  ATREX_ASSIGN_OR_RETURN(runner::SubprocessResult r, runner::run_subprocess(o));
+  ATREX_ASSIGN_OR_RETURN(SubprocessResult r, run_subprocess(o));
   if (!r.started) {
     return make_error(
         ErrorCode::kUnavailable,
@@ -56,7 +57,7 @@ std::string trimmed(std::string s) {
   return s;
 }
 
-tl::unexpected<Error> slurm_failed(const std::string& what, const runner::SubprocessResult& r) {
+tl::unexpected<Error> slurm_failed(const std::string& what, const SubprocessResult& r) {
   std::string hint;
   if (r.output_tail.find("Unable to contact slurm controller") != std::string::npos ||
       r.output_tail.find("Connection refused") != std::string::npos) {
@@ -105,8 +106,8 @@ struct ArrayPlan {
   std::string gres;
 };
 
-std::vector<ArrayPlan> plans_for(const Json& manifest, const ClusterOptions& o) {
-  const bool gpu_backend = manifest.value("backend", "cpu") != "cpu";
+std::vector<ArrayPlan> plans_for(const Manifest& manifest, const ClusterOptions& o) {
+  const bool gpu_backend = is_gpu_backend(manifest.backend);
   ArrayPlan runner{"runner", o.runners, gpu_backend ? o.gpus_per_runner : 1,
                    gpu_backend ? o.gpu_partition : o.cpu_partition,
                    gpu_backend ? fmt::format("gpu:{}", o.gpus_per_runner) : ""};
@@ -115,12 +116,15 @@ std::vector<ArrayPlan> plans_for(const Json& manifest, const ClusterOptions& o) 
 }
 
 // Writes the role's job script and submits an array of `count` tasks; returns the job id.
-Result<std::pair<std::string, Json>> submit_array(const Json& manifest, const ClusterOptions& o,
-                                                  const ArrayPlan& p, int count) {
+Result<std::pair<std::string, std::vector<std::string>>> submit_array(const Manifest& manifest,
+                                                                      const ClusterOptions& o,
+                                                                      const RedisEndpoint& redis,
+                                                                      const ArrayPlan& p,
+                                                                      int count) {
   if (count < 1)
     return invalid_input(fmt::format("slurm: the {} array needs at least one task", p.role));
-  const fs::path out = manifest.value("output", ".");
-  const std::string id = manifest.value("sweep_id", "");
+  const fs::path out = manifest.output;
+  const std::string& id = manifest.sweep_id;
   const fs::path atrex = o.atrex.empty() ? problems::executable_dir() / "atrex" : o.atrex;
   std::error_code ec;
   fs::create_directories(out / "slurm", ec);
@@ -134,7 +138,7 @@ Result<std::pair<std::string, Json>> submit_array(const Json& manifest, const Cl
       render(tpl,
              {{"ROLE", p.role},
               {"ATREX", fs::absolute(atrex).string()},
-              {"REDIS_URL", o.redis_url},
+              {"REDIS_URL", redis.to_url()},
               {"SWEEP_ID", id},
               {"WORKERS_PER_TASK", std::to_string(p.workers_per_task)},
               {"LOG_DIR", (out / "logs").string()}},
@@ -156,7 +160,7 @@ Result<std::pair<std::string, Json>> submit_array(const Json& manifest, const Cl
   if (!p.gres.empty()) args.push_back("--gres=" + p.gres);
   args.insert(args.end(), o.sbatch_args.begin(), o.sbatch_args.end());
   args.push_back(script.string());
-  ATREX_ASSIGN_OR_RETURN(runner::SubprocessResult r, slurm_command(args));
+  ATREX_ASSIGN_OR_RETURN(SubprocessResult r, slurm_command(args));
   if (!r.ok()) return slurm_failed(fmt::format("sbatch of the {} array", p.role), r);
   // --parsable prints "<job id>[;<cluster>]" (after any warnings).
   std::string job = trimmed(r.output_tail);
@@ -165,14 +169,14 @@ Result<std::pair<std::string, Json>> submit_array(const Json& manifest, const Cl
   if (job.empty() || job.find_first_not_of("0123456789") != std::string::npos) {
     return internal_error(fmt::format("sbatch printed no job id: {}", trimmed(r.output_tail)));
   }
-  return std::pair{job, Json(args)};
+  return std::pair{job, args};
 }
 
 Result<void> scancel(const std::vector<std::string>& job_ids) {
   if (job_ids.empty()) return ok();
   std::vector<std::string> args = {"scancel"};
   args.insert(args.end(), job_ids.begin(), job_ids.end());
-  ATREX_ASSIGN_OR_RETURN(runner::SubprocessResult r, slurm_command(args));
+  ATREX_ASSIGN_OR_RETURN(SubprocessResult r, slurm_command(args));
   // Jobs that already ended are not an error: they are stopped.
   if (!r.ok() && r.output_tail.find("Invalid job id") == std::string::npos &&
       r.output_tail.find("already completing or completed") == std::string::npos) {
@@ -191,7 +195,7 @@ struct TaskState {
 Result<std::vector<TaskState>> squeue(const std::vector<std::string>& job_ids) {
   if (job_ids.empty()) return std::vector<TaskState>{};
   ATREX_ASSIGN_OR_RETURN(
-      runner::SubprocessResult r,
+      SubprocessResult r,
       slurm_command({"squeue", "--noheader", "--array", "--states=all",
                      "--jobs=" + fmt::format("{}", fmt::join(job_ids, ",")), "--format=%F|%K|%T"}));
   // Every id purged (older than MinJobAge) is an error for squeue; it means "none left".
@@ -214,11 +218,10 @@ bool alive_state(const std::string& s) {
   return kAlive.count(s) > 0;
 }
 
-std::vector<std::string> all_job_ids(const Json& workers) {
+std::vector<std::string> all_job_ids(const WorkersRecord& workers) {
   std::vector<std::string> ids;
-  for (const auto& role : workers.value("roles", Json::array())) {
-    for (const auto& j : role.value("job_ids", Json::array())) ids.push_back(j.get<std::string>());
-  }
+  for (const auto& role : workers.roles)
+    ids.insert(ids.end(), role.job_ids.begin(), role.job_ids.end());
   return ids;
 }
 
@@ -240,107 +243,118 @@ std::map<std::string, std::string> sacct_states(const std::vector<std::string>& 
   return out;
 }
 
+class SlurmLauncher final : public WorkerLauncher {
+ public:
+  Result<WorkersRecord> launch(const Manifest& manifest, const ClusterOptions& o,
+                               const RedisEndpoint& redis, const ProgressFn& say) override {
+    WorkersRecord w{Launcher::kSlurm, "", {}, {}};
+    std::vector<std::string> submitted;
+    for (const ArrayPlan& p : plans_for(manifest, o)) {
+      auto job = submit_array(manifest, o, redis, p, p.tasks);
+      if (!job) {
+        // No half-started sweep; the submit error is the one to report.
+        if (auto c = scancel(submitted); !c) {
+          spdlog::warn("slurm: cancelling the arrays already submitted: {}", c.error().message);
+        }
+        return tl::unexpected(job.error());
+      }
+      submitted.push_back(job->first);
+      w.roles.push_back(
+          SlurmRole{p.role,
+                    {job->first},
+                    {},
+                    p.tasks,
+                    p.workers_per_task,
+                    p.partition,
+                    p.gres,
+                    (fs::path(manifest.output) / "slurm" / (p.role + ".sbatch")).string(),
+                    job->second});
+      if (say) {
+        say(fmt::format(
+            "slurm: {} array job {} ({} task(s){}{}{})", p.role, job->first, p.tasks,
+            p.partition.empty() ? "" : ", partition " + p.partition,
+            p.gres.empty() ? "" : ", gres " + p.gres,
+            o.array_throttle > 0 ? fmt::format(", at most {} at once", o.array_throttle) : ""));
+      }
+    }
+    return w;
+  }
+
+  std::pair<int, std::string> alive(const WorkersRecord& workers) override {
+    auto states = squeue(all_job_ids(workers));
+    if (!states) return {-1, "cannot query Slurm: " + states.error().message};
+    int alive_total = 0;
+    std::vector<std::string> parts;
+    for (const auto& role : workers.roles) {
+      int alive = 0;
+      std::map<std::string, int> by_state;
+      std::vector<std::string> gone;
+      for (const auto& id : role.job_ids) {
+        bool listed = false;
+        for (const auto& t : *states) {
+          if (t.job != id) continue;
+          listed = true;
+          ++by_state[t.state];
+          if (alive_state(t.state)) ++alive;
+        }
+        if (!listed) gone.push_back(id);
+      }
+      std::string detail;
+      for (const auto& [state, n] : by_state)
+        detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", n, state);
+      for (const auto& [id, st] : sacct_states(gone))
+        detail += fmt::format("{}job {}: {}", detail.empty() ? "" : ", ", id, st);
+      if (detail.empty() && !gone.empty()) detail = "ended";
+      parts.push_back(fmt::format("{} {}/{} alive (job {}: {})", role.role, alive, role.tasks,
+                                  fmt::join(role.job_ids, ","), detail));
+      alive_total += alive;
+    }
+    return {alive_total, "slurm: " + fmt::format("{}", fmt::join(parts, "; "))};
+  }
+
+  Result<void> stop(const WorkersRecord& workers) override { return scancel(all_job_ids(workers)); }
+
+  Result<WorkersRecord> revive(const Manifest& manifest, const ClusterOptions& o,
+                               const RedisEndpoint& redis, const ProgressFn& say) override {
+    if (!manifest.workers || manifest.workers->launcher != Launcher::kSlurm) {
+      return launch(manifest, o, redis, say);
+    }
+    WorkersRecord workers = *manifest.workers;
+    ATREX_ASSIGN_OR_RETURN(std::vector<TaskState> states, squeue(all_job_ids(workers)));
+    const auto plans = plans_for(manifest, o);
+    for (auto& role : workers.roles) {
+      const auto plan = std::find_if(plans.begin(), plans.end(),
+                                     [&](const ArrayPlan& p) { return p.role == role.role; });
+      if (plan == plans.end()) {
+        return internal_error(
+            fmt::format("slurm: unknown worker role \"{}\" in the manifest", role.role));
+      }
+      int alive = 0;
+      std::vector<std::string> still;
+      for (const auto& id : role.job_ids) {
+        const int n =
+            static_cast<int>(std::count_if(states.begin(), states.end(), [&](const TaskState& t) {
+              return t.job == id && alive_state(t.state);
+            }));
+        alive += n;
+        (n > 0 ? still : role.ended_job_ids).push_back(id);
+      }
+      role.job_ids = still;
+      if (alive >= role.tasks) continue;
+      ATREX_ASSIGN_OR_RETURN(auto job, submit_array(manifest, o, redis, *plan, role.tasks - alive));
+      role.job_ids.push_back(job.first);
+      role.sbatch = job.second;
+      if (say) {
+        say(fmt::format("slurm: {} of {} {} task(s) had ended; new array job {}",
+                        role.tasks - alive, role.tasks, role.role, job.first));
+      }
+    }
+    return workers;
+  }
+};
+
 }  // namespace
 
-Result<Json> launch_slurm(const Json& manifest, const ClusterOptions& o, const ProgressFn& say) {
-  Json roles = Json::array();
-  std::vector<std::string> submitted;
-  for (const ArrayPlan& p : plans_for(manifest, o)) {
-    auto job = submit_array(manifest, o, p, p.tasks);
-    if (!job) {
-      (void)scancel(submitted);  // no half-started sweep
-      return tl::unexpected(job.error());
-    }
-    submitted.push_back(job->first);
-    roles.push_back(
-        Json{{"role", p.role},
-             {"job_ids", {job->first}},
-             {"ended_job_ids", Json::array()},
-             {"tasks", p.tasks},
-             {"workers_per_task", p.workers_per_task},
-             {"partition", p.partition},
-             {"gres", p.gres},
-             {"script",
-              (fs::path(manifest.value("output", ".")) / "slurm" / (p.role + ".sbatch")).string()},
-             {"sbatch", job->second}});
-    if (say) {
-      say(fmt::format(
-          "slurm: {} array job {} ({} task(s){}{}{})", p.role, job->first, p.tasks,
-          p.partition.empty() ? "" : ", partition " + p.partition,
-          p.gres.empty() ? "" : ", gres " + p.gres,
-          o.array_throttle > 0 ? fmt::format(", at most {} at once", o.array_throttle) : ""));
-    }
-  }
-  return Json{{"launcher", "slurm"}, {"roles", roles}};
-}
-
-std::pair<int, std::string> slurm_alive(const Json& workers) {
-  auto states = squeue(all_job_ids(workers));
-  if (!states) return {-1, "cannot query Slurm: " + states.error().message};
-  int alive_total = 0;
-  std::vector<std::string> parts;
-  for (const auto& role : workers.value("roles", Json::array())) {
-    int alive = 0;
-    std::map<std::string, int> by_state;
-    std::vector<std::string> gone;
-    for (const auto& j : role.value("job_ids", Json::array())) {
-      const std::string id = j.get<std::string>();
-      bool listed = false;
-      for (const auto& t : *states) {
-        if (t.job != id) continue;
-        listed = true;
-        ++by_state[t.state];
-        if (alive_state(t.state)) ++alive;
-      }
-      if (!listed) gone.push_back(id);
-    }
-    std::string detail;
-    for (const auto& [state, n] : by_state)
-      detail += fmt::format("{}{} {}", detail.empty() ? "" : ", ", n, state);
-    for (const auto& [id, st] : sacct_states(gone))
-      detail += fmt::format("{}job {}: {}", detail.empty() ? "" : ", ", id, st);
-    if (detail.empty() && !gone.empty()) detail = "ended";
-    parts.push_back(fmt::format(
-        "{} {}/{} alive (job {}: {})", role.value("role", "?"), alive, role.value("tasks", 0),
-        fmt::join(role.value("job_ids", std::vector<std::string>{}), ","), detail));
-    alive_total += alive;
-  }
-  return {alive_total, "slurm: " + fmt::format("{}", fmt::join(parts, "; "))};
-}
-
-Result<void> slurm_stop(const Json& workers) { return scancel(all_job_ids(workers)); }
-
-Result<Json> revive_slurm(const Json& manifest, const ClusterOptions& o, const ProgressFn& say) {
-  Json workers = manifest.value("workers", Json::object());
-  ATREX_ASSIGN_OR_RETURN(std::vector<TaskState> states, squeue(all_job_ids(workers)));
-  const auto plans = plans_for(manifest, o);
-  for (auto& role : workers["roles"]) {
-    const std::string name = role.value("role", "");
-    const auto plan = std::find_if(plans.begin(), plans.end(),
-                                   [&](const ArrayPlan& p) { return p.role == name; });
-    if (plan == plans.end())
-      return internal_error(fmt::format("slurm: unknown worker role \"{}\" in the manifest", name));
-    int alive = 0;
-    Json still = Json::array();
-    for (const auto& j : role["job_ids"]) {
-      const int n =
-          static_cast<int>(std::count_if(states.begin(), states.end(), [&](const TaskState& t) {
-            return t.job == j.get<std::string>() && alive_state(t.state);
-          }));
-      alive += n;
-      (n > 0 ? still : role["ended_job_ids"]).push_back(j);
-    }
-    role["job_ids"] = still;
-    const int tasks = role.value("tasks", plan->tasks);
-    if (alive >= tasks) continue;
-    ATREX_ASSIGN_OR_RETURN(auto job, submit_array(manifest, o, *plan, tasks - alive));
-    role["job_ids"].push_back(job.first);
-    role["sbatch"] = job.second;
-    if (say)
-      say(fmt::format("slurm: {} of {} {} task(s) had ended; new array job {}", tasks - alive,
-                      tasks, name, job.first));
-  }
-  return workers;
-}
+std::unique_ptr<WorkerLauncher> make_slurm_launcher() { return std::make_unique<SlurmLauncher>(); }
 
 }  // namespace atrex::scheduler

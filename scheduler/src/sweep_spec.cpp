@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include "atrex/common/embedded.h"
+#include "atrex/agent/spec.h"
 #include "atrex/common/metrics_server.h"
+#include "atrex/common/wire/cluster_options.h"
 
 namespace atrex::scheduler {
 
@@ -41,8 +43,8 @@ Result<std::string> string_field(const JsonField& f, const char* key, std::strin
   return c.as_string();
 }
 
-Result<ShapeRule> parse_shape_rule(const JsonField& f) {
-  ShapeRule r;
+Result<problems::ShapeRule> parse_shape_rule(const JsonField& f) {
+  problems::ShapeRule r;
   if (f.value().is_string()) {
     ATREX_ASSIGN_OR_RETURN(std::string s, f.as_string());
     if (s != "all")
@@ -166,7 +168,8 @@ Result<Json> parse_cluster_section(const JsonField& f) {
 
 }  // namespace
 
-Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) {
+Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source,
+                              const agent::ProviderRegistry& providers) {
   ATREX_ASSIGN_OR_RETURN(Json doc, parse_yaml_to_json(text, source));
   JsonField root(doc, source);
   if (!doc.is_object()) return root.fail("a sweep file is a YAML mapping");
@@ -188,20 +191,24 @@ Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) 
     return name.fail("expected a name without spaces or '/'");
   ATREX_ASSIGN_OR_RETURN(s.suite, string_field(root, "suite", "bundled"));
   ATREX_ASSIGN_OR_RETURN(s.hardware, string_field(root, "hardware", "auto"));
-  ATREX_ASSIGN_OR_RETURN(s.backend, string_field(root, "backend", "auto"));
-  if (s.backend != "auto" && s.backend != "cpu" && s.backend != "cuda") {
-    return root.at("backend")->fail("expected auto, cpu or cuda");
+  if (root.has("backend")) {
+    ATREX_ASSIGN_OR_RETURN(auto b, root.at("backend"));
+    ATREX_ASSIGN_OR_RETURN(std::string v, b.as_string());
+    auto choice = parse_backend_choice(v, "backend");
+    if (!choice) return b.fail("expected auto, cpu, cuda or hip");
+    s.backend = *choice;
   }
   if (!root.has("agents")) {
     // Without an agents list: the built-in search agent with its default budget.
-    s.agents.push_back(agent::AgentSpec{.name = "search"});
+    s.agents.push_back(AgentSpec{.name = "search"});
   } else {
     ATREX_ASSIGN_OR_RETURN(auto agents, root.at("agents"));
     ATREX_TRY(agents.expect_array());
     if (agents.value().empty()) return agents.fail("expected at least one agent");
     std::set<std::string> names;
     for (size_t i = 0; i < agents.value().size(); ++i) {
-      ATREX_ASSIGN_OR_RETURN(agent::AgentSpec a, agent::agent_spec_from_json(agents.element(i)));
+      ATREX_ASSIGN_OR_RETURN(AgentSpec a,
+                             agent::agent_spec_from_json(agents.element(i), providers));
       if (!names.insert(a.name).second)
         return agents.element(i).fail(fmt::format("duplicate agent name \"{}\"", a.name));
       s.agents.push_back(std::move(a));
@@ -223,9 +230,9 @@ Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) 
   if (root.has("shapes")) {
     ATREX_ASSIGN_OR_RETURN(auto sh, root.at("shapes"));
     ATREX_TRY(check_keys(sh, {"cpu", "cuda", "hip", "quick"}));
-    for (const char* backend : {"cpu", "cuda", "hip"}) {
-      if (!sh.has(backend)) continue;
-      ATREX_ASSIGN_OR_RETURN(auto rf, sh.at(backend));
+    for (Backend backend : kAllBackends) {
+      if (!sh.has(backend_name(backend))) continue;
+      ATREX_ASSIGN_OR_RETURN(auto rf, sh.at(backend_name(backend)));
       ATREX_ASSIGN_OR_RETURN(s.shapes[backend], parse_shape_rule(rf));
     }
     if (sh.has("quick")) {
@@ -253,14 +260,17 @@ Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source) 
   if (root.has("cluster")) {
     ATREX_ASSIGN_OR_RETURN(auto c, root.at("cluster"));
     ATREX_ASSIGN_OR_RETURN(s.cluster, parse_cluster_section(c));
+    // What submit will read back as ClusterOptions (partial: the flags and defaults fill in).
+    ATREX_TRY(cluster_options_from_json(JsonField(s.cluster, source, "cluster")));
     s.raw.erase("cluster");
   }
   return s;
 }
 
-Result<SweepSpec> load_sweep_file(const std::filesystem::path& path) {
+Result<SweepSpec> load_sweep_file(const std::filesystem::path& path,
+                                  const agent::ProviderRegistry& providers) {
   ATREX_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
-  return parse_sweep(text, path.string());
+  return parse_sweep(text, path.string(), providers);
 }
 
 }  // namespace atrex::scheduler

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "atrex/common/wire/manifest.h"
 #include "atrex/scheduler/redis_shard.h"
 
 namespace atrex::scheduler {
@@ -16,7 +17,11 @@ namespace fs = std::filesystem;
 TEST(RedisShard, ListIsSplitOnCommasWithBlanksDropped) {
   auto l = parse_redis_url_list(" redis://a:1, redis://:pw@b:2/3 ", "--redis");
   ASSERT_TRUE(l) << l.error().message;
-  EXPECT_EQ(*l, (std::vector<std::string>{"redis://a:1", "redis://:pw@b:2/3"}));
+  ASSERT_EQ(l->size(), 2u);
+  EXPECT_EQ((*l)[0].to_url(), "redis://a:1");
+  EXPECT_EQ((*l)[1].to_url(), "redis://:pw@b:2/3");
+  EXPECT_EQ((*l)[1].redacted(), "redis://***@b:2/3");
+  EXPECT_EQ((*l)[1].instance(), "b:2/3");
   auto one = parse_redis_url_list("redis://a", "--redis");
   ASSERT_TRUE(one);
   EXPECT_EQ(one->size(), 1u);
@@ -65,33 +70,43 @@ class RedisShardPinning : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  void write_manifest(const std::string& json) { std::ofstream(dir_ / "manifest.json") << json; }
+  // A manifest of sweep `id` on `redis_url` (none: a local sweep's).
+  void write_manifest(const std::string& id, std::optional<std::string> redis_url) {
+    Manifest m;
+    m.sweep_id = id;
+    m.redis_url = std::move(redis_url);
+    ASSERT_TRUE(write_manifest_file(dir_, m));
+  }
+  std::vector<RedisEndpoint> endpoints(const std::vector<std::string>& urls) {
+    std::vector<RedisEndpoint> out;
+    for (const auto& u : urls) out.push_back(*parse_redis_url(u));
+    return out;
+  }
   fs::path dir_;
-  const std::vector<std::string> urls_{"redis://a:1", "redis://b:2", "redis://c:3"};
+  const std::vector<RedisEndpoint> urls_ = endpoints({"redis://a:1", "redis://b:2", "redis://c:3"});
 };
 
 TEST_F(RedisShardPinning, NewSweepGoesToItsShard) {
-  auto u = choose_redis_url(urls_, "--redis", "abc", dir_);
+  auto u = choose_redis_endpoint(urls_, "--redis", "abc", dir_);
   ASSERT_TRUE(u) << u.error().message;
-  EXPECT_EQ(*u, urls_[redis_shard_index("abc", urls_.size())]);
+  EXPECT_EQ(u->to_url(), urls_[redis_shard_index("abc", urls_.size())].to_url());
 }
 
 TEST_F(RedisShardPinning, ManifestOfTheSameSweepWinsOverTheShard) {
-  write_manifest(
-      R"({"sweep_id": "abc", "redis_url": "redis://:pw@c:3/0"})");  // the shard is a (0 of 3)
-  auto u = choose_redis_url(urls_, "--redis", "abc", dir_);
+  write_manifest("abc", "redis://:pw@c:3/0");  // the shard is a (0 of 3)
+  auto u = choose_redis_endpoint(urls_, "--redis", "abc", dir_);
   ASSERT_TRUE(u) << u.error().message;
-  EXPECT_EQ(*u, "redis://:pw@c:3/0");
+  EXPECT_EQ(u->to_url(), "redis://:pw@c:3/0");
   // Another sweep's manifest, or a local sweep's (no URL), pins nothing.
-  write_manifest(R"({"sweep_id": "other", "redis_url": "redis://c:3"})");
-  EXPECT_EQ(*choose_redis_url(urls_, "--redis", "abc", dir_), "redis://a:1");
-  write_manifest(R"({"sweep_id": "abc"})");
-  EXPECT_EQ(*choose_redis_url(urls_, "--redis", "abc", dir_), "redis://a:1");
+  write_manifest("other", "redis://c:3");
+  EXPECT_EQ(choose_redis_endpoint(urls_, "--redis", "abc", dir_)->to_url(), "redis://a:1");
+  write_manifest("abc", std::nullopt);
+  EXPECT_EQ(choose_redis_endpoint(urls_, "--redis", "abc", dir_)->to_url(), "redis://a:1");
 }
 
 TEST_F(RedisShardPinning, ListWithoutTheManifestsInstanceIsRefused) {
-  write_manifest(R"({"sweep_id": "abc", "redis_url": "redis://:secret@d:4"})");
-  auto u = choose_redis_url(urls_, "--redis", "abc", dir_);
+  write_manifest("abc", "redis://:secret@d:4");
+  auto u = choose_redis_endpoint(urls_, "--redis", "abc", dir_);
   ASSERT_FALSE(u);
   EXPECT_EQ(u.error().code, ErrorCode::kInvalidInput);
   EXPECT_NE(u.error().message.find("--redis: sweep abc is already on redis://***@d:4"),

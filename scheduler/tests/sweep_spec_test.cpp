@@ -2,26 +2,32 @@
 
 #include "atrex/scheduler/local_sweep.h"
 #include "atrex/scheduler/sweep_spec.h"
-#include "atrex/scheduler/sweep_state.h"
+#include "atrex/scheduler/resolve.h"
+#include "atrex/scoring/report.h"
 
 namespace atrex::scheduler {
 namespace {
 
+const agent::ProviderRegistry& providers() {
+  static const agent::ProviderRegistry r = *agent::ProviderRegistry::builtin();
+  return r;
+}
+
 TEST(SweepSpec, EmbeddedDefaultParses) {
-  auto s = parse_sweep(embedded_default_sweep(), "<embedded default>");
+  auto s = parse_sweep(embedded_default_sweep(), "<embedded default>", providers());
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_EQ(s->name, "local-default");
   ASSERT_EQ(s->agents.size(), 1u);
   EXPECT_EQ(s->agents[0].provider, "search");
   EXPECT_EQ(s->operators.size(), 5u);
-  EXPECT_FALSE(s->shapes.at("cpu").all);
-  EXPECT_TRUE(s->shapes.at("cuda").all);
+  EXPECT_FALSE(s->shapes.at(Backend::kCpu).all);
+  EXPECT_TRUE(s->shapes.at(Backend::kCuda).all);
   EXPECT_EQ(s->evaluation.seeds, 5);
   EXPECT_EQ(s->quick_evaluation.seeds, 2);
 }
 
 TEST(SweepSpec, UnknownTopLevelFieldIsNamed) {
-  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperatorz: all\n", "bad.yaml");
+  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperatorz: all\n", "bad.yaml", providers());
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().code, ErrorCode::kInvalidInput);
   EXPECT_NE(s.error().message.find("bad.yaml: field \"operatorz\""), std::string::npos)
@@ -29,7 +35,8 @@ TEST(SweepSpec, UnknownTopLevelFieldIsNamed) {
 }
 
 TEST(SweepSpec, BadAgentBudgetNamesPathAndValue) {
-  auto s = parse_sweep("name: x\nagents:\n  - name: a\n    budget: {iterations: -2}\n", "s.yaml");
+  auto s = parse_sweep("name: x\nagents:\n  - name: a\n    budget: {iterations: -2}\n", "s.yaml",
+                       providers());
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find("agents[0].budget.iterations"), std::string::npos)
       << s.error().message;
@@ -38,11 +45,11 @@ TEST(SweepSpec, BadAgentBudgetNamesPathAndValue) {
 
 TEST(SweepSpec, ClusterMetricsIsAListenAddressAndItsTargetsFolderIsRelativeToTheFile) {
   auto s = parse_sweep("name: x\ncluster: {metrics: \"0.0.0.0:0\", metrics_targets: prom}\n",
-                       "/site/s.yaml");
+                       "/site/s.yaml", providers());
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_EQ(s->cluster["metrics"], "0.0.0.0:0");
   EXPECT_EQ(s->cluster["metrics_targets"], "/site/prom");
-  auto bad = parse_sweep("name: x\ncluster: {metrics: \"node1:9100\"}\n", "s.yaml");
+  auto bad = parse_sweep("name: x\ncluster: {metrics: \"node1:9100\"}\n", "s.yaml", providers());
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidInput);
   EXPECT_NE(bad.error().message.find("cluster.metrics"), std::string::npos) << bad.error().message;
@@ -50,25 +57,25 @@ TEST(SweepSpec, ClusterMetricsIsAListenAddressAndItsTargetsFolderIsRelativeToThe
 }
 
 TEST(SweepSpec, UnsupportedProviderIsRejected) {
-  auto s = parse_sweep("name: x\nagents: [{name: a, provider: gpt}]\n", "s.yaml");
+  auto s = parse_sweep("name: x\nagents: [{name: a, provider: gpt}]\n", "s.yaml", providers());
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find("agents[0].provider"), std::string::npos) << s.error().message;
 }
 
 TEST(SweepSpec, DuplicateAgentNameIsRejected) {
-  auto s = parse_sweep("name: x\nagents: [{name: a}, {name: a}]\n", "s.yaml");
+  auto s = parse_sweep("name: x\nagents: [{name: a}, {name: a}]\n", "s.yaml", providers());
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find("duplicate agent name"), std::string::npos);
 }
 
 TEST(SweepSpec, YamlSyntaxErrorHasLine) {
-  auto s = parse_sweep("name: x\nagents: [\n", "s.yaml");
+  auto s = parse_sweep("name: x\nagents: [\n", "s.yaml", providers());
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find("s.yaml: not valid YAML"), std::string::npos);
 }
 
 TEST(SweepSpec, MissingFileIsNotFound) {
-  auto s = load_sweep_file("/nonexistent/sweep.yaml");
+  auto s = load_sweep_file("/nonexistent/sweep.yaml", providers());
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().code, ErrorCode::kNotFound);
 }
@@ -77,7 +84,7 @@ TEST(SweepSpec, QuickEvaluationInheritsEvaluation) {
   auto s = parse_sweep(
       "name: x\nagents: [{name: a}]\nevaluation: {atol: 0.5, seeds: 3}\nquick_evaluation: {seeds: "
       "1}\n",
-      "s");
+      "s", providers());
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_DOUBLE_EQ(s->quick_evaluation.atol, 0.5);
   EXPECT_EQ(s->quick_evaluation.seeds, 1);
@@ -85,43 +92,44 @@ TEST(SweepSpec, QuickEvaluationInheritsEvaluation) {
 
 SweepOverrides cpu_h20() {
   SweepOverrides o;
-  o.backend = "cpu";
+  o.backend = BackendChoice{Backend::kCpu};
   o.hardware = "H20";
   o.suite_dir = ATREX_TEST_SUITE_DIR;
   return o;
 }
 
 TEST(Resolve, DefaultCpuSubsetRespectsCapsAndKeepsSmallestWhenNoneFit) {
-  auto s = parse_sweep(embedded_default_sweep(), "<embedded default>");
+  auto s = parse_sweep(embedded_default_sweep(), "<embedded default>", providers());
   auto r = resolve_sweep(*s, cpu_h20());
   ASSERT_TRUE(r) << r.error().message;
-  ASSERT_EQ(r->operators.size(), 5u);
-  for (const auto& op : r->operators) {
+  ASSERT_EQ(r->manifest.operators.size(), 5u);
+  for (const auto& op : r->manifest.operators) {
     EXPECT_GE(op.shapes.size(), 1u) << op.name;
     EXPECT_LE(op.shapes.size(), 3u) << op.name;
     EXPECT_LE(op.quick_shapes.size(), op.shapes.size());
   }
-  const auto& moe = *std::find_if(r->operators.begin(), r->operators.end(),
+  const auto& moe = *std::find_if(r->manifest.operators.begin(), r->manifest.operators.end(),
                                   [](auto& o) { return o.name == "moe_sum_reduce"; });
   ASSERT_EQ(moe.shapes.size(), 1u);
   EXPECT_EQ(moe.shapes[0], "6");  // 4195 tokens: the smallest
-  EXPECT_EQ(r->not_covered.size(), 25u);
-  EXPECT_EQ(r->sweep_id.size(), 12u);
+  EXPECT_EQ(r->manifest.not_covered.size(), 25u);
+  EXPECT_EQ(r->sweep_id().size(), 12u);
 }
 
 TEST(Resolve, AllShapesOnCudaRule) {
-  auto s = parse_sweep(embedded_default_sweep(), "<embedded default>");
+  auto s = parse_sweep(embedded_default_sweep(), "<embedded default>", providers());
   SweepOverrides o = cpu_h20();
   auto spec = *s;
-  spec.shapes["cpu"] = ShapeRule{};  // all
+  spec.shapes[Backend::kCpu] = problems::ShapeRule{};  // all
   auto r = resolve_sweep(spec, o);
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->operators[0].shapes.size(), 56u);  // rms_norm
-  EXPECT_EQ(r->operators[0].quick_shapes.size(), 3u);
+  EXPECT_EQ(r->manifest.operators[0].shapes.size(), 56u);  // rms_norm
+  EXPECT_EQ(r->manifest.operators[0].quick_shapes.size(), 3u);
 }
 
 TEST(Resolve, UnknownOperatorNamesTheField) {
-  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperators: [rms_norm, rmsnorm]\n", "my.yaml");
+  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperators: [rms_norm, rmsnorm]\n", "my.yaml",
+                       providers());
   ASSERT_TRUE(s);
   auto r = resolve_sweep(*s, cpu_h20());
   ASSERT_FALSE(r);
@@ -132,8 +140,8 @@ TEST(Resolve, UnknownOperatorNamesTheField) {
 }
 
 TEST(Resolve, OperatorOutsideTheSuiteIsNamedWithItsField) {
-  auto s =
-      parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm, fused_moee]\n", "my.yaml");
+  auto s = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm, fused_moee]\n",
+                       "my.yaml", providers());
   auto r = resolve_sweep(*s, cpu_h20());
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("fused_moee"), std::string::npos) << r.error().message;
@@ -144,27 +152,28 @@ TEST(Resolve, ExplicitIdsAndBadId) {
   auto s = parse_sweep(
       "name: x\nagents: [{name: a}]\noperators: [l2_norm]\nshapes: {cpu: {ids: {l2_norm: [0, "
       "3]}}}\n",
-      "my.yaml");
+      "my.yaml", providers());
   auto r = resolve_sweep(*s, cpu_h20());
   ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(r->operators[0].shapes, (std::vector<std::string>{"0", "3"}));
+  EXPECT_EQ(r->manifest.operators[0].shapes, (std::vector<std::string>{"0", "3"}));
   auto bad = parse_sweep(
       "name: x\nagents: [{name: a}]\noperators: [l2_norm]\nshapes: {cpu: {ids: {l2_norm: [77]}}}\n",
-      "my.yaml");
+      "my.yaml", providers());
   auto rb = resolve_sweep(*bad, cpu_h20());
   ASSERT_FALSE(rb);
   EXPECT_NE(rb.error().message.find("no shape \"77\""), std::string::npos);
 }
 
 TEST(Resolve, SweepIdChangesWithSettings) {
-  auto a = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm]\n", "s");
-  auto b = parse_sweep(
-      "name: x\nagents: [{name: a}]\noperators: [l2_norm]\nevaluation: {seeds: 3}\n", "s");
+  auto a = parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm]\n", "s", providers());
+  auto b =
+      parse_sweep("name: x\nagents: [{name: a}]\noperators: [l2_norm]\nevaluation: {seeds: 3}\n",
+                  "s", providers());
   auto ra = resolve_sweep(*a, cpu_h20());
   auto rb = resolve_sweep(*b, cpu_h20());
   ASSERT_TRUE(ra && rb);
-  EXPECT_NE(ra->sweep_id, rb->sweep_id);
-  EXPECT_EQ(ra->sweep_id, resolve_sweep(*a, cpu_h20())->sweep_id);
+  EXPECT_NE(ra->sweep_id(), rb->sweep_id());
+  EXPECT_EQ(ra->sweep_id(), resolve_sweep(*a, cpu_h20())->sweep_id());
 }
 
 // report.md's dead-letter table: a worker's last error is free text (a shell pipeline, a
@@ -178,7 +187,8 @@ TEST(DeadLetters, ErrorWithPipeAndNewlineStaysInItsTableCell) {
                 {"operator", "rms_norm"},
                 {"task_id", "t1"},
                 {"candidate", {{"agent", "search"}, {"file_name", "x|y.cpp"}, {"sha256", "ab"}}}};
-  const std::string md = dead_letters_markdown({dead_letter_json("eval", d)});
+  const std::string md = scoring::render_markdown(
+      scoring::Report{{}, {}, {scoring::summarize_dead_letter("eval", d)}});
   const std::string row = md.substr(md.rfind("\n| eval |") + 1);
   EXPECT_EQ(row,
             "| eval | rms_norm | search | x\\|y.cpp | 3 | worker died: sh -c 'a \\| b' "

@@ -76,12 +76,62 @@ std::string markdown_cell(std::string_view text) {
   return out;
 }
 
-Json report_json(const ReportContext& ctx, const std::vector<AgentScore>& agents) {
+DeadLetterSummary summarize_dead_letter(std::string_view stream, const DeadLetter& d) {
+  DeadLetterSummary s;
+  s.queue = std::string(stream);
+  s.message_id = d.message_id;
+  s.deliveries = d.delivery_count;
+  s.error = d.last_error;
+  const Json& b = d.body;
+  auto str = [](const Json& j, const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>()
+                                                                  : std::string();
+  };
+  s.kind = str(b, "kind");
+  s.op = str(b, "operator");
+  if (s.kind == "eval") {
+    const Json c = b.is_object() && b.contains("candidate") ? b["candidate"] : Json::object();
+    s.agent = str(c, "agent");
+    s.task_id = str(b, "task_id");
+    s.purpose = str(b, "purpose");
+    s.candidate = str(c, "file_name");
+    s.candidate_sha256 = str(c, "sha256");
+  } else {
+    const Json a = b.is_object() && b.contains("agent") ? b["agent"] : Json::object();
+    s.agent = str(a, "name");
+    if (b.is_object() && b.contains("generation") && b["generation"].is_number_integer()) {
+      s.generation = b["generation"].get<int>();
+    }
+  }
+  return s;
+}
+
+Json to_json(const DeadLetterSummary& d) {
+  Json j{{"queue", d.queue},
+         {"message_id", d.message_id},
+         {"deliveries", d.deliveries},
+         {"error", d.error},
+         {"kind", d.kind},
+         {"operator", d.op},
+         {"agent", d.agent}};
+  if (d.kind == "eval") {
+    j["task_id"] = d.task_id;
+    j["purpose"] = d.purpose;
+    j["candidate"] = d.candidate;
+    j["candidate_sha256"] = d.candidate_sha256;
+  } else {
+    j["generation"] = d.generation;
+  }
+  return j;
+}
+
+Json to_json(const Report& report) {
+  const ReportContext& ctx = report.context;
   Json j{{"schema", kReportSchema}, {"sweep_id", ctx.sweep_id},    {"sweep_name", ctx.sweep_name},
          {"suite", ctx.suite_dir},  {"hardware", ctx.hardware},    {"backend", ctx.backend},
          {"device", ctx.device},    {"created_at", ctx.created_at}};
   Json arr = Json::array();
-  for (const auto& a : agents) {
+  for (const auto& a : report.agents) {
     Json ops = Json::array();
     for (const auto& o : a.operators) ops.push_back(operator_json(o));
     arr.push_back(Json{
@@ -94,6 +144,11 @@ Json report_json(const ReportContext& ctx, const std::vector<AgentScore>& agents
         {"operators", ops}});
   }
   j["agents"] = arr;
+  if (!report.dead_letters.empty()) {
+    Json dead = Json::array();
+    for (const auto& d : report.dead_letters) dead.push_back(to_json(d));
+    j["dead_letters"] = dead;
+  }
   return j;
 }
 
@@ -124,7 +179,26 @@ std::string agent_table_text(const AgentScore& a) {
   return out;
 }
 
-std::string report_markdown(const ReportContext& ctx, const std::vector<AgentScore>& agents) {
+namespace {
+
+std::string dead_letters_markdown(const std::vector<DeadLetterSummary>& dead) {
+  std::string md =
+      "\n## Dead-lettered tasks\n\nThe sweep completed without these: their workers failed or died "
+      "on every delivery.\n\n| queue | operator | agent | candidate | deliveries | last error |\n"
+      "|---|---|---|---|---|---|\n";
+  for (const auto& d : dead) {
+    md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", markdown_cell(d.queue),
+                      markdown_cell(d.op), markdown_cell(d.agent), markdown_cell(d.candidate),
+                      d.deliveries, markdown_cell(d.error));
+  }
+  return md;
+}
+
+}  // namespace
+
+std::string render_markdown(const Report& report) {
+  const ReportContext& ctx = report.context;
+  const std::vector<AgentScore>& agents = report.agents;
   std::string md = fmt::format("# atrex sweep report: {}\n\n",
                                ctx.sweep_name.empty() ? ctx.sweep_id : ctx.sweep_name);
   md += fmt::format(
@@ -164,6 +238,7 @@ std::string report_markdown(const ReportContext& ctx, const std::vector<AgentSco
     }
     md += fmt::format("\n**S_agg = {:.5f}**\n", a.s_agg);
   }
+  if (!report.dead_letters.empty()) md += dead_letters_markdown(report.dead_letters);
   return md;
 }
 

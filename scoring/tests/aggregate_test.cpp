@@ -62,7 +62,7 @@ TEST(Report, CappedShapesAreFlaggedInTheTables) {
   r.above_roofline = true;
   AgentScore a = score_agent(*suite, "a", {r});
   EXPECT_NE(agent_table_text(a).find("capped"), std::string::npos);
-  EXPECT_NE(report_markdown(ReportContext{}, {a}).find("capped"), std::string::npos);
+  EXPECT_NE(render_markdown(Report{ReportContext{}, {a}, {}}).find("capped"), std::string::npos);
 }
 
 TEST(Aggregate, MedianOfEvenCountAveragesMiddle) {
@@ -74,10 +74,10 @@ TEST(Report, JsonIsVersionedAndMarkdownListsUnattempted) {
   auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
   AgentScore a = score_agent(*suite, "a", {rec("a", "rms_norm", "0", EvalStatus::kOk, 0.3)});
   ReportContext ctx{"sw1", "demo", "suite", "H20", "cpu", "host", "now"};
-  Json j = report_json(ctx, {a});
+  Json j = to_json(Report{ctx, {a}, {}});
   EXPECT_EQ(j["schema"], "atrex.report/1");
   EXPECT_EQ(j["agents"][0]["operators"].size(), 30u);
-  std::string md = report_markdown(ctx, {a});
+  std::string md = render_markdown(Report{ctx, {a}, {}});
   EXPECT_NE(md.find("| rms_norm |"), std::string::npos);
   EXPECT_NE(md.find("29 operators"), std::string::npos);
 }
@@ -101,7 +101,7 @@ TEST(Report, FreeTextInMarkdownTableCellsIsEscaped) {
   EvalRecord r = rec("a|b", "rms_norm", "0", EvalStatus::kCompileError, std::nullopt);
   r.error = "x.cpp:3: error: no match for 'operator|' (a | b)\nsecond line <vector> & \\";
   AgentScore a = score_agent(*suite, "a|b", {r});
-  const std::string md = report_markdown(ReportContext{}, {a});
+  const std::string md = render_markdown(Report{ReportContext{}, {a}, {}});
   std::istringstream lines(md);
   int rows = 0;
   for (std::string line; std::getline(lines, line);) {

@@ -47,9 +47,9 @@ TEST(GhostKernels, OnlyKernelsLaunchedOnNoTracedShapeAreFlagged) {
       agent_table_text(a).find("1 kernel(s) defined but never launched: wide_kernel<4>(float*)"),
       std::string::npos)
       << agent_table_text(a);
-  const std::string md = report_markdown(ReportContext{}, {a});
+  const std::string md = render_markdown(Report{ReportContext{}, {a}, {}});
   EXPECT_NE(md.find("never launched"), std::string::npos);
-  const Json j = report_json(ReportContext{}, {a});
+  const Json j = to_json(Report{ReportContext{}, {a}, {}});
   bool found = false;
   for (const auto& op : j["agents"][0]["operators"]) {
     if (op["operator"] == "rms_norm")

@@ -43,7 +43,7 @@ std::string openssl_errors() {
 }
 
 // TCP connect within `timeout` (non-blocking connect, then back to blocking).
-Result<int> tcp_connect(const RedisOptions& o) {
+Result<int> tcp_connect(const RedisEndpoint& o) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -133,7 +133,7 @@ bool handshake(SSL* ssl) {
 
 }  // namespace
 
-Result<std::unique_ptr<TlsRelay>> TlsRelay::open(const RedisOptions& o) {
+Result<std::unique_ptr<TlsRelay>> TlsRelay::open(const RedisEndpoint& o) {
   std::unique_ptr<TlsRelay> r(new TlsRelay());
   r->tls_ = std::make_unique<Tls>();
   Tls& t = *r->tls_;

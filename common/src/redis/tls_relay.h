@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "atrex/common/error.h"
-#include "atrex/common/redis.h"
+#include "atrex/common/redis/connection.h"
 
 namespace atrex {
 
@@ -23,7 +23,7 @@ class TlsRelay {
   // tls_cert_file/tls_key_file when set) and starts the relay thread. kUnavailable for a network
   // or handshake failure, naming the host, port and OpenSSL's reason (e.g. "certificate verify
   // failed: unable to get local issuer certificate"); kInvalidInput for an unreadable file.
-  static Result<std::unique_ptr<TlsRelay>> open(const RedisOptions& options);
+  static Result<std::unique_ptr<TlsRelay>> open(const RedisEndpoint& options);
   ~TlsRelay();
   TlsRelay(const TlsRelay&) = delete;
   TlsRelay& operator=(const TlsRelay&) = delete;

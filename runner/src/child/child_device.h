@@ -1,6 +1,9 @@
 // What the evaluation child needs from a backend: memory, the shared reference/generator
 // executors, synchronisation with error reporting, and cache-flushed timing of one call.
-// Implemented by the CPU child (host memory) and the CUDA child (device memory, events).
+// Implemented by the CPU child (host memory), the CUDA child (device memory, events, graphs,
+// CUPTI) and the HIP child. Every operation returns a Status: a device error (a CUDA error text,
+// sticky or not) is an Error of code kIo whose message is the device's own; the shape run turns
+// it into a `crashed` verdict (the process is not reused after one).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +15,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "atrex/common/error.h"
 #include "atrex/common/json_io.h"
 #include "atrex/problems/compare.h"
 #include "atrex/problems/operator.h"
@@ -19,102 +23,109 @@
 
 namespace atrex::runner {
 
+using Status = Result<void>;
+
+// A device layer's error text ("" = success, as the CUDA/HIP helpers and problems/cuda_ops.h
+// report it) as a Status.
+inline Status device_status(const std::string& error) {
+  if (error.empty()) return ok();
+  return make_error(ErrorCode::kIo, error);
+}
+
 class ChildDevice {
  public:
   virtual ~ChildDevice() = default;
   virtual std::string name() const = 0;  // "NVIDIA H200", "host CPU (model)"
   virtual DLDevice dl_device() const = 0;
   virtual void* stream() = 0;  // passed to the candidate (NULL on CPU)
-  // Memory. Errors are returned as text ("" = success).
-  virtual void* alloc(size_t bytes, std::string& error) = 0;
+  // Memory.
+  virtual Result<void*> alloc(size_t bytes) = 0;
   virtual void release(void* p) = 0;
   // Returns memory a backend caches for reuse (released buffers) to the system.
   virtual void trim() {}
-  virtual std::string to_host(void* host_dst, const void* src, size_t bytes) = 0;
-  virtual std::string from_host(void* dst, const void* host_src, size_t bytes) = 0;
-  virtual std::string copy(void* dst, const void* src, size_t bytes) = 0;
-  virtual std::string fill(void* dst, uint8_t byte, size_t bytes) = 0;
+  virtual Status to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual Status from_host(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual Status fill(void* dst, uint8_t byte, size_t bytes) = 0;
   // Shared operator executors.
-  virtual std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
-                               void* dst) = 0;
+  virtual Status generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                          void* dst) = 0;
   // Input `index` as generate draws it, multiplied by 2^scale_exponent (the range probe:
   // operator.h RangeProbe). This default scales a host copy; backends override it to scale in
   // their generator.
-  virtual std::string generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed,
-                                      int scale_exponent, void* dst) {
-    if (auto e = generate(s, index, seed, dst); !e.empty()) return e;
-    if (auto e = synchronize(); !e.empty()) return e;
+  virtual Status generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                                 int scale_exponent, void* dst) {
+    ATREX_TRY(generate(s, index, seed, dst));
+    ATREX_TRY(synchronize());
     const problems::TensorDesc& t = s.inputs[index];
     std::vector<uint8_t> host(t.bytes());
-    if (auto e = to_host(host.data(), dst, host.size()); !e.empty()) return e;
-    if (auto r = problems::scale_by_power_of_two(t.dtype, host.data(), t.numel(), scale_exponent);
-        !r)
-      return r.error().message;
+    ATREX_TRY(to_host(host.data(), dst, host.size()));
+    ATREX_TRY(problems::scale_by_power_of_two(t.dtype, host.data(), t.numel(), scale_exponent));
     return from_host(dst, host.data(), host.size());
   }
-  virtual std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
-                                std::span<void* const> out) = 0;
+  virtual Status reference(const problems::ResolvedShape& s, std::span<const void* const> in,
+                           std::span<void* const> out) = 0;
   // The correctness comparison of one output on device buffers (compare.h semantics, without
   // the message) and the first differing byte of two buffers (-1: none). Backends without
   // them leave `supported` false and the child compares on the host.
-  virtual std::string compare(const problems::TensorDesc& desc, const void* cand, const void* ref,
-                              double atol, double rtol, problems::CompareResult& result,
-                              bool& supported) {
+  virtual Status compare(const problems::TensorDesc& desc, const void* cand, const void* ref,
+                         double atol, double rtol, problems::CompareResult& result,
+                         bool& supported) {
     (void)desc, (void)cand, (void)ref, (void)atol, (void)rtol, (void)result;
     supported = false;
-    return {};
+    return ok();
   }
   // The operator's own comparison of output `index` (TensorSpec::compare) on the device, where the
   // backend has a version of it (`cand`, `ref`: every output's buffer).
-  virtual std::string compare_custom(const problems::ResolvedShape& shape, size_t index,
-                                     std::span<const void* const> cand,
-                                     std::span<const void* const> ref, double atol, double rtol,
-                                     problems::CompareResult& result, bool& supported) {
+  virtual Status compare_custom(const problems::ResolvedShape& shape, size_t index,
+                                std::span<const void* const> cand, std::span<const void* const> ref,
+                                double atol, double rtol, problems::CompareResult& result,
+                                bool& supported) {
     (void)shape, (void)index, (void)cand, (void)ref, (void)atol, (void)rtol, (void)result;
     supported = false;
-    return {};
+    return ok();
   }
-  virtual std::string first_difference(const void* a, const void* b, size_t bytes, int64_t& index,
-                                       bool& supported) {
+  virtual Status first_difference(const void* a, const void* b, size_t bytes, int64_t& index,
+                                  bool& supported) {
     (void)a, (void)b, (void)bytes, (void)index;
     supported = false;
-    return {};
+    return ok();
   }
-  // Waits for all device work; returns the (possibly sticky) error text.
-  virtual std::string synchronize() = 0;
+  // Waits for all device work; the (possibly sticky) device error.
+  virtual Status synchronize() = 0;
   // Flushes the caches (outside the timed window), then times `call` (microseconds, device
   // time where the backend can measure it). `call` returns the candidate's return code.
-  virtual std::string time_call(const std::function<int()>& call, int& rc, double& us) = 0;
+  virtual Status time_call(const std::function<int()>& call, int& rc, double& us) = 0;
   virtual std::string timing_method() const = 0;
   // Graph-replay timing (cuda_timer.h). Backends without graphs leave `unsupported` set.
   // capture_timed: records `batch` times (`before`, flush, timed call); replay_timed appends their
   // samples (microseconds); replay_call runs one untimed call of the captured work (for checks).
-  virtual std::string capture_timed(const std::function<int()>& call,
-                                    const std::function<std::string()>& before, int batch, int& rc,
-                                    std::string& unsupported) {
+  virtual Status capture_timed(const std::function<int()>& call,
+                               const std::function<Status()>& before, int batch, int& rc,
+                               std::string& unsupported) {
     (void)call, (void)before, (void)batch, (void)rc;
     unsupported = "this backend has no graph replay";
-    return {};
+    return ok();
   }
-  virtual std::string replay_timed(std::vector<double>& us) {
+  virtual Status replay_timed(std::vector<double>& us) {
     (void)us;
-    return "this backend has no graph replay";
+    return device_status("this backend has no graph replay");
   }
-  virtual std::string replay_call() { return "this backend has no graph replay"; }
+  virtual Status replay_call() { return device_status("this backend has no graph replay"); }
   virtual std::string graph_timing_method() const { return {}; }
   // Activity tracing of candidate calls (CUPTI on CUDA, cupti_trace.h): tracing_unavailable() is
   // "" when the backend can trace, else why not. trace_call: flushes the caches, runs `call`
   // tagged with `id` and also times it with events (`event_us`); trace_collect (after a
   // synchronize) moves the traces of the tagged calls into `out`.
   virtual std::string tracing_unavailable() const { return "this backend has no activity tracing"; }
-  virtual std::string trace_call(const std::function<int()>& call, uint64_t id, int& rc,
-                                 double& event_us) {
+  virtual Status trace_call(const std::function<int()>& call, uint64_t id, int& rc,
+                            double& event_us) {
     (void)call, (void)id, (void)rc, (void)event_us;
-    return "this backend has no activity tracing";
+    return device_status("this backend has no activity tracing");
   }
-  virtual std::string trace_collect(std::map<uint64_t, CallTrace>& out) {
+  virtual Status trace_collect(std::map<uint64_t, CallTrace>& out) {
     (void)out;
-    return "this backend has no activity tracing";
+    return device_status("this backend has no activity tracing");
   }
   // Counts of the records tracing saw since the child started ({device, correlated}), for the
   // record.
@@ -122,5 +133,14 @@ class ChildDevice {
   // Clocks, throttle reasons, temperature, power (NVML on the GPU); {} where unknown.
   virtual Json clocks() { return Json::object(); }
 };
+
+// The timers' "before each timed call" hook wants an error text; ChildDevice hands out Status.
+inline std::function<std::string()> as_error_text(const std::function<Status()>& f) {
+  if (!f) return {};
+  return [f] {
+    auto s = f();
+    return s ? std::string() : s.error().message;
+  };
+}
 
 }  // namespace atrex::runner

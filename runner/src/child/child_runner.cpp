@@ -1,5 +1,4 @@
-// The evaluation child's entry (child_runner.h): one shape, a task's shapes in order (task
-// mode), or a dump. The work of one shape is ShapeRun's (shape_run.h).
+// The evaluation child's entry (child_runner.h). The work of one shape is ShapeRun's (shape_run.h).
 #include "child_runner.h"
 
 #include <signal.h>
@@ -16,8 +15,9 @@
 
 namespace atrex::runner {
 
-Json run_child_shape(const Json& request, ChildDevice& device) {
-  child::ShapeRun run(request, device);
+ChildShapeResponse run_child_shape(const ChildTaskRequest& task, const ChildShape& item,
+                                   ChildDevice& device, child::CandidateLoader& loader) {
+  child::ShapeRun run(task, item, device, loader);
   return run.run();
 }
 
@@ -26,13 +26,24 @@ namespace {
 std::atomic<bool> g_stop_requested{false};
 extern "C" void on_stop_signal(int) { g_stop_requested.store(true); }
 
-// Task mode (request "shapes": [{shape_id, params, seeds}, ...]): one process evaluates the
-// shapes in order and appends each response as one JSON line to the response file as soon as
-// it is known, so the runner sees progress and, after a crash or a timeout, knows which shape
-// was in hand. Stops after a crashed shape (the context may be unusable), after a wrong_result
-// of an item marked "stop_task_on_failure" (an unseen-shape check), and, on SIGUSR1, between
-// shapes.
-int run_child_task(const Json& request, ChildDevice& device, const std::string& response_path) {
+// Command-line arguments of the children: --request FILE --response FILE (--device N is read by
+// the device setup).
+struct ChildArgs {
+  std::string request, response;
+};
+ChildArgs child_args(int argc, char** argv) {
+  ChildArgs a;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--request") == 0) a.request = argv[i + 1];
+    if (std::strcmp(argv[i], "--response") == 0) a.response = argv[i + 1];
+  }
+  return a;
+}
+
+}  // namespace
+
+int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
+                   child::CandidateLoader& loader, const std::string& response_path) {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   ::sigaction(SIGUSR1, &sa, nullptr);
@@ -42,69 +53,59 @@ int run_child_task(const Json& request, ChildDevice& device, const std::string& 
                std::strerror(errno));
     return 1;
   }
-  Json common = request;
-  common.erase("shapes");
-  for (const Json& item : request["shapes"]) {
+  for (const ChildShape& item : task.shapes) {
     if (g_stop_requested.load()) break;
-    Json one = common;
-    for (const auto& [k, v] : item.items()) one[k] = v;
     const auto t0 = std::chrono::steady_clock::now();
-    Json response = run_child_shape(one, device);
+    ChildShapeResponse response = run_child_shape(task, item, device, loader);
     // steady_clock is CLOCK_MONOTONIC, shared with the runner: it charges the child's start to
     // the first shape.
-    response["started_at_s"] = std::chrono::duration<double>(t0.time_since_epoch()).count();
-    response["shape_id"] = one.value("shape_id", "");
-    response["wall_s"] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::string line = response.dump() + "\n";
+    response.started_at_s = std::chrono::duration<double>(t0.time_since_epoch()).count();
+    response.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string line = to_json(response).dump() + "\n";
     if (std::fwrite(line.data(), 1, line.size(), out) != line.size() || std::fflush(out) != 0) {
       fmt::print(stderr, "{}: cannot write the response: {}\n", response_path,
                  std::strerror(errno));
       return 1;
     }
-    if (response.value("status", "") == "crashed") {
+    if (response.status == EvalStatus::kCrashed) {
       std::fclose(out);
       std::_Exit(
           3);  // a crashed (sticky-error) context must not be reused, nor its destructors run
     }
     // An unseen-shape check that failed decides the task (the evaluator's unseen_check.h): the
     // shapes after it are not evaluated.
-    if (item.value("stop_task_on_failure", false) && response.value("status", "") == "wrong_result")
-      break;
+    if (item.stop_task_on_failure && response.status == EvalStatus::kWrongResult) break;
   }
   std::fclose(out);
   return 0;
 }
 
-}  // namespace
-
 int child_main(int argc, char** argv, ChildDevice& device) {
-  std::string request_path, response_path;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--request") == 0) request_path = argv[i + 1];
-    if (std::strcmp(argv[i], "--response") == 0) response_path = argv[i + 1];
-  }
-  if (request_path.empty() || response_path.empty()) {
-    fmt::print(stderr, "usage: {} --request FILE --response FILE\n", argv[0]);
+  const ChildArgs args = child_args(argc, argv);
+  if (args.request.empty() || args.response.empty()) {
+    fmt::print(stderr, "usage: {} --request FILE --response FILE [--device N]\n", argv[0]);
     return 2;
   }
-  auto request = read_json_file(request_path);
+  auto json = read_json_file(args.request);
+  auto request = json ? child_request_from_json(*json, args.request)
+                      : Result<ChildRequest>(tl::unexpected(json.error()));
   if (!request) {
     fmt::print(stderr, "{}\n", request.error().message);
     return 2;
   }
-  if (request->contains("shapes") && (*request)["shapes"].is_array())
-    return run_child_task(*request, device, response_path);
-  Json response = request->value("mode", "shape") == "dump" ? run_child_dump(*request, device)
-                                                            : run_child_shape(*request, device);
-  auto written = write_text_file_atomic(response_path, response.dump());
-  if (!written) {
+  if (request->task) {
+    auto loader = child::make_shared_object_loader();
+    return run_child_task(*request->task, device, *loader, args.response);
+  }
+  ATREX_ASSERT(request->dump.has_value(), "a request is a task or a dump");
+  const ChildDumpResponse response = run_child_dump(*request->dump, device);
+  if (auto written = write_text_file_atomic(args.response, to_json(response).dump()); !written) {
     fmt::print(stderr, "{}\n", written.error().message);
     return 1;
   }
   // A crashed (sticky-error) context must not be reused: exit without running destructors
   // that would touch it again.
-  if (response.value("status", "") == "crashed") std::_Exit(3);
+  if (response.crashed) std::_Exit(3);
   return 0;
 }
 

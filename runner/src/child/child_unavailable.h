@@ -5,12 +5,14 @@
 
 #include <string>
 
+#include "atrex/common/wire/eval_record.h"
+
 namespace atrex::runner {
 
-// Reads `--request FILE --response FILE` like child_main and writes, for a task request
-// ("shapes"), one response line per shape, else one response document, each with `status` and
-// `error` = `reason`. Returns `exit_code` (or 1/2 when the files cannot be read or written).
-int child_main_unavailable(int argc, char** argv, const std::string& status,
-                           const std::string& reason, int exit_code);
+// Reads `--request FILE --response FILE` like child_main and writes, for a task request, one
+// response line per shape, for a dump request one response, with `status` and `reason`.
+// Returns `exit_code` (or 1/2 when the files cannot be read or written).
+int child_main_unavailable(int argc, char** argv, EvalStatus status, const std::string& reason,
+                           int exit_code);
 
 }  // namespace atrex::runner

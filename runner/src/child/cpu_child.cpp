@@ -42,42 +42,40 @@ class CpuDevice final : public ChildDevice {
   std::string name() const override { return cpu_model(); }
   DLDevice dl_device() const override { return DLDevice{kDLCPU, 0}; }
   void* stream() override { return nullptr; }
-  void* alloc(size_t bytes, std::string& error) override {
+  Result<void*> alloc(size_t bytes) override {
     void* p = nullptr;
-    if (::posix_memalign(&p, 64, bytes) != 0) {
-      error = "out of host memory";
-      return nullptr;
-    }
+    if (::posix_memalign(&p, 64, bytes) != 0)
+      return make_error(ErrorCode::kIo, "out of host memory");
     return p;
   }
   void release(void* p) override { std::free(p); }
-  std::string to_host(void* dst, const void* src, size_t n) override { return copy(dst, src, n); }
-  std::string from_host(void* dst, const void* src, size_t n) override { return copy(dst, src, n); }
-  std::string copy(void* dst, const void* src, size_t n) override {
+  Status to_host(void* dst, const void* src, size_t n) override { return copy(dst, src, n); }
+  Status from_host(void* dst, const void* src, size_t n) override { return copy(dst, src, n); }
+  Status copy(void* dst, const void* src, size_t n) override {
     std::memcpy(dst, src, n);
-    return {};
+    return ok();
   }
-  std::string fill(void* dst, uint8_t byte, size_t n) override {
+  Status fill(void* dst, uint8_t byte, size_t n) override {
     std::memset(dst, byte, n);
-    return {};
+    return ok();
   }
-  std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
-                       void* dst) override {
+  Status generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                  void* dst) override {
     problems::generate_input_cpu(s, index, seed, dst);
-    return {};
+    return ok();
   }
-  std::string generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed,
-                              int scale_exponent, void* dst) override {
+  Status generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                         int scale_exponent, void* dst) override {
     problems::generate_input_cpu(s, index, seed, dst, scale_exponent);
-    return {};
+    return ok();
   }
-  std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
-                        std::span<void* const> out) override {
+  Status reference(const problems::ResolvedShape& s, std::span<const void* const> in,
+                   std::span<void* const> out) override {
     s.def->reference_cpu(s, in, out);
-    return {};
+    return ok();
   }
-  std::string synchronize() override { return {}; }
-  std::string time_call(const std::function<int()>& call, int& rc, double& us) override {
+  Status synchronize() override { return ok(); }
+  Status time_call(const std::function<int()>& call, int& rc, double& us) override {
     if (flush_.empty()) flush_.assign(flush_bytes(), 0);
     // Write the whole buffer so dirty lines of the candidate's data are evicted too.
     ++flush_round_;
@@ -86,7 +84,7 @@ class CpuDevice final : public ChildDevice {
     rc = call();
     const auto t1 = std::chrono::steady_clock::now();
     us = std::chrono::duration<double, std::micro>(t1 - t0).count();
-    return {};
+    return ok();
   }
   std::string timing_method() const override { return "steady_clock_llc_flush"; }
 

@@ -20,27 +20,29 @@
 namespace atrex::runner {
 namespace {
 
+Status cuda(cudaError_t e) { return device_status(cuda_error_text(e)); }
+
 class CudaDevice final : public ChildDevice {
  public:
   explicit CudaDevice(int device) : device_(device) {}
 
-  std::string init() {
-    if (auto e = cuda_error_text(cudaSetDevice(device_)); !e.empty()) return e;
+  Status init() {
+    ATREX_TRY(cuda(cudaSetDevice(device_)));
     cudaDeviceProp prop{};
-    if (auto e = cuda_error_text(cudaGetDeviceProperties(&prop, device_)); !e.empty()) return e;
+    ATREX_TRY(cuda(cudaGetDeviceProperties(&prop, device_)));
     name_ = prop.name;
     l2_bytes_ = static_cast<size_t>(prop.l2CacheSize);
-    if (auto e = cuda_error_text(cudaStreamCreate(&stream_)); !e.empty()) return e;
+    ATREX_TRY(cuda(cudaStreamCreate(&stream_)));
     char bus_id[32] = {};
     if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_) == cudaSuccess)
       nvml_ = std::make_unique<NvmlClocks>(bus_id);
-    if (auto e = timer_.init(stream_, l2_bytes_); !e.empty()) return e;
+    ATREX_TRY(device_status(timer_.init(stream_, l2_bytes_)));
 #if ATREX_HAVE_CUPTI
     trace_unavailable_ = trace_.init();
 #else
     trace_unavailable_ = "atrex-eval-cuda was built without the CUPTI headers";
 #endif
-    return {};
+    return ok();
   }
 
   std::string name() const override { return name_; }
@@ -50,7 +52,7 @@ class CudaDevice final : public ChildDevice {
   // buffer is kept for the next shape's allocation of a similar size (no cudaMalloc/cudaFree,
   // which synchronise and cost milliseconds for large buffers); trim() returns the ones left
   // unused once a shape has allocated, so the candidate's own allocations find the memory free.
-  void* alloc(size_t bytes, std::string& error) override {
+  Result<void*> alloc(size_t bytes) override {
     const size_t size = bytes >= (1u << 20) ? (bytes + (1u << 20) - 1) & ~size_t{(1u << 20) - 1}
                                             : std::bit_ceil(bytes);
     if (auto it = cached_.lower_bound(size); it != cached_.end() && it->first <= 2 * size) {
@@ -62,14 +64,11 @@ class CudaDevice final : public ChildDevice {
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, size);
     if (e == cudaErrorMemoryAllocation && !cached_.empty()) {
-      (void)cudaGetLastError();
+      (void)cudaGetLastError();  // clears the recoverable out-of-memory error before retrying
       trim();
       e = cudaMalloc(&p, size);
     }
-    if (auto t = cuda_error_text(e); !t.empty()) {
-      error = t;
-      return nullptr;
-    }
+    ATREX_TRY(cuda(e));
     live_[p] = size;
     return p;
   }
@@ -80,90 +79,93 @@ class CudaDevice final : public ChildDevice {
     live_.erase(it);
   }
   void trim() override {
-    for (auto& [size, p] : cached_) cudaFree(p);
+    for (auto& [size, p] : cached_)
+      (void)cudaFree(p);  // freeing cached memory cannot fail usefully
     cached_.clear();
   }
-  std::string to_host(void* dst, const void* src, size_t n) override {
-    return cuda_error_text(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+  Status to_host(void* dst, const void* src, size_t n) override {
+    return cuda(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
   }
-  std::string from_host(void* dst, const void* src, size_t n) override {
-    return cuda_error_text(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+  Status from_host(void* dst, const void* src, size_t n) override {
+    return cuda(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
   }
-  std::string copy(void* dst, const void* src, size_t n) override {
-    return cuda_error_text(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream_));
+  Status copy(void* dst, const void* src, size_t n) override {
+    return cuda(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream_));
   }
-  std::string fill(void* dst, uint8_t byte, size_t n) override {
-    return cuda_error_text(cudaMemsetAsync(dst, byte, n, stream_));
+  Status fill(void* dst, uint8_t byte, size_t n) override {
+    return cuda(cudaMemsetAsync(dst, byte, n, stream_));
   }
-  std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
-                       void* dst) override {
-    return problems::cuda::generate_input(s, index, seed, dst, stream_);
+  Status generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                  void* dst) override {
+    return device_status(problems::cuda::generate_input(s, index, seed, dst, stream_));
   }
-  std::string generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed,
-                              int scale_exponent, void* dst) override {
-    return problems::cuda::generate_input(s, index, seed, dst, stream_, scale_exponent);
+  Status generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                         int scale_exponent, void* dst) override {
+    return device_status(
+        problems::cuda::generate_input(s, index, seed, dst, stream_, scale_exponent));
   }
-  std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
-                        std::span<void* const> out) override {
-    return problems::cuda::reference(s, in, out, stream_);
+  Status reference(const problems::ResolvedShape& s, std::span<const void* const> in,
+                   std::span<void* const> out) override {
+    return device_status(problems::cuda::reference(s, in, out, stream_));
   }
-  std::string compare(const problems::TensorDesc& desc, const void* cand, const void* ref,
-                      double atol, double rtol, problems::CompareResult& result,
-                      bool& supported) override {
+  Status compare(const problems::TensorDesc& desc, const void* cand, const void* ref, double atol,
+                 double rtol, problems::CompareResult& result, bool& supported) override {
     supported = true;
-    return problems::cuda::compare_output(desc, cand, ref, atol, rtol, stream_, result);
+    return device_status(
+        problems::cuda::compare_output(desc, cand, ref, atol, rtol, stream_, result));
   }
-  std::string compare_custom(const problems::ResolvedShape& shape, size_t index,
-                             std::span<const void* const> cand, std::span<const void* const> ref,
-                             double atol, double rtol, problems::CompareResult& result,
-                             bool& supported) override {
-    return problems::cuda::compare_custom_output(shape, index, cand, ref, atol, rtol, stream_,
-                                                 result, supported);
+  Status compare_custom(const problems::ResolvedShape& shape, size_t index,
+                        std::span<const void* const> cand, std::span<const void* const> ref,
+                        double atol, double rtol, problems::CompareResult& result,
+                        bool& supported) override {
+    return device_status(problems::cuda::compare_custom_output(shape, index, cand, ref, atol, rtol,
+                                                               stream_, result, supported));
   }
-  std::string first_difference(const void* a, const void* b, size_t bytes, int64_t& index,
-                               bool& supported) override {
+  Status first_difference(const void* a, const void* b, size_t bytes, int64_t& index,
+                          bool& supported) override {
     supported = true;
-    return problems::cuda::first_difference(a, b, bytes, stream_, index);
+    return device_status(problems::cuda::first_difference(a, b, bytes, stream_, index));
   }
-  std::string synchronize() override {
-    if (auto e = cuda_error_text(cudaDeviceSynchronize()); !e.empty()) return e;
-    return cuda_error_text(cudaGetLastError());
+  Status synchronize() override {
+    ATREX_TRY(cuda(cudaDeviceSynchronize()));
+    return cuda(cudaGetLastError());
   }
-  std::string time_call(const std::function<int()>& call, int& rc, double& us) override {
-    return timer_.time_eager(call, rc, us);
+  Status time_call(const std::function<int()>& call, int& rc, double& us) override {
+    return device_status(timer_.time_eager(call, rc, us));
   }
   std::string timing_method() const override { return "cuda_events_l2_flush"; }
-  std::string capture_timed(const std::function<int()>& call,
-                            const std::function<std::string()>& before, int batch, int& rc,
-                            std::string& unsupported) override {
-    return timer_.capture(call, batch, rc, unsupported, before);
+  Status capture_timed(const std::function<int()>& call, const std::function<Status()>& before,
+                       int batch, int& rc, std::string& unsupported) override {
+    return device_status(timer_.capture(call, batch, rc, unsupported, as_error_text(before)));
   }
-  std::string replay_timed(std::vector<double>& us) override { return timer_.replay_timed(us); }
-  std::string replay_call() override { return timer_.replay_call(); }
+  Status replay_timed(std::vector<double>& us) override {
+    return device_status(timer_.replay_timed(us));
+  }
+  Status replay_call() override { return device_status(timer_.replay_call()); }
   std::string graph_timing_method() const override { return "cuda_graph_l2_flush"; }
   std::string tracing_unavailable() const override { return trace_unavailable_; }
-  std::string trace_call(const std::function<int()>& call, uint64_t id, int& rc,
-                         double& event_us) override {
-    if (!trace_unavailable_.empty()) return trace_unavailable_;
-    return timer_.time_eager(
+  Status trace_call(const std::function<int()>& call, uint64_t id, int& rc,
+                    double& event_us) override {
+    if (!trace_unavailable_.empty()) return device_status(trace_unavailable_);
+    return device_status(timer_.time_eager(
         [&] {
           trace_.begin(id);
           const int r = call();
           trace_.end();
           return r;
         },
-        rc, event_us);
+        rc, event_us));
   }
-  std::string trace_collect(std::map<uint64_t, CallTrace>& out) override {
-    if (!trace_unavailable_.empty()) return trace_unavailable_;
+  Status trace_collect(std::map<uint64_t, CallTrace>& out) override {
+    if (!trace_unavailable_.empty()) return device_status(trace_unavailable_);
 #if ATREX_HAVE_CUPTI
     auto e = trace_.collect(out);
     device_records_ += trace_.last_device_records();
     correlated_records_ += trace_.last_correlated();
-    return e;
+    return device_status(e);
 #else
     (void)out;
-    return trace_unavailable_;
+    return device_status(trace_unavailable_);
 #endif
   }
   Json trace_stats() const override {
@@ -225,9 +227,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--device") == 0) device = std::atoi(argv[i + 1]);
   }
   atrex::runner::CudaDevice dev(device);
-  if (auto e = dev.init(); !e.empty()) {
-    // No usable GPU: the response tells the runner why (status crashed, reason).
-    std::fprintf(stderr, "atrex-eval-cuda: cannot initialise device %d: %s\n", device, e.c_str());
+  if (auto e = dev.init(); !e) {
+    // No usable GPU: the runner records why from this output (status crashed).
+    std::fprintf(stderr, "atrex-eval-cuda: cannot initialise device %d: %s\n", device,
+                 e.error().message.c_str());
     return 4;
   }
   return atrex::runner::child_main(argc, argv, dev);

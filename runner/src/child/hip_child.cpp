@@ -28,6 +28,8 @@ inline constexpr const char* kNoDevice = "no AMD GPU / HIP runtime found";
 
 namespace {
 
+Status hip(hipError_t e) { return device_status(hip_error_text(e)); }
+
 // Devices the runtime sees, or why none: "" when count > 0.
 std::string device_count(int& count) {
   count = 0;
@@ -48,95 +50,90 @@ class HipDevice final : public ChildDevice {
  public:
   explicit HipDevice(int device) : device_(device) {}
 
-  std::string init() {
+  Status init() {
     int count = 0;
-    if (auto e = device_count(count); !e.empty()) return e;
-    if (device_ >= count)
-      return fmt::format("no AMD GPU {} (the HIP runtime sees {})", device_, count);
-    if (auto e = hip_error_text(hipSetDevice(device_)); !e.empty()) return e;
+    ATREX_TRY(device_status(device_count(count)));
+    if (device_ >= count) {
+      return device_status(fmt::format("no AMD GPU {} (the HIP runtime sees {})", device_, count));
+    }
+    ATREX_TRY(hip(hipSetDevice(device_)));
     hipDeviceProp_t prop{};
-    if (auto e = hip_error_text(hipGetDeviceProperties(&prop, device_)); !e.empty()) return e;
+    ATREX_TRY(hip(hipGetDeviceProperties(&prop, device_)));
     name_ = fmt::format("{} ({})", prop.name, processor_name(prop.gcnArchName));
-    if (auto e = hip_error_text(hipStreamCreate(&stream_)); !e.empty()) return e;
-    return timer_.init(stream_, static_cast<size_t>(prop.l2CacheSize));
+    ATREX_TRY(hip(hipStreamCreate(&stream_)));
+    return device_status(timer_.init(stream_, static_cast<size_t>(prop.l2CacheSize)));
   }
 
   std::string name() const override { return name_; }
   DLDevice dl_device() const override { return DLDevice{kDLROCM, device_}; }
   void* stream() override { return stream_; }
-  void* alloc(size_t bytes, std::string& error) override {
+  Result<void*> alloc(size_t bytes) override {
     void* p = nullptr;
-    if (auto e = hip_error_text(hipMalloc(&p, bytes)); !e.empty()) {
-      error = e;
-      return nullptr;
-    }
+    ATREX_TRY(hip(hipMalloc(&p, bytes)));
     return p;
   }
   void release(void* p) override { (void)hipFree(p); }
-  std::string to_host(void* dst, const void* src, size_t n) override {
-    if (auto e = hip_error_text(hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToHost, stream_));
-        !e.empty())
-      return e;
-    return hip_error_text(hipStreamSynchronize(stream_));
+  Status to_host(void* dst, const void* src, size_t n) override {
+    ATREX_TRY(hip(hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToHost, stream_)));
+    return hip(hipStreamSynchronize(stream_));
   }
-  std::string from_host(void* dst, const void* src, size_t n) override {
-    if (auto e = hip_error_text(hipMemcpyAsync(dst, src, n, hipMemcpyHostToDevice, stream_));
-        !e.empty())
-      return e;
-    return hip_error_text(hipStreamSynchronize(stream_));
+  Status from_host(void* dst, const void* src, size_t n) override {
+    ATREX_TRY(hip(hipMemcpyAsync(dst, src, n, hipMemcpyHostToDevice, stream_)));
+    return hip(hipStreamSynchronize(stream_));
   }
-  std::string copy(void* dst, const void* src, size_t n) override {
-    return hip_error_text(hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToDevice, stream_));
+  Status copy(void* dst, const void* src, size_t n) override {
+    return hip(hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToDevice, stream_));
   }
-  std::string fill(void* dst, uint8_t byte, size_t n) override {
-    return hip_error_text(hipMemsetAsync(dst, byte, n, stream_));
+  Status fill(void* dst, uint8_t byte, size_t n) override {
+    return hip(hipMemsetAsync(dst, byte, n, stream_));
   }
   // Drawn on the host with the generators the cpu backend uses (same values for a seed), then
   // copied.
-  std::string generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
-                       void* dst) override {
+  Status generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
+                  void* dst) override {
     std::vector<uint8_t>& host = scratch(0, s.inputs[index].bytes());
     problems::generate_input_cpu(s, index, seed, host.data());
     return from_host(dst, host.data(), host.size());
   }
   // The host reference on copies of the device buffers. Outputs are copied in as well: an
   // in-place output (TensorSpec::initial_from) starts from its input's values.
-  std::string reference(const problems::ResolvedShape& s, std::span<const void* const> in,
-                        std::span<void* const> out) override {
+  Status reference(const problems::ResolvedShape& s, std::span<const void* const> in,
+                   std::span<void* const> out) override {
     std::vector<std::vector<uint8_t>> host_in(in.size()), host_out(out.size());
     std::vector<const void*> in_ptrs;
     std::vector<void*> out_ptrs;
     for (size_t i = 0; i < in.size(); ++i) {
       host_in[i].resize(s.inputs[i].bytes());
-      if (auto e = to_host(host_in[i].data(), in[i], host_in[i].size()); !e.empty()) return e;
+      ATREX_TRY(to_host(host_in[i].data(), in[i], host_in[i].size()));
       in_ptrs.push_back(host_in[i].data());
     }
     for (size_t i = 0; i < out.size(); ++i) {
       host_out[i].resize(s.outputs[i].bytes());
-      if (auto e = to_host(host_out[i].data(), out[i], host_out[i].size()); !e.empty()) return e;
+      ATREX_TRY(to_host(host_out[i].data(), out[i], host_out[i].size()));
       out_ptrs.push_back(host_out[i].data());
     }
     s.def->reference_cpu(s, in_ptrs, out_ptrs);
     for (size_t i = 0; i < out.size(); ++i) {
-      if (auto e = from_host(out[i], host_out[i].data(), host_out[i].size()); !e.empty()) return e;
+      ATREX_TRY(from_host(out[i], host_out[i].data(), host_out[i].size()));
     }
-    return {};
+    return ok();
   }
-  std::string synchronize() override {
-    if (auto e = hip_error_text(hipDeviceSynchronize()); !e.empty()) return e;
-    return hip_error_text(hipGetLastError());
+  Status synchronize() override {
+    ATREX_TRY(hip(hipDeviceSynchronize()));
+    return hip(hipGetLastError());
   }
-  std::string time_call(const std::function<int()>& call, int& rc, double& us) override {
-    return timer_.time_eager(call, rc, us);
+  Status time_call(const std::function<int()>& call, int& rc, double& us) override {
+    return device_status(timer_.time_eager(call, rc, us));
   }
   std::string timing_method() const override { return "hip_events_l2_flush"; }
-  std::string capture_timed(const std::function<int()>& call,
-                            const std::function<std::string()>& before, int batch, int& rc,
-                            std::string& unsupported) override {
-    return timer_.capture(call, batch, rc, unsupported, before);
+  Status capture_timed(const std::function<int()>& call, const std::function<Status()>& before,
+                       int batch, int& rc, std::string& unsupported) override {
+    return device_status(timer_.capture(call, batch, rc, unsupported, as_error_text(before)));
   }
-  std::string replay_timed(std::vector<double>& us) override { return timer_.replay_timed(us); }
-  std::string replay_call() override { return timer_.replay_call(); }
+  Status replay_timed(std::vector<double>& us) override {
+    return device_status(timer_.replay_timed(us));
+  }
+  Status replay_call() override { return device_status(timer_.replay_call()); }
   std::string graph_timing_method() const override { return "hip_graph_l2_flush"; }
   std::string tracing_unavailable() const override {
     return "the hip backend has no activity tracing (rocprofiler is not wired in): no kernel "
@@ -193,14 +190,15 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--device") == 0) device = std::atoi(argv[i + 1]);
   }
   atrex::runner::HipDevice dev(device);
-  if (auto e = dev.init(); !e.empty()) {
+  if (auto init = dev.init(); !init) {
+    const std::string& e = init.error().message;
     // A verdict per shape instead of a crash: `rejected` when there is no device to run on (the
     // record says why), `crashed` when a device is there but would not initialise.
     const bool no_device =
         e.rfind("no AMD GPU", 0) == 0;  // kNoDevice, or a device index past the count
-    return atrex::runner::child_main_unavailable(argc, argv, no_device ? "rejected" : "crashed",
-                                                 no_device ? e : "initialising the AMD GPU: " + e,
-                                                 4);
+    return atrex::runner::child_main_unavailable(
+        argc, argv, no_device ? atrex::EvalStatus::kRejected : atrex::EvalStatus::kCrashed,
+        no_device ? e : "initialising the AMD GPU: " + e, 4);
   }
   return atrex::runner::child_main(argc, argv, dev);
 }

@@ -29,16 +29,17 @@ std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& tr
       return fmt::format("{} kernel(s){}{}{}", v.size(), v.empty() ? "" : ": ", out,
                          v.size() > 6 ? ", ..." : "");
     };
-    return Failure{"wrong_result", fmt::format("the kernels launched differ between timed calls on "
-                                               "the same inputs (call {}: {}; call {}: {}): "
-                                               "work skipped or replayed from a cache",
-                                               pos->second.first + 1, list(pos->second.second),
-                                               id + 1, list(names))};
+    return Failure{
+        EvalStatus::kWrongResult,
+        fmt::format("the kernels launched differ between timed calls on "
+                    "the same inputs (call {}: {}; call {}: {}): "
+                    "work skipped or replayed from a cache",
+                    pos->second.first + 1, list(pos->second.second), id + 1, list(names))};
   }
   return std::nullopt;
 }
 
-void attribute_kernels(Json& resp, const std::string& library,
+void attribute_kernels(ChildShapeResponse& resp, const std::string& library,
                        const std::map<uint64_t, CallTrace>& traces) {
   auto symbols = defined_function_symbols(library);
   std::set<std::string> own_keys;
@@ -55,14 +56,14 @@ void attribute_kernels(Json& resp, const std::string& library,
     total += v.first;
     if (v.second) own += v.first;
   }
-  if (!symbols) resp["dsl_attribution_error"] = symbols.error().message;
+  if (!symbols) resp.dsl_attribution_error = symbols.error().message;
   if (total <= 0 || !symbols) return;
-  resp["dsl_share"] = own / total;
-  Json kernels = Json::array();
+  resp.dsl_share = own / total;
+  ATREX_ASSERT(resp.timing.has_value(), "kernels are attributed after timing");
+  resp.timing->kernels.clear();
   for (const auto& [name, v] : per_kernel) {
-    kernels.push_back(Json{{"name", name}, {"share", v.first / total}, {"own", v.second}});
+    resp.timing->kernels.push_back(KernelShare{name, v.first / total, v.second});
   }
-  resp["timing"]["kernels"] = kernels;
 }
 
 std::string kernel_template(const std::string& key) {
@@ -93,7 +94,7 @@ std::vector<std::string> ghost_kernels(const std::vector<std::string>& defined_k
   return ghosts;
 }
 
-void report_unlaunched_kernels(Json& resp, const std::string& library,
+void report_unlaunched_kernels(ChildShapeResponse& resp, const std::string& library,
                                const std::map<uint64_t, CallTrace>& traces) {
   auto defined = defined_kernels(library);
   if (!defined) return;  // attribute_kernels records why the library's symbols could not be read
@@ -104,8 +105,8 @@ void report_unlaunched_kernels(Json& resp, const std::string& library,
   std::vector<std::string> keys;
   for (const auto& name : *defined) keys.push_back(kernel_key(name));
   size_t siblings = 0;
-  resp["unlaunched_kernels"] = ghost_kernels(keys, launched, &siblings);
-  resp["unlaunched_instantiations"] = siblings;
+  resp.unlaunched_kernels = ghost_kernels(keys, launched, &siblings);
+  resp.unlaunched_instantiations = static_cast<int64_t>(siblings);
 }
 
 }  // namespace atrex::runner::child

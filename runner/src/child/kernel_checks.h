@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "atrex/common/json_io.h"
+#include "protocol/child_protocol.h"
 #include "cupti_trace.h"
 #include "shape_run_support.h"
 
@@ -26,9 +27,9 @@ std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& tr
 
 // Target-DSL attribution: the share of the timed calls' kernel time spent in kernels the
 // candidate's own library (`library`, its ELF symbols: elf_symbols.h) defines; vendor-library
-// kernels make up the rest. Sets resp["dsl_share"] and resp["timing"]["kernels"], or
-// resp["dsl_attribution_error"] when the library's symbols cannot be read.
-void attribute_kernels(Json& resp, const std::string& library,
+// kernels make up the rest. Sets resp.dsl_share and resp.timing->kernels, or
+// resp.dsl_attribution_error when the library's symbols cannot be read.
+void attribute_kernels(ChildShapeResponse& resp, const std::string& library,
                        const std::map<uint64_t, CallTrace>& traces);
 
 // The template a demangled kernel name instantiates: the qualified name without template
@@ -44,11 +45,11 @@ std::vector<std::string> ghost_kernels(const std::vector<std::string>& defined_k
 
 // Ghost kernels: the kernels the candidate's library defines (elf_symbols.h defined_kernels)
 // that none of the traced calls launched and that are no instantiation of a launched template
-// (ghost_kernels), as resp["unlaunched_kernels"] (demangled; [] when none), and the number of
-// unlaunched instantiations of launched templates as resp["unlaunched_instantiations"]. A flag,
+// (ghost_kernels), as resp.unlaunched_kernels (demangled; [] when none), and the number of
+// unlaunched instantiations of launched templates as resp.unlaunched_instantiations. A flag,
 // not a verdict: a kernel for shapes outside the evaluated ones is legitimate. Nothing is set
 // when the library's symbols cannot be read.
-void report_unlaunched_kernels(Json& resp, const std::string& library,
+void report_unlaunched_kernels(ChildShapeResponse& resp, const std::string& library,
                                const std::map<uint64_t, CallTrace>& traces);
 
 }  // namespace atrex::runner::child

@@ -4,7 +4,6 @@ namespace atrex::runner {
 
 using problems::DType;
 
-
 LaunchBuilder::LaunchBuilder(const problems::ResolvedShape& shape, DLDevice device, void* stream) {
   const size_t n_tensors = shape.inputs.size() + shape.outputs.size();
   dims_.reserve(n_tensors);

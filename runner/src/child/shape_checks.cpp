@@ -30,7 +30,7 @@ std::optional<Failure> ShapeRun::host_mirrors() {
   return std::nullopt;
 }
 
-std::optional<Failure> ShapeRun::call_and_check(Json& resp, double atol, double rtol,
+std::optional<Failure> ShapeRun::call_and_check(ChildShapeResponse& resp, double atol, double rtol,
                                                 const std::string& context,
                                                 const std::function<int()>& invoke) {
   for (size_t i = 0; i < out_.size(); ++i) {
@@ -43,7 +43,7 @@ std::optional<Failure> ShapeRun::call_and_check(Json& resp, double atol, double 
     rc = invoke ? invoke() : entry_(launch_->launch());
     if (auto f = device_error(dev_.synchronize(), "after the candidate call")) return f;
   }
-  if (rc != 0) return Failure{"wrong_result", returned_error(rc)};
+  if (rc != 0) return Failure{EvalStatus::kWrongResult, returned_error(rc)};
   return check_outputs(resp, atol, rtol, context);
 }
 
@@ -51,7 +51,7 @@ std::optional<Failure> ShapeRun::call_and_check(Json& resp, double atol, double 
 // set. Compared on the device where the backend can (CUDA: two reduction passes, no copy);
 // the host comparison runs for custom comparisons (compare.h of each operator) and to word
 // the message of a failure.
-std::optional<Failure> ShapeRun::check_outputs(Json& resp, double atol, double rtol,
+std::optional<Failure> ShapeRun::check_outputs(ChildShapeResponse& resp, double atol, double rtol,
                                                const std::string& context) {
   auto phase = phases_.scope("check");
   for (size_t i = 0; i < shape_.inputs.size(); ++i) {
@@ -71,8 +71,8 @@ std::optional<Failure> ShapeRun::check_outputs(Json& resp, double atol, double r
     auto diff =
         first_byte_difference(shape_.inputs[i], host_scratch_[i].data(), host_pristine_[i].data());
     if (!diff.empty())
-      return Failure{"wrong_result", context + "the candidate modified its input " + diff +
-                                         "; inputs are read-only"};
+      return Failure{EvalStatus::kWrongResult, context + "the candidate modified its input " +
+                                                   diff + "; inputs are read-only"};
   }
   std::vector<std::optional<problems::CompareResult>> passed(shape_.outputs.size());
   bool need_host = false;
@@ -81,11 +81,11 @@ std::optional<Failure> ShapeRun::check_outputs(Json& resp, double atol, double r
   for (size_t i = 0; i < shape_.outputs.size(); ++i) {
     problems::CompareResult c;
     bool on_device = false;
-    const std::string err =
+    const Status compared =
         shape_.def->outputs[i].compare
             ? dev_.compare_custom(shape_, i, dev_out, dev_ref, atol, rtol, c, on_device)
             : dev_.compare(shape_.outputs[i], out_[i], ref_out_[i], atol, rtol, c, on_device);
-    if (auto f = device_error(err, "comparing outputs")) return f;
+    if (auto f = device_error(compared, "comparing outputs")) return f;
     if (on_device && c.pass)
       passed[i] = c;
     else
@@ -111,14 +111,14 @@ std::optional<Failure> ShapeRun::check_outputs(Json& resp, double atol, double r
         passed[i] ? *passed[i]
         : custom  ? custom(shape_, i, cand, ref, in, atol, rtol)
                   : problems::compare_output(shape_.outputs[i], cand[i], ref[i], atol, rtol);
-    resp["max_abs_error"] = std::max(resp["max_abs_error"].get<double>(), c.max_abs_error);
-    resp["max_rel_error"] = std::max(resp["max_rel_error"].get<double>(), c.max_rel_error);
+    resp.max_abs_error = std::max(resp.max_abs_error, c.max_abs_error);
+    resp.max_rel_error = std::max(resp.max_rel_error, c.max_rel_error);
     if (c.low_signal) {
-      auto& ls = resp["low_signal_outputs"];
+      auto& ls = resp.low_signal_outputs;
       if (std::find(ls.begin(), ls.end(), shape_.outputs[i].name) == ls.end())
         ls.push_back(shape_.outputs[i].name);
     }
-    if (!c.pass) return Failure{"wrong_result", context + c.message};
+    if (!c.pass) return Failure{EvalStatus::kWrongResult, context + c.message};
   }
   return std::nullopt;
 }

@@ -23,19 +23,18 @@ void ShapeRun::swap_input_sets() {
 // Keeps the last correctness seed's inputs and reference as the second set and draws a timing
 // seed's into the current one (prepare_seed). False when there is no room for it (recorded in
 // the response); a device error is left in rotation_failure_.
-bool ShapeRun::prepare_second_input_set(Json& resp) {
+bool ShapeRun::prepare_second_input_set(ChildShapeResponse& resp) {
   if (!second_set_error_.empty()) {
-    resp["input_rotation"] = "off: no room for a second input set (" + second_set_error_ + ")";
+    resp.input_rotation = "off: no room for a second input set (" + second_set_error_ + ")";
     return false;
   }
   alt_host_pristine_.clear();
   alt_host_ref_.clear();
   alt_host_mirrors_valid_ = false;
   swap_input_sets();  // the seed's set becomes the second one; prepare_seed fills the fresh one
-  const uint64_t timing_seed =
-      req_.value("seeds", std::vector<uint64_t>{1}).back() ^ 0x9E3779B97F4A7C15ull;
+  const uint64_t timing_seed = item_.seeds.back() ^ 0x9E3779B97F4A7C15ull;
   rotation_failure_ = prepare_seed(timing_seed);
-  resp["input_rotation"] = "on";
+  resp.input_rotation = "on";
   return !rotation_failure_;
 }
 
@@ -44,15 +43,13 @@ bool ShapeRun::prepare_second_input_set(Json& resp) {
 // trace; request "timing_mode": auto|cupti|graph|eager) until min_iterations, min_time_s and the
 // relative standard error target are all met, or max_iterations / max_timing_s is reached; then
 // re-checks of the outputs and inputs, of a graph replay and of one more eager call.
-std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
-  const int warmup = req_.value("warmup_iterations", 3);
-  const int min_it = req_.value("min_iterations", 10), max_it = req_.value("max_iterations", 200);
-  const double min_time_us = req_.value("min_time_s", 0.2) * 1e6;
-  const double target_rse = req_.value("target_rse", 0.005);
-  const std::string mode = req_.value("timing_mode", "auto");
-  if (mode != "auto" && mode != "cupti" && mode != "graph" && mode != "eager") {
-    return Failure{"rejected", "timing_mode must be auto, cupti, graph or eager, not " + mode};
-  }
+std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, double rtol) {
+  const TimingLoop& loop = task_.timing;
+  const int warmup = loop.warmup_iterations;
+  const int min_it = loop.min_iterations, max_it = loop.max_iterations;
+  const double min_time_us = loop.min_time_s * 1e6;
+  const double target_rse = loop.target_rse;
+  const TimingMode mode = loop.timing_mode;
   auto call = [&] { return entry_(launch_->launch()); };
   // Every timed call starts from poisoned outputs (in-place outputs from their input), set
   // outside the timed window: a candidate cannot skip work because its output already holds
@@ -66,24 +63,22 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
   const bool rotate = prepare_second_input_set(resp);
   if (auto f = rotation_failure_) return f;
   int prepared = 0;  // timed calls set up so far; the last one used set (prepared - 1) % 2
-  auto reset_outputs = [&]() -> std::string {
+  auto reset_outputs = [&]() -> Status {
     const std::vector<void*>& set = rotate && prepared % 2 == 1 ? alt_pristine_in_ : pristine_in_;
     ++prepared;
     if (rotate) {
       for (size_t i = 0; i < work_in_.size(); ++i) {
-        if (auto e = dev_.copy(work_in_[i], set[i], shape_.inputs[i].bytes()); !e.empty()) return e;
+        ATREX_TRY(dev_.copy(work_in_[i], set[i], shape_.inputs[i].bytes()));
       }
     }
-    for (size_t i = 0; i < out_.size(); ++i) {
-      if (auto e = initialise_output(i, out_[i], set); !e.empty()) return e;
-    }
-    return {};
+    for (size_t i = 0; i < out_.size(); ++i) ATREX_TRY(initialise_output(i, out_[i], set));
+    return ok();
   };
   std::optional<PhaseClock::Scope> timing_phase(
       phases_.scope("timing"));  // ends before the re-checks
   for (int i = 0; i < warmup; ++i) {
     const int rc = call();
-    if (rc != 0) return Failure{"wrong_result", "during warm-up: " + returned_error(rc)};
+    if (rc != 0) return Failure{EvalStatus::kWrongResult, "during warm-up: " + returned_error(rc)};
   }
   if (auto f = device_error(dev_.synchronize(), "during warm-up")) return f;
   const Json clocks_before = dev_.clocks();
@@ -91,15 +86,16 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
   // CUPTI spans time the calls where the backend can trace (auto, cupti); the graph is then
   // captured once for the replay re-check below, not for timing.
   const std::string trace_unavailable = dev_.tracing_unavailable();
-  if (mode == "cupti" && !trace_unavailable.empty())
-    return Failure{"rejected", "timing_mode cupti: " + trace_unavailable};
-  const bool cupti = trace_unavailable.empty() && (mode == "auto" || mode == "cupti");
+  if (mode == TimingMode::kCupti && !trace_unavailable.empty())
+    return Failure{EvalStatus::kRejected, "timing_mode cupti: " + trace_unavailable};
+  const bool cupti =
+      trace_unavailable.empty() && (mode == TimingMode::kAuto || mode == TimingMode::kCupti);
   bool graph = false;
   std::string graph_unsupported;
-  if (mode == "graph" && dev_.graph_timing_method().empty()) {
-    return Failure{"rejected", "timing_mode graph: this backend has no graph replay"};
+  if (mode == TimingMode::kGraph && dev_.graph_timing_method().empty()) {
+    return Failure{EvalStatus::kRejected, "timing_mode graph: this backend has no graph replay"};
   }
-  if (mode != "eager" && !dev_.graph_timing_method().empty()) {
+  if (mode != TimingMode::kEager && !dev_.graph_timing_method().empty()) {
     int rc = 0;
     const int batch = cupti ? 1 : std::clamp(min_it, 1, 50);
     if (auto f = device_error(dev_.capture_timed(call, reset_outputs, batch, rc, graph_unsupported),
@@ -107,8 +103,8 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
       return f;
     }
     graph = graph_unsupported.empty();
-    if (!graph && mode == "graph") {
-      return Failure{"rejected",
+    if (!graph && mode == TimingMode::kGraph) {
+      return Failure{EvalStatus::kRejected,
                      "timing_mode graph: the call cannot be captured: " + graph_unsupported};
     }
   }
@@ -116,8 +112,8 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
   std::vector<double> event_samples;     // cupti: the same calls timed with events
   std::map<uint64_t, CallTrace> traces;  // cupti: by call number
   std::map<uint64_t, int> trace_set;     // cupti: call number -> input set it ran on
-  const auto wall_limit = std::chrono::steady_clock::now() +
-                          std::chrono::duration<double>(req_.value("max_timing_s", 3.0));
+  const auto wall_limit =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(loop.max_timing_s);
   auto done = [&] {
     const int n = static_cast<int>(samples.size());
     if (n >= max_it) return true;
@@ -140,7 +136,8 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
         trace_set[next_call] = rotate ? (prepared - 1) % 2 : 0;
         if (auto f = device_error(dev_.trace_call(call, next_call++, rc, ev), "traced call"))
           return f;
-        if (rc != 0) return Failure{"wrong_result", "during timing: " + returned_error(rc)};
+        if (rc != 0)
+          return Failure{EvalStatus::kWrongResult, "during timing: " + returned_error(rc)};
         event_samples.push_back(ev);
       }
       if (auto f = device_error(dev_.synchronize(), "traced calls")) return f;
@@ -160,7 +157,7 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
     double us = 0;
     if (auto f = device_error(reset_outputs(), "poisoning outputs before a timed call")) return f;
     if (auto f = device_error(dev_.time_call(call, rc, us), "timed call")) return f;
-    if (rc != 0) return Failure{"wrong_result", "during timing: " + returned_error(rc)};
+    if (rc != 0) return Failure{EvalStatus::kWrongResult, "during timing: " + returned_error(rc)};
     samples.push_back(us);
   }
   timing_phase.reset();
@@ -182,23 +179,21 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
       method = dev_.timing_method();
     }
   }
-  resp["timing"] = timing_summary(samples, method);
+  resp.timing = timing_summary(samples, method);
   if (cupti) {
-    attribute_kernels(resp, req_.value("library", ""), traces);
-    report_unlaunched_kernels(resp, req_.value("library", ""), traces);
+    attribute_kernels(resp, task_.library, traces);
+    report_unlaunched_kernels(resp, task_.library, traces);
   }
-  resp["timing"]["relative_standard_error"] = stats::relative_standard_error(samples);
-  resp["timing"]["target_rse"] = target_rse;
   if (cupti) {
-    resp["timing"]["event_time_us_median"] = stats::median(event_samples);
-    resp["timing"]["cupti_records"] = dev_.trace_stats();
+    resp.timing->event_time_us_median = stats::median(event_samples);
+    resp.timing->cupti_records = dev_.trace_stats();
   }
-  if (!cupti_note.empty()) resp["timing"]["cupti_fallback"] = cupti_note;
-  if (!cupti && mode == "auto" && !dev_.graph_timing_method().empty())
-    resp["timing"]["cupti_unavailable"] = trace_unavailable;
-  if (!graph_unsupported.empty() && mode != "eager")
-    resp["timing"]["graph_fallback"] = graph_unsupported;
-  resp["clocks"] = Json{{"before", clocks_before}, {"after", dev_.clocks()}};
+  if (!cupti_note.empty()) resp.timing->cupti_fallback = cupti_note;
+  if (!cupti && mode == TimingMode::kAuto && !dev_.graph_timing_method().empty())
+    resp.timing->cupti_unavailable = trace_unavailable;
+  if (!graph_unsupported.empty() && mode != TimingMode::kEager)
+    resp.timing->graph_fallback = graph_unsupported;
+  resp.clocks = Json{{"before", clocks_before}, {"after", dev_.clocks()}};
   if (auto f = device_error(dev_.synchronize(), "after timing")) return f;
   // Make the set the last timed call used the current one: the checks below compare with it,
   // and the re-checks after it run on the inputs now in the buffers.
@@ -209,8 +204,8 @@ std::optional<Failure> ShapeRun::measure(Json& resp, double atol, double rtol) {
 // After timing, on poisoned outputs each time: the last timed call's outputs, one checked call on
 // each input set in the same buffers (rotation), a replay of the captured graph, and one more
 // eager call.
-std::optional<Failure> ShapeRun::recheck_after_timing(Json& resp, double atol, double rtol,
-                                                      bool rotate, bool graph) {
+std::optional<Failure> ShapeRun::recheck_after_timing(ChildShapeResponse& resp, double atol,
+                                                      double rtol, bool rotate, bool graph) {
   if (auto f = check_outputs(resp, atol, rtol, "outputs of the last timed call: ")) return f;
   if (rotate) {
     // One checked call on each input set in turn, in the same buffers: whichever answer a
@@ -231,8 +226,7 @@ std::optional<Failure> ShapeRun::recheck_after_timing(Json& resp, double atol, d
   // work escapes the capture (a side stream never joined back, host-side shortcuts) fails here.
   if (graph) {
     if (auto f = call_and_check(resp, atol, rtol, "graph replay of the timed call: ", [&] {
-          const std::string e = dev_.replay_call();
-          return e.empty() ? 0 : -1;
+          return dev_.replay_call() ? 0 : -1;
         })) {
       return f;
     }

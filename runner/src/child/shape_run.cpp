@@ -2,53 +2,43 @@
 // and the order of the gates.
 #include "shape_run.h"
 
-#include <dlfcn.h>
-
 #include <fmt/format.h>
-
-#include "child_runner.h"
 
 namespace atrex::runner::child {
 
-Json ShapeRun::run() {
-  Json resp{{"schema", kChildResponseSchema},
-            {"device", dev_.name()},
-            {"seeds_passed", 0},
-            {"max_abs_error", 0.0},
-            {"max_rel_error", 0.0},
-            {"low_signal_outputs", Json::array()}};
+ChildShapeResponse ShapeRun::run() {
+  ChildShapeResponse resp;
+  resp.shape_id = item_.shape_id;
+  resp.device = dev_.name();
   auto failure = execute(resp);
-  resp["status"] = failure ? failure->status : "ok";
-  resp["error"] = failure ? failure->error : "";
-  resp["phases_s"] = phases_.to_json();
-  if (!resp.contains("clocks")) resp["clocks"] = dev_.clocks();
+  resp.status = failure ? failure->status : EvalStatus::kOk;
+  resp.error = failure ? failure->error : "";
+  resp.phases_s = phases_.to_json();
+  if (resp.clocks.empty()) resp.clocks = dev_.clocks();
   return resp;
 }
 
-std::optional<Failure> ShapeRun::execute(Json& resp) {
+std::optional<Failure> ShapeRun::execute(ChildShapeResponse& resp) {
   // --- shape and candidate
-  const auto* def = problems::find_native_operator(req_.value("operator", ""));
-  if (!def)
-    return Failure{"rejected", "operator has no native definition: " + req_.value("operator", "")};
-  problems::Shape shape;
-  shape.id = req_.value("shape_id", "");
-  shape.params = req_.value("params", Json::object());
-  auto resolved = problems::resolve_shape(*def, shape);
-  if (!resolved) return Failure{"rejected", resolved.error().message};
-  shape_ = std::move(*resolved);
-  void* handle = ::dlopen(req_.value("library", "").c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle)
-    return Failure{"compile_error",
-                   fmt::format("cannot load the compiled candidate: {}", ::dlerror())};
-  entry_ = reinterpret_cast<AtrexCandidateRunFn>(::dlsym(handle, ATREX_CANDIDATE_ENTRY_POINT));
-  if (!entry_) {
-    return Failure{
-        "rejected",
-        fmt::format("the candidate does not export `{}` with C linkage (see atrex/candidate.h)",
-                    ATREX_CANDIDATE_ENTRY_POINT)};
+  const auto* def = problems::find_native_operator(task_.operator_name);
+  if (!def) {
+    return Failure{EvalStatus::kRejected,
+                   "operator has no native definition: " + task_.operator_name};
   }
-  error_fn_ =
-      reinterpret_cast<AtrexCandidateErrorFn>(::dlsym(handle, ATREX_CANDIDATE_ERROR_SYMBOL));
+  problems::Shape shape;
+  shape.id = item_.shape_id;
+  shape.params = item_.params;
+  auto resolved = problems::resolve_shape(*def, shape);
+  if (!resolved) return Failure{EvalStatus::kRejected, resolved.error().message};
+  shape_ = std::move(*resolved);
+  auto loaded = loader_.load(task_.library);
+  if (!loaded) {
+    return Failure{loaded.error().code == ErrorCode::kNotFound ? EvalStatus::kRejected
+                                                               : EvalStatus::kCompileError,
+                   loaded.error().message};
+  }
+  entry_ = loaded->run;
+  error_fn_ = loaded->error_message;
   {
     auto p = phases_.scope("setup");
     if (auto f = allocate()) return f;
@@ -59,17 +49,18 @@ std::optional<Failure> ShapeRun::execute(Json& resp) {
   for (size_t i = 0; i < out_.size(); ++i) launch_->set_output(i, out_[i]);
 
   // --- correctness gate: every seed draws fresh inputs
-  const auto seeds = req_.value("seeds", std::vector<uint64_t>{1});
-  const double atol = def->atol.value_or(req_.value("atol", 1e-2));
-  const double rtol = def->rtol.value_or(req_.value("rtol", 5e-2));
+  const auto& seeds = item_.seeds;
+  ATREX_ASSERT(!seeds.empty(), "the protocol reader refuses a shape without seeds");
+  const double atol = def->atol.value_or(task_.atol);
+  const double rtol = def->rtol.value_or(task_.rtol);
   // The range probe runs after the first seed, so a candidate that is simply wrong fails on
   // the usual inputs first and the timed calls start from a usual seed's inputs.
-  const bool probe = def->range_probe.enabled() && req_.value("range_probe", true);
-  const bool performance = req_.value("performance", true);
+  const bool probe = def->range_probe.enabled() && item_.range_probe;
+  const bool performance = item_.performance;
   for (size_t k = 0; k < seeds.size(); ++k) {
     if (auto f = prepare_seed(seeds[k])) return f;
     if (auto f = call_and_check(resp, atol, rtol, "")) return f;
-    resp["seeds_passed"] = resp["seeds_passed"].get<int>() + 1;
+    ++resp.seeds_passed;
     if (probe && k == 0) {
       if (auto f = check_range_probe(resp, atol, rtol, seeds[0])) return f;
       if (seeds.size() == 1 && performance) {
@@ -85,8 +76,8 @@ std::optional<Failure> ShapeRun::execute(Json& resp) {
 // the operator's probed inputs multiplied by 2^exponent (operator.h RangeProbe): intermediates
 // of the operator leave the fp16 range, so a candidate that computes in fp16 where the
 // operator's policy is fp32 accumulates to inf (or NaN) and fails.
-std::optional<Failure> ShapeRun::check_range_probe(Json& resp, double atol, double rtol,
-                                                   uint64_t seed) {
+std::optional<Failure> ShapeRun::check_range_probe(ChildShapeResponse& resp, double atol,
+                                                   double rtol, uint64_t seed) {
   const auto& probe = shape_.def->range_probe;
   std::string inputs;
   for (const auto& name : probe.inputs) inputs += (inputs.empty() ? "" : ", ") + name;
@@ -94,58 +85,67 @@ std::optional<Failure> ShapeRun::check_range_probe(Json& resp, double atol, doub
   if (auto f = prepare_seed(seed ^ 0x52414e4745ull, true)) return f;
   const std::string context = fmt::format(
       "range probe ({}: sums and products leave the fp16 range, the operator's fp32 arithmetic "
-      "holds "
-      "them; computing in a narrower type fails here): ",
+      "holds them; computing in a narrower type fails here): ",
       what);
   if (auto f = call_and_check(resp, atol, rtol, context)) return f;
-  resp["range_probe"] = what;
+  resp.range_probe = what;
   return std::nullopt;
 }
 
 std::optional<Failure> ShapeRun::allocate() {
-  std::string err;
+  auto take = [&](size_t bytes, std::vector<void*>& into,
+                  const char* what) -> std::optional<Failure> {
+    auto p = buffers_.alloc(bytes);
+    if (!p)
+      return Failure{EvalStatus::kCrashed,
+                     fmt::format("allocating {}: {}", what, p.error().message)};
+    into.push_back(*p);
+    return std::nullopt;
+  };
   for (const auto& d : shape_.inputs) {
-    work_in_.push_back(buffers_.alloc(d.bytes(), err));
-    pristine_in_.push_back(buffers_.alloc(d.bytes(), err));
-    if (!err.empty()) return Failure{"crashed", "allocating inputs: " + err};
+    if (auto f = take(d.bytes(), work_in_, "inputs")) return f;
+    if (auto f = take(d.bytes(), pristine_in_, "inputs")) return f;
   }
   for (const auto& d : shape_.outputs) {
-    out_.push_back(buffers_.alloc(d.bytes(), err));
-    ref_out_.push_back(buffers_.alloc(d.bytes(), err));
-    if (!err.empty()) return Failure{"crashed", "allocating outputs: " + err};
+    if (auto f = take(d.bytes(), out_, "outputs")) return f;
+    if (auto f = take(d.bytes(), ref_out_, "outputs")) return f;
   }
   // The second input set of the timed calls (measure) and its reference; without room for it
   // the rotation is off, said so in the response.
-  if (req_.value("performance", true)) {
-    for (const auto& d : shape_.inputs) {
-      if (second_set_error_.empty())
-        alt_pristine_in_.push_back(buffers_.alloc(d.bytes(), second_set_error_));
-    }
-    for (const auto& d : shape_.outputs) {
-      if (second_set_error_.empty())
-        alt_ref_out_.push_back(buffers_.alloc(d.bytes(), second_set_error_));
-    }
-    if (!second_set_error_.empty())
-      (void)dev_.synchronize();  // clears a recoverable out-of-memory error
+  if (item_.performance) {
+    auto second = [&](size_t bytes, std::vector<void*>& into) {
+      if (!second_set_error_.empty()) return;
+      auto p = buffers_.alloc(bytes);
+      if (p)
+        into.push_back(*p);
+      else
+        second_set_error_ = p.error().message;
+    };
+    for (const auto& d : shape_.inputs) second(d.bytes(), alt_pristine_in_);
+    for (const auto& d : shape_.outputs) second(d.bytes(), alt_ref_out_);
+    // Clears a recoverable out-of-memory error; a sticky one shows at the next checked step.
+    if (!second_set_error_.empty()) (void)dev_.synchronize();  // the error is the one above
   }
   return std::nullopt;
 }
 
-std::string ShapeRun::initialise_output(size_t i, void* buffer, const std::vector<void*>& inputs) {
+Status ShapeRun::initialise_output(size_t i, void* buffer, const std::vector<void*>& inputs) {
   const std::string& from = shape_.def->outputs[i].initial_from;
   if (!from.empty()) {
     for (size_t k = 0; k < shape_.inputs.size(); ++k) {
-      if (shape_.inputs[k].name == from)
+      if (shape_.inputs[k].name == from) {
         return dev_.copy(buffer, inputs[k], shape_.outputs[i].bytes());
+      }
     }
-    return "output " + shape_.outputs[i].name + " starts from unknown input " + from;
+    return internal_error("output " + shape_.outputs[i].name + " starts from unknown input " +
+                          from);
   }
   return dev_.fill(buffer, 0xFF, shape_.outputs[i].bytes());
 }
 
-std::optional<Failure> ShapeRun::device_error(const std::string& err, const char* where) {
-  if (err.empty()) return std::nullopt;
-  return Failure{"crashed", fmt::format("{}: {}", where, err)};
+std::optional<Failure> ShapeRun::device_error(const Status& status, const char* where) {
+  if (status) return std::nullopt;
+  return Failure{EvalStatus::kCrashed, fmt::format("{}: {}", where, status.error().message)};
 }
 
 std::optional<Failure> ShapeRun::prepare_seed(uint64_t seed, bool range_probe) {
@@ -153,9 +153,9 @@ std::optional<Failure> ShapeRun::prepare_seed(uint64_t seed, bool range_probe) {
     auto phase = phases_.scope("inputs");
     for (size_t i = 0; i < shape_.inputs.size(); ++i) {
       const int e = range_probe ? problems::range_probe_exponent(*shape_.def, i) : 0;
-      const std::string err = e != 0 ? dev_.generate_scaled(shape_, i, seed, e, pristine_in_[i])
-                                     : dev_.generate(shape_, i, seed, pristine_in_[i]);
-      if (auto f = device_error(err, "generating inputs")) return f;
+      const Status drawn = e != 0 ? dev_.generate_scaled(shape_, i, seed, e, pristine_in_[i])
+                                  : dev_.generate(shape_, i, seed, pristine_in_[i]);
+      if (auto f = device_error(drawn, "generating inputs")) return f;
       if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()),
                                 "copying inputs"))
         return f;

@@ -15,52 +15,60 @@
 #include "atrex/candidate.h"
 #include "child_device.h"
 #include "launch.h"
+#include "loader.h"
+#include "protocol/child_protocol.h"
 #include "shape_run_support.h"
 
 namespace atrex::runner::child {
 
 class ShapeRun {
  public:
-  ShapeRun(const Json& req, ChildDevice& dev) : req_(req), dev_(dev), buffers_(dev) {}
+  ShapeRun(const ChildTaskRequest& task, const ChildShape& item, ChildDevice& dev,
+           CandidateLoader& loader)
+      : task_(task), item_(item), dev_(dev), loader_(loader), buffers_(dev) {}
 
-  // The response (atrex.child-response/1) for the request's shape.
-  Json run();
+  // The response (atrex.child-response/1) for the item's shape; never throws.
+  ChildShapeResponse run();
 
  private:
   // --- shape_run.cpp
-  std::optional<Failure> execute(Json& resp);
+  std::optional<Failure> execute(ChildShapeResponse& resp);
   std::optional<Failure> allocate();
   // Puts output i in its pre-call state: a copy of its `initial_from` input (in-place
   // semantics), else poison (0xFF bytes: NaN for floats) so unwritten elements fail.
-  std::string initialise_output(size_t i, void* buffer) {
+  Status initialise_output(size_t i, void* buffer) {
     return initialise_output(i, buffer, pristine_in_);
   }
-  std::string initialise_output(size_t i, void* buffer, const std::vector<void*>& inputs);
-  std::optional<Failure> device_error(const std::string& err, const char* where);
+  Status initialise_output(size_t i, void* buffer, const std::vector<void*>& inputs);
+  // A device error (a crash of the context) as the `crashed` verdict, naming `where`.
+  std::optional<Failure> device_error(const Status& status, const char* where);
   // Fresh inputs for `seed`, pristine copies for the reference and the unchanged-input check;
   // `range_probe`: the operator's probed inputs scaled (check_range_probe).
   std::optional<Failure> prepare_seed(uint64_t seed, bool range_probe = false);
-  std::optional<Failure> check_range_probe(Json& resp, double atol, double rtol, uint64_t seed);
+  std::optional<Failure> check_range_probe(ChildShapeResponse& resp, double atol, double rtol,
+                                           uint64_t seed);
   std::string returned_error(int rc);
 
   // --- shape_checks.cpp
   std::optional<Failure> host_mirrors();
   // Poisons outputs, calls the candidate once, and checks outputs and inputs.
-  std::optional<Failure> call_and_check(Json& resp, double atol, double rtol,
+  std::optional<Failure> call_and_check(ChildShapeResponse& resp, double atol, double rtol,
                                         const std::string& context,
                                         const std::function<int()>& invoke = {});
-  std::optional<Failure> check_outputs(Json& resp, double atol, double rtol,
+  std::optional<Failure> check_outputs(ChildShapeResponse& resp, double atol, double rtol,
                                        const std::string& context);
 
   // --- shape_measure.cpp
   void swap_input_sets();
-  bool prepare_second_input_set(Json& resp);
-  std::optional<Failure> measure(Json& resp, double atol, double rtol);
-  std::optional<Failure> recheck_after_timing(Json& resp, double atol, double rtol, bool rotate,
-                                              bool graph);
+  bool prepare_second_input_set(ChildShapeResponse& resp);
+  std::optional<Failure> measure(ChildShapeResponse& resp, double atol, double rtol);
+  std::optional<Failure> recheck_after_timing(ChildShapeResponse& resp, double atol, double rtol,
+                                              bool rotate, bool graph);
 
-  const Json& req_;
+  const ChildTaskRequest& task_;
+  const ChildShape& item_;
   ChildDevice& dev_;
+  CandidateLoader& loader_;
   Buffers buffers_;
   problems::ResolvedShape shape_;
   AtrexCandidateRunFn entry_ = nullptr;

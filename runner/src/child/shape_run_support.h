@@ -1,5 +1,5 @@
-// Helpers of the evaluation child's shape run (child_runner.cpp): owned device buffers, the
-// failure type, the timing summary of a response, input comparison, per-phase wall times.
+// Helpers of the evaluation child's shape run (shape_run.h): owned device buffers, the
+// verdict type, the timing summary of a response, input comparison, per-phase wall times.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "atrex/common/json_io.h"
+#include "atrex/common/wire/eval_record.h"
 #include "atrex/common/sample_stats.h"
 #include "atrex/problems/operator.h"
 #include "child_device.h"
@@ -24,9 +25,9 @@ class Buffers {
   ~Buffers() {
     for (void* p : owned_) dev_.release(p);
   }
-  void* alloc(size_t bytes, std::string& error) {
-    void* p = dev_.alloc(std::max<size_t>(bytes, 16), error);
-    if (p) owned_.push_back(p);
+  Result<void*> alloc(size_t bytes) {
+    ATREX_ASSIGN_OR_RETURN(void* p, dev_.alloc(std::max<size_t>(bytes, 16)));
+    owned_.push_back(p);
     return p;
   }
 
@@ -35,25 +36,27 @@ class Buffers {
   std::vector<void*> owned_;
 };
 
+// The verdict on a candidate that failed a gate (a bad candidate is data, not an Error).
 struct Failure {
-  std::string status;
+  EvalStatus status = EvalStatus::kWrongResult;
   std::string error;
 };
 
-inline Json timing_summary(const std::vector<double>& samples, const std::string& method) {
+inline TimingSummary timing_summary(const std::vector<double>& samples, const std::string& method) {
   std::vector<double> s = samples;
   std::sort(s.begin(), s.end());
-  const double mean = stats::mean(s);
-  const double p25 = stats::quantile_sorted(s, 0.25), p75 = stats::quantile_sorted(s, 0.75);
-  return Json{{"time_us_median", stats::quantile_sorted(s, 0.5)},
-              {"time_us_p25", p25},
-              {"time_us_p75", p75},
-              {"time_us_iqr", p75 - p25},
-              {"time_us_min", s.empty() ? 0.0 : s.front()},
-              {"time_us_mean", mean},
-              {"n", s.size()},
-              {"samples_us", samples},
-              {"method", method}};
+  TimingSummary t;
+  t.time_us_median = stats::quantile_sorted(s, 0.5);
+  t.time_us_p25 = stats::quantile_sorted(s, 0.25);
+  t.time_us_p75 = stats::quantile_sorted(s, 0.75);
+  t.time_us_iqr = t.time_us_p75 - t.time_us_p25;
+  t.time_us_min = s.empty() ? 0.0 : s.front();
+  t.time_us_mean = stats::mean(s);
+  t.n = static_cast<int>(s.size());
+  t.samples_us = samples;
+  t.method = method;
+  t.relative_standard_error = stats::relative_standard_error(samples);
+  return t;
 }
 
 inline std::string first_byte_difference(const problems::TensorDesc& d, const uint8_t* a,

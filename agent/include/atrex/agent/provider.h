@@ -1,17 +1,19 @@
-// Providers propose the next candidate of an AKA iteration (docs/architecture.md §7). The built-in
-// `search` provider needs no model: it explores parameterised kernel templates by a measured
-// search (neighbours of the incumbent first). `openai` and `cli` providers plug in here too.
+// Providers propose the next candidate of an AKA iteration (DESIGN.md §7). The built-in `search`
+// provider needs no model: it explores parameterised kernel templates by a measured search;
+// `openai` (a chat-completions server) and `cli` (a coding-agent CLI in a staged workspace)
+// plug in through the provider registry (provider_registry.h).
 #pragma once
 
-#include <memory>
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "atrex/agent/templates.h"
 #include "atrex/common/error.h"
 #include "atrex/common/json_io.h"
+#include "atrex/common/wire/agent_task.h"
+#include "atrex/common/wire/backend.h"
 
 namespace atrex::agent {
 
@@ -20,26 +22,15 @@ struct Attempt {
   int generation = 0;
   int iteration = 0;
   std::string sha256;
-  Json provenance;  // e.g. {"template": path, "params": {...}}
+  Json provenance;  // provider-defined, e.g. {"template": path, "params": {...}}
   bool correct = false;
   double score = -1;    // quick-evaluation objective (median S_j), -1 when incorrect
   std::string summary;  // one line: scores or the first error
 };
 
-struct BestCandidate {
-  std::string source;
-  std::string sha256;
-  std::string file_name;
-  double score = -1;  // -1: none correct yet
-  Json provenance = Json::object();
-  bool valid() const { return score >= 0 && !source.empty(); }
-};
-Json to_json(const BestCandidate& b);
-BestCandidate best_candidate_from_json(const Json& j);
-
 struct ProposalContext {
   std::string op;
-  std::string backend;
+  Backend backend = Backend::kCpu;
   int generation = 0;
   int iteration = 0;                   // within the generation
   uint64_t seed = 0;                   // randomness of this generation's direction
@@ -55,15 +46,15 @@ struct Proposal {
   std::string rationale;  // why this candidate (for the audit trail)
 };
 
+// One provider instance serves one agent task (one generation); not shared between threads.
 class Provider {
  public:
   virtual ~Provider() = default;
   virtual std::string name() const = 0;
-  // The next candidate, or nullopt when the provider has nothing new to try.
+  // The next candidate, or nullopt when the provider has nothing new to try. kNotFound when it
+  // cannot work on this operator at all (no templates): the (agent, operator) ends with that
+  // error; other errors give the agent task back to be retried.
   virtual Result<std::optional<Proposal>> propose(const ProposalContext& ctx) = 0;
 };
-
-// The built-in search provider over `catalog` (must outlive the provider).
-std::unique_ptr<Provider> make_search_provider(const TemplateCatalog& catalog);
 
 }  // namespace atrex::agent

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "atrex/common/error.h"
+#include "atrex/common/wire/backend.h"
 
 namespace atrex::agent {
 
@@ -26,7 +27,7 @@ struct TemplateParam {
 
 struct KernelTemplate {
   std::string op;
-  std::string backend;  // "cuda", "cpu", "hip"
+  Backend backend = Backend::kCpu;
   std::string name;
   std::string description;
   std::string path;  // relative to the templates folder, for audit trails
@@ -45,7 +46,7 @@ class TemplateCatalog {
   // Parses one template; `path` is "<op>/<backend>/<file>". Errors name the path and line.
   static Result<KernelTemplate> parse(const std::string& path, const std::string& text);
 
-  std::vector<const KernelTemplate*> find(std::string_view op, std::string_view backend) const;
+  std::vector<const KernelTemplate*> find(std::string_view op, Backend backend) const;
   const std::vector<KernelTemplate>& all() const { return templates_; }
 
  private:

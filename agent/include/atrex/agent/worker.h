@@ -13,9 +13,11 @@
 #include <string>
 
 #include "atrex/agent/loop.h"
-#include "atrex/agent/templates.h"
+#include "atrex/agent/provider_registry.h"
 #include "atrex/common/queue.h"
 #include "atrex/common/result_store.h"
+#include "atrex/common/wire/final_marker.h"
+#include "atrex/common/wire/keys.h"
 
 namespace atrex::metrics {
 struct AgentMetrics;  // atrex/common/metrics.h
@@ -23,19 +25,13 @@ struct AgentMetrics;  // atrex/common/metrics.h
 
 namespace atrex::agent {
 
-inline constexpr const char* kAgentStream = "agent";
-inline constexpr const char* kFinalSchema = "atrex.final/1";
-
-// Result-store key of the final marker of (agent, operator): "final/<agent>/<op>".
-std::string final_key(const std::string& agent, const std::string& op);
-
 // An EvalFn that goes through the queue: reuses stored records (a resumed sweep), else
 // enqueues the task on `stream` and waits for one record per shape. A task that was
 // dead-lettered, or that produced no record in time, yields `crashed` records saying why.
 class QueueEvalFn {
  public:
   // `stop`, when given and set, interrupts a wait with a kUnavailable error.
-  QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream = "eval",
+  QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream = kEvalStream,
               int max_deliveries = 3, const std::atomic<bool>* stop = nullptr);
   Result<std::vector<EvalRecord>> operator()(const EvalTask& task) const;
 
@@ -52,13 +48,16 @@ struct AgentWorkerOptions {
   std::filesystem::path audit_dir;  // <results>/audit
   std::chrono::milliseconds poll_block{500};
   std::chrono::milliseconds heartbeat{10'000};
+  // The sweep's delivery bound: an evaluation dead-lettered after it yields `crashed` records.
+  int max_deliveries = 3;
   // atrex_agent_* (tasks, candidates, best quick S_i); none when null. Must outlive the worker.
   metrics::AgentMetrics* metrics = nullptr;
 };
 
 class AgentWorker {
  public:
-  AgentWorker(TaskQueue& queue, ResultStore& results, const TemplateCatalog& catalog,
+  // `providers` (must outlive the worker) makes each task's provider.
+  AgentWorker(TaskQueue& queue, ResultStore& results, const ProviderRegistry& providers,
               AgentWorkerOptions options);
   // Claims and runs at most one agent task; false when none was available. `stop`, when set,
   // interrupts the task (its lease is released so it is redone later).
@@ -68,15 +67,14 @@ class AgentWorker {
  private:
   Result<void> handle(const AgentTask& task, const std::atomic<bool>* stop);
   Result<AuditTrail*> audit_for(const AgentTask& task);
-  Result<const TemplateCatalog*> catalog_for(const AgentSpec& spec);
+  Result<void> put_final(const FinalMarker& marker);
 
   TaskQueue& queue_;
   ResultStore& results_;
-  const TemplateCatalog& catalog_;  // built-in templates
+  const ProviderRegistry& providers_;
   AgentWorkerOptions options_;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<AuditTrail>> audits_;
-  std::map<std::string, std::unique_ptr<TemplateCatalog>> folder_catalogs_;
 };
 
 }  // namespace atrex::agent

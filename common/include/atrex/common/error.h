@@ -69,17 +69,18 @@ Error with_context(Error error, const std::string& context);
 }  // namespace atrex
 
 // Returns the error of a Result-valued expression from the enclosing function.
-#define ATREX_TRY(expr)                                                         \
-  do {                                                                          \
-    auto atrex_try_result_ = (expr);                                            \
-    if (!atrex_try_result_) return ::tl::unexpected(atrex_try_result_.error()); \
+#define ATREX_TRY(expr) ATREX_TRY_IMPL_(ATREX_CONCAT_(atrex_try_result_, __COUNTER__), expr)
+#define ATREX_TRY_IMPL_(tmp, expr)                             \
+  do {                                                         \
+    auto tmp = (expr);                                         \
+    if (!tmp) return ::tl::unexpected(std::move(tmp).error()); \
   } while (0)
 
 #define ATREX_CONCAT_INNER_(a, b) a##b
 #define ATREX_CONCAT_(a, b) ATREX_CONCAT_INNER_(a, b)
 // `ATREX_ASSIGN_OR_RETURN(auto x, f());` declares/assigns x from a Result or returns its error.
 #define ATREX_ASSIGN_OR_RETURN(lhs, expr) \
-  ATREX_ASSIGN_OR_RETURN_IMPL_(ATREX_CONCAT_(atrex_result_, __LINE__), lhs, expr)
+  ATREX_ASSIGN_OR_RETURN_IMPL_(ATREX_CONCAT_(atrex_result_, __COUNTER__), lhs, expr)
 #define ATREX_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)         \
   auto tmp = (expr);                                         \
   if (!tmp) return ::tl::unexpected(std::move(tmp).error()); \
@@ -88,8 +89,8 @@ Error with_context(Error error, const std::string& context);
 // Invariants of atrex itself, checked in every build type: a broken one aborts the process
 // (with the condition, file and line) rather than letting it write a wrong score. Never for
 // what the environment or the input controls (STYLE.md "Errors": those are Errors or records).
-#define ATREX_ASSERT(cond, ...)                                                  \
-  do {                                                                           \
+#define ATREX_ASSERT(cond, ...)                                                        \
+  do {                                                                                 \
     if (!(cond)) ::atrex::assertion_failed(#cond, __FILE__, __LINE__, "" __VA_ARGS__); \
   } while (0)
 // A switch over an enum that covered every value fell through.

@@ -11,11 +11,13 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <prometheus/registry.h>
 
 #include "atrex/common/error.h"
+#include "atrex/common/wire/manifest.h"
 
 namespace prometheus {
 class Exposer;
@@ -91,5 +93,18 @@ Result<std::unique_ptr<Exposition>> start_exposition(const ListenAddress& addres
                                                      const std::string& role,
                                                      const std::string& worker,
                                                      const std::string& file_name = "");
+
+// Where the workers of the sweep whose results folder is `results` write their file_sd target
+// files (docs/sweeps.md "Metrics"): <results>/metrics/targets.
+std::filesystem::path metrics_targets_dir(const std::filesystem::path& results);
+
+// A sweep worker's /metrics endpoint: at `flag` (its --metrics-listen), else at the manifest's
+// cluster.metrics; none (null) when neither asks for one. The target file goes to the site's
+// shared folder (cluster.metrics_targets, named <sweep id>-<worker>.json) or to
+// <results>/metrics/targets/<worker>.json. Errors as start_exposition, and kInvalidInput for a
+// bad cluster.metrics.
+Result<std::unique_ptr<Exposition>> start_worker_exposition(
+    const Manifest& manifest, const std::optional<ListenAddress>& flag, const std::string& role,
+    const std::string& worker);
 
 }  // namespace atrex::metrics

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "atrex/common/error.h"
@@ -32,8 +33,8 @@ class ResultStore {
   // Waits up to `timeout` for `key` to appear.
   virtual Result<std::optional<Json>> wait(const std::string& key,
                                            std::chrono::milliseconds timeout) = 0;
-  // Every stored record, in write order.
-  virtual Result<std::vector<Json>> all() = 0;
+  // Every stored (key, record), in write order.
+  virtual Result<std::vector<std::pair<std::string, Json>>> entries() = 0;
 };
 
 class MemoryResultStore final : public ResultStore {
@@ -47,13 +48,14 @@ class MemoryResultStore final : public ResultStore {
   Result<std::optional<Json>> get(const std::string& key) override;
   Result<std::optional<Json>> wait(const std::string& key,
                                    std::chrono::milliseconds timeout) override;
-  Result<std::vector<Json>> all() override;
+  Result<std::vector<std::pair<std::string, Json>>> entries() override;
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, size_t> index_;
   std::vector<Json> records_;
+  std::vector<std::string> keys_;  // keys_[i] is records_[i]'s
   std::ofstream log_;
 };
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "atrex/common/error.h"
+#include "atrex/common/wire/manifest.h"
 
 namespace atrex::problems {
 
@@ -55,5 +56,10 @@ Result<HardwareProfile> find_hardware_profile(const std::vector<HardwareProfile>
 // The first profile whose `match` substrings occur in `device_name` (case-insensitive).
 std::optional<HardwareProfile> match_hardware_profile(const std::vector<HardwareProfile>& profiles,
                                                       std::string_view device_name);
+
+// The profile as a sweep manifest keeps it (name, peaks, bandwidth, source), and back: workers
+// compute T_roofline against the submitting machine's numbers, not their own measurement.
+HardwareSummary hardware_summary(const HardwareProfile& p);
+HardwareProfile hardware_from_summary(const HardwareSummary& s);
 
 }  // namespace atrex::problems

@@ -77,6 +77,10 @@ class Suite {
   std::map<std::string, HiddenData, std::less<>> hidden_;
 };
 
+// The suite in `dir`, or the bundled one when `dir` is empty or holds no suite on this host (a
+// sweep's worker on another machine than the one that resolved it).
+Result<Suite> load_suite_or_bundled(const std::filesystem::path& dir);
+
 // Where the bundled suite is: $ATREX_SUITE_DIR, else <exe>/../share/atrex/problems/atrex-bench
 // (build tree and install), else the source tree.
 std::filesystem::path default_suite_dir();

@@ -19,6 +19,7 @@
 
 #include "atrex/common/queue.h"
 #include "atrex/common/result_store.h"
+#include "atrex/common/wire/keys.h"
 #include "atrex/runner/evaluator.h"
 
 namespace atrex::metrics {
@@ -26,8 +27,6 @@ struct RunnerMetrics;  // atrex/common/metrics.h
 }
 
 namespace atrex::runner {
-
-inline constexpr const char* kEvalStream = "eval";
 
 struct RunnerLoopOptions {
   std::string stream = kEvalStream;
@@ -79,6 +78,8 @@ class RunnerLoop {
   std::deque<std::unique_ptr<Claimed>> ahead_;
 
   std::unique_ptr<Claimed> claim_one(std::chrono::milliseconds block, Result<bool>& status);
+  void give_back(const Lease& lease, const std::string& why);
+  void finish(const Lease& lease);
   void compile_ahead(std::vector<std::unique_ptr<Claimed>>& out);
 };
 

@@ -8,34 +8,26 @@
 
 #include <cstddef>
 #include <filesystem>
-#include <string>
 #include <string_view>
 #include <vector>
 
 #include "atrex/common/error.h"
+#include "atrex/common/redis/endpoint.h"
 
 namespace atrex::scheduler {
-
-// Splits a comma-separated list of Redis URLs (redis://[[user]:password@]host[:port][/db];
-// blanks around entries are dropped). kInvalidInput naming `what` (the flag or field the list
-// came from), the list, and the entry at fault, for: an empty list, an empty entry, a URL that
-// does not parse, and one instance (host, port, db) listed twice.
-Result<std::vector<std::string>> parse_redis_url_list(std::string_view list, std::string_view what);
 
 // Which of `instances` (> 0) Redis instances holds the sweep: the first 8 bytes of
 // SHA-256(sweep id), big-endian, modulo `instances`. A position in the list, not a hash slot:
 // stable across machines and runs (no std::hash), and independent of the hosts' names.
 size_t redis_shard_index(std::string_view sweep_id, size_t instances);
 
-// The URL a sweep submitted with the list `urls` (as parse_redis_url_list returned it) goes to.
-// When `results_dir` already holds a manifest of this sweep with a `redis_url`, that URL wins
-// (reordering or extending the list never moves a submitted sweep); it must be one of `urls`
-// (same host, port and db), else kInvalidInput naming `what`. Otherwise urls[redis_shard_index].
-Result<std::string> choose_redis_url(const std::vector<std::string>& urls, std::string_view what,
-                                     const std::string& sweep_id,
-                                     const std::filesystem::path& results_dir);
-
-// `url` with its password replaced by *** (for logs and the manifest's "redis").
-std::string redis_url_without_password(const std::string& url);
+// The instance a sweep submitted with `endpoints` (parse_redis_url_list) goes to. When
+// `results_dir` already holds a manifest of this sweep with a `redis_url`, that URL wins
+// (reordering or extending the list never moves a submitted sweep); it must be one of
+// `endpoints` (same instance), else kInvalidInput naming `what`. Otherwise
+// endpoints[redis_shard_index].
+Result<RedisEndpoint> choose_redis_endpoint(const std::vector<RedisEndpoint>& endpoints,
+                                            std::string_view what, const std::string& sweep_id,
+                                            const std::filesystem::path& results_dir);
 
 }  // namespace atrex::scheduler

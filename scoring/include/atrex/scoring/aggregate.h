@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "atrex/common/records.h"
+#include "atrex/common/wire/eval_record.h"
 #include "atrex/problems/suite.h"
 
 namespace atrex::scoring {

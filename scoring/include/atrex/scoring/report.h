@@ -1,13 +1,16 @@
-// Sweep reports: atrex.report/1 (JSON, for machines) and Markdown (for people), with the
-// paper's headline view: per agent S_agg, correctness rate, target-DSL adoption, and the
-// per-operator S_i breakdown with weights.
+// The sweep report model (atrex.report/1): per agent S_agg, correctness rate, target-DSL
+// adoption and the per-operator S_i breakdown with weights (the paper's headline view, §4), and
+// the tasks the sweep completed without (dead letters). One model, several renderers:
+// to_json (machines), render_markdown (people); HTML with plots and JUnit plug in beside them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "atrex/common/json_io.h"
+#include "atrex/common/queue.h"
 #include "atrex/scoring/aggregate.h"
 
 namespace atrex::scoring {
@@ -21,14 +24,39 @@ struct ReportContext {
   std::string hardware;  // profile name
   std::string backend;
   std::string device;
-  std::string created_at;
+  std::string created_at;  // UTC, ISO 8601
 };
 
-Json report_json(const ReportContext& ctx, const std::vector<AgentScore>& agents);
+// A task the sweep completed without: its workers failed or died on every delivery.
+struct DeadLetterSummary {
+  std::string queue;  // "eval" or "agent"
+  std::string message_id;
+  int deliveries = 0;
+  std::string error;  // the last failure
+  std::string kind;   // "eval", "agent", or "" when the body is not a task at all
+  std::string op;
+  std::string agent;
+  // eval tasks
+  std::string task_id, purpose, candidate, candidate_sha256;
+  // agent tasks
+  int generation = 0;
+};
+// What a dead letter of `stream` says, read leniently: a body that could not be parsed as a
+// task is exactly what may end up dead-lettered, and its report entry must still be written.
+DeadLetterSummary summarize_dead_letter(std::string_view stream, const DeadLetter& d);
+Json to_json(const DeadLetterSummary& d);
 
-// Markdown: a headline table (one row per agent) and one per-operator table per agent.
-// Operators not attempted are summarised in one line rather than listed as rows.
-std::string report_markdown(const ReportContext& ctx, const std::vector<AgentScore>& agents);
+struct Report {
+  ReportContext context;
+  std::vector<AgentScore> agents;
+  std::vector<DeadLetterSummary> dead_letters;
+};
+
+Json to_json(const Report& report);
+
+// Markdown: a headline table (one row per agent), one per-operator table per agent (operators
+// not attempted summarised in one line), and the dead-lettered tasks.
+std::string render_markdown(const Report& report);
 
 // `text` as the content of one Markdown (GFM) table cell: `|` and `\` escaped, `&`, `<`, `>` as
 // entities (compiler logs hold `#include <...>`, which would render as an HTML tag), and each

@@ -1,0 +1,77 @@
+#include "atrex/agent/spec.h"
+
+#include <set>
+
+#include <fmt/format.h>
+
+namespace atrex::agent {
+
+namespace {
+
+Result<void> int_in(const JsonField& parent, const char* key, int& out, int lo, int hi) {
+  if (!parent.has(key)) return ok();
+  ATREX_ASSIGN_OR_RETURN(auto c, parent.at(key));
+  ATREX_ASSIGN_OR_RETURN(int64_t v, c.as_int());
+  if (v < lo || v > hi) return c.fail(fmt::format("expected an integer in [{}, {}]", lo, hi));
+  out = static_cast<int>(v);
+  return ok();
+}
+
+Result<void> only_keys(const JsonField& f, const std::set<std::string>& known) {
+  for (auto& [key, _] : f.value().items()) {
+    if (!known.count(key)) {
+      return f.fail(fmt::format("unknown field \"{}\" (known: {})", key, fmt::join(known, ", ")));
+    }
+  }
+  return ok();
+}
+
+}  // namespace
+
+Result<AgentSpec> agent_spec_from_json(const JsonField& f, const ProviderRegistry& providers) {
+  ATREX_TRY(f.expect_object());
+  AgentSpec s;
+  ATREX_ASSIGN_OR_RETURN(auto name, f.at("name"));
+  ATREX_ASSIGN_OR_RETURN(s.name, name.as_string());
+  if (s.name.empty() || s.name.find_first_of("/ \t") != std::string::npos) {
+    return name.fail("expected a name without spaces or '/'");
+  }
+  if (f.has("provider")) {
+    ATREX_ASSIGN_OR_RETURN(auto p, f.at("provider"));
+    ATREX_ASSIGN_OR_RETURN(s.provider, p.as_string());
+    if (auto found = providers.require(s.provider); !found) return p.fail(found.error().message);
+  }
+  ATREX_ASSIGN_OR_RETURN(const ProviderFactory* factory, providers.require(s.provider));
+  std::set<std::string> known = {"name", "provider", "budget", "dropout"};
+  for (const auto& k : factory->option_keys()) known.insert(k);
+  for (auto& [key, _] : f.value().items()) {
+    if (!known.count(key)) {
+      return f.fail(fmt::format("unknown agent field \"{}\" (known for provider {}: {})", key,
+                                s.provider, fmt::join(known, ", ")));
+    }
+  }
+  ATREX_ASSIGN_OR_RETURN(s.options, factory->parse_options(f));
+  if (f.has("budget")) {
+    ATREX_ASSIGN_OR_RETURN(auto b, f.at("budget"));
+    ATREX_TRY(b.expect_object());
+    ATREX_TRY(only_keys(b, {"iterations"}));
+    ATREX_TRY(int_in(b, "iterations", s.iterations, 1, 100000));
+  }
+  if (f.has("dropout")) {
+    ATREX_ASSIGN_OR_RETURN(auto d, f.at("dropout"));
+    ATREX_TRY(d.expect_object());
+    ATREX_TRY(only_keys(d, {"patience", "max_generations", "min_improvement"}));
+    ATREX_TRY(int_in(d, "patience", s.patience, 1, 100000));
+    ATREX_TRY(int_in(d, "max_generations", s.max_generations, 1, 10000));
+    if (d.has("min_improvement")) {
+      ATREX_ASSIGN_OR_RETURN(auto m, d.at("min_improvement"));
+      ATREX_ASSIGN_OR_RETURN(s.min_improvement, m.as_number());
+      if (s.min_improvement < 0 || s.min_improvement > 1) {
+        return m.fail("expected a fraction in [0, 1]");
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace atrex::agent

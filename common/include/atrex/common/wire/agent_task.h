@@ -1,0 +1,67 @@
+// atrex.agent-task/1: one AKA generation of one (agent, operator) (DESIGN.md §7). Enqueued on
+// the `agent` stream by the scheduler (first generation) and by agent workers (the next one
+// after an optimisation dropout); also the agents of a sweep manifest.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "atrex/common/error.h"
+#include "atrex/common/json_io.h"
+#include "atrex/common/wire/backend.h"
+#include "atrex/common/wire/eval_settings.h"
+
+namespace atrex {
+
+inline constexpr const char* kAgentTaskSchema = "atrex.agent-task/1";
+
+// One agent of a sweep: who proposes candidates and with what budget. The provider's own
+// settings (the search provider's template folder, a model server's URL ...) are in `options`,
+// validated by the provider registry when the sweep file is read (agent/provider_registry.h).
+struct AgentSpec {
+  std::string name;
+  std::string provider = "search";
+  int iterations = 8;  // candidate evaluations per operator, over all generations
+  int patience = 3;    // iterations without improvement before dropout
+  int max_generations = 4;
+  double min_improvement = 0.02;  // relative gain that counts as an improvement (timing noise)
+  Json options = Json::object();  // provider-specific, already validated
+};
+// The flat form of tasks and manifests: {name, provider, iterations, patience,
+// max_generations, min_improvement, options}.
+Json to_json(const AgentSpec& s);
+Result<void> read_value(const JsonField& f, AgentSpec& out);
+
+// The best correct candidate of an (agent, operator) so far, kept across generations.
+struct BestCandidate {
+  std::string source;
+  std::string sha256;
+  std::string file_name;
+  double score = -1;  // quick-evaluation objective (median S_j); -1: none correct yet
+  Json provenance = Json::object();  // provider-defined, e.g. {"template": path, "params": {...}}
+  bool valid() const { return score >= 0 && !source.empty(); }
+};
+Json to_json(const BestCandidate& b);
+Result<void> read_value(const JsonField& f, BestCandidate& out);
+
+struct AgentTask {
+  std::string sweep_id;
+  AgentSpec agent;
+  std::string op;
+  Backend backend = Backend::kCpu;
+  std::string hardware;  // hardware profile name
+  int generation = 0;
+  int iterations_used = 0;  // by earlier generations
+  uint64_t seed = 0;        // randomness of the generation's direction
+  BestCandidate best;       // kept across generations
+  std::vector<std::string> quick_shapes;
+  std::vector<std::string> full_shapes;
+  EvalSettings quick_settings;
+  EvalSettings full_settings;
+};
+Json to_json(const AgentTask& t);
+// Strict: every member present and known (kInvalidInput naming it and `source`).
+Result<AgentTask> agent_task_from_json(const Json& j, const std::string& source);
+
+}  // namespace atrex

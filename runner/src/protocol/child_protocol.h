@@ -1,0 +1,97 @@
+// The runner <-> evaluation child protocol (runner-private; DESIGN.md §5): the request file the
+// runner writes (atrex.child-request/1) and the response lines the child appends, one per shape
+// as it completes (atrex.child-response/1). Both sides read each other strictly: a renamed field
+// fails at once, naming itself. The child never sees the suite's hidden data: the request holds
+// what it needs (the shape's parameters, the seeds, the timing loop, the compiled library).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "atrex/common/error.h"
+#include "atrex/common/json_io.h"
+#include "atrex/common/wire/eval_record.h"
+#include "atrex/common/wire/eval_settings.h"
+#include "atrex/runner/dump.h"
+
+namespace atrex::runner {
+
+inline constexpr const char* kChildRequestSchema = "atrex.child-request/1";
+inline constexpr const char* kChildResponseSchema = "atrex.child-response/1";
+
+// The performance gate's loop (EvalSettings' timing part).
+struct TimingLoop {
+  int warmup_iterations = 3;
+  int min_iterations = 10;
+  int max_iterations = 200;
+  double min_time_s = 0.2;
+  double max_timing_s = 3.0;
+  double target_rse = 0.01;
+  TimingMode timing_mode = TimingMode::kAuto;
+};
+TimingLoop timing_loop(const EvalSettings& s);
+
+// One shape of a task request, in evaluation order.
+struct ChildShape {
+  std::string shape_id;
+  Json params = Json::object();  // the shape's init_kwargs and input_kwargs, merged
+  std::vector<uint64_t> seeds;   // one correctness seed each; fresh per (runner, task, shape)
+  bool performance = true;       // time it after correctness
+  bool range_probe = true;       // run the operator's range probe after the first seed
+  // An unseen-shape check: a wrong_result ends the child after it (the task is decided).
+  bool stop_task_on_failure = false;
+};
+
+// mode "task": the shapes of one candidate, evaluated in order by one child.
+struct ChildTaskRequest {
+  std::string operator_name;
+  std::string library;  // the compiled candidate (a shared object)
+  double atol = 1e-2;   // unless the operator sets its own
+  double rtol = 5e-2;
+  TimingLoop timing;
+  std::vector<ChildShape> shapes;
+};
+
+struct ChildDumpRequest {
+  std::vector<DumpItem> items;
+};
+
+// One request file: exactly one of the two modes.
+struct ChildRequest {
+  std::optional<ChildTaskRequest> task;
+  std::optional<ChildDumpRequest> dump;
+};
+Json to_json(const ChildRequest& r);
+Result<ChildRequest> child_request_from_json(const Json& j, const std::string& source);
+
+// What the child says about one shape (one JSON line of the response file).
+struct ChildShapeResponse {
+  std::string shape_id;
+  EvalStatus status = EvalStatus::kCrashed;
+  std::string error;
+  std::string device;
+  int seeds_passed = 0;
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  std::vector<std::string> low_signal_outputs;
+  std::optional<TimingSummary> timing;
+  std::optional<double> dsl_share;    // CUPTI-traced timing only
+  std::string dsl_attribution_error;  // why no dsl_share although traced
+  Json clocks = Json::object();
+  Json phases_s = Json::object();
+  std::string range_probe;  // what the range probe scaled, "" when none ran
+  std::optional<std::vector<std::string>> unlaunched_kernels;
+  std::optional<int64_t> unlaunched_instantiations;
+  std::string input_rotation;  // "on", or why the timed calls ran on one input set
+  double started_at_s = 0;     // CLOCK_MONOTONIC seconds when the child began the shape
+  double wall_s = 0;           // the shape's wall time inside the child
+};
+Json to_json(const ChildShapeResponse& r);
+Result<ChildShapeResponse> child_shape_response_from_json(const Json& j, const std::string& source);
+
+Json to_json(const ChildDumpResponse& r);
+Result<ChildDumpResponse> child_dump_response_from_json(const Json& j, const std::string& source);
+
+}  // namespace atrex::runner

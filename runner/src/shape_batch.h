@@ -1,0 +1,51 @@
+// A task's shapes through evaluation children (evaluator.h): in as few child processes as
+// isolation allows, and what to record when a child ends without a verdict (runner-private).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "atrex/common/error.h"
+#include "atrex/common/wire/eval_record.h"
+#include "atrex/problems/suite.h"
+#include "protocol/child_protocol.h"
+
+namespace atrex::runner {
+
+// One shape to evaluate: its request (seeds and gate options filled in) and whether it is one of
+// the task's own shapes (counted in messages) or an unseen-shape check.
+struct BatchItem {
+  const problems::Shape* shape = nullptr;
+  ChildShape request;
+  bool own = true;
+};
+
+struct BatchContext {
+  const EvalTask* task = nullptr;
+  std::filesystem::path library;    // the compiled candidate
+  std::string device_name;          // for records the child wrote none of
+  std::filesystem::path child_dir;  // atrex-eval-* live here
+  std::filesystem::path work_dir;   // request/response files, crash logs
+  int device_index = 0;
+  uint64_t file_tag = 0;  // makes the request files' names unique
+  const std::atomic<bool>* stop = nullptr;
+};
+
+// Evaluates `items` in order: one child takes them all; a crash or a timeout ends it, that shape
+// is recorded as such (crashed: the child died, with its output's tail; timeout: no verdict
+// within shape_timeout_s, restarted by every verdict), and a fresh child takes the rest. Once
+// `abandon` returns a reason, the shapes not evaluated yet are recorded wrong_result with it.
+// `emit` gets each record as the child writes it. kUnavailable after a stop request (between
+// shapes); kIo when the request file cannot be written.
+Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchItem>& items,
+                             const std::function<void(EvalRecord, const problems::Shape&)>& emit,
+                             const std::function<std::string()>& abandon);
+
+// A child's verdict on one shape as the record's fields.
+void apply_child_response(EvalRecord& r, const ChildShapeResponse& c);
+
+}  // namespace atrex::runner

@@ -1,0 +1,155 @@
+#include "atrex/scheduler/reconcile.h"
+
+#include <fmt/format.h>
+
+#include "atrex/agent/audit_trail.h"
+#include "atrex/common/wire/final_marker.h"
+#include "atrex/common/wire/keys.h"
+
+namespace atrex::scheduler {
+namespace fs = std::filesystem;
+
+Result<Manifest> open_results_dir(const Manifest& resolved,
+                                  const std::function<void(Manifest&)>& update) {
+  const fs::path dir = resolved.output;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return io_error(
+        fmt::format("{}: cannot create results folder: {}", dir.string(), ec.message()));
+  }
+  Manifest m = resolved;
+  if (fs::exists(dir / "manifest.json", ec)) {
+    ATREX_ASSIGN_OR_RETURN(Manifest old, read_manifest_file(dir));
+    if (old.sweep_id != resolved.sweep_id) {
+      return invalid_input(
+          fmt::format("{} holds results of a different sweep (id {}, this one is {}); choose "
+                      "another output folder (--out) or remove that one",
+                      dir.string(), old.sweep_id, resolved.sweep_id));
+    }
+    // Keep the lifecycle: launcher state, start times, the Redis it lives on.
+    m.status = old.status;
+    m.launcher = old.launcher;
+    m.started_at = old.started_at;
+    m.submitted_at = old.submitted_at;
+    m.resumed_at = old.resumed_at;
+    m.cancelled_at = old.cancelled_at;
+    m.finished_at = old.finished_at;
+    m.redis_url = old.redis_url;
+    m.redis = old.redis;
+    m.cluster = old.cluster;
+    m.workers = old.workers;
+  }
+  if (update) update(m);
+  ATREX_TRY(write_manifest_file(dir, m));
+  return m;
+}
+
+Result<Manifest> update_manifest(const fs::path& dir,
+                                 const std::function<void(Manifest&)>& update) {
+  ATREX_ASSIGN_OR_RETURN(Manifest m, read_manifest_file(dir));
+  update(m);
+  ATREX_TRY(write_manifest_file(dir, m));
+  return m;
+}
+
+Result<AgentTask> agent_task_for(const Manifest& sweep, const AgentSpec& a, const OperatorPlan& op,
+                                 const fs::path& audit_dir) {
+  ATREX_ASSIGN_OR_RETURN(auto trail,
+                         agent::AuditTrail::open(audit_dir / a.name / (op.name + ".jsonl")));
+  const auto progress = trail->progress();
+  AgentTask t;
+  t.sweep_id = sweep.sweep_id;
+  t.agent = a;
+  t.op = op.name;
+  t.backend = sweep.backend;
+  t.hardware = sweep.hardware.name;
+  t.generation = progress.generation;
+  t.iterations_used = progress.iterations_used;
+  t.best = progress.best;
+  t.seed = std::hash<std::string>{}(sweep.sweep_id + a.name + op.name);
+  t.quick_shapes = op.quick_shapes;
+  t.full_shapes = op.shapes;
+  t.quick_settings = sweep.quick_evaluation;
+  t.full_settings = sweep.evaluation;
+  return t;
+}
+
+Result<int> enqueue_missing(const Manifest& sweep, TaskQueue& queue, ResultStore& store,
+                            const ProgressFn& say) {
+  // A dead-lettered agent task is finished (it failed max_deliveries times), not missing:
+  // without its `error` marker a resume would enqueue it again, and again after each death.
+  ATREX_TRY(finalize_dead_agent_tasks(queue, store));
+  ATREX_ASSIGN_OR_RETURN(std::vector<Json> flying, queue.in_flight(kAgentStream));
+  std::set<std::string> busy;
+  for (const auto& body : flying) {
+    // Leniently: a malformed task in flight is the runner's to reject, not a reason to stop here.
+    const auto s = scoring::summarize_dead_letter(kAgentStream, DeadLetter{"", body, 0, ""});
+    busy.insert(s.agent + "/" + s.op);
+  }
+  int enqueued = 0;
+  for (const auto& a : sweep.agents) {
+    for (const auto& op : sweep.operators) {
+      ATREX_ASSIGN_OR_RETURN(auto done, store.get(final_key(a.name, op.name)));
+      if (done || busy.count(a.name + "/" + op.name)) continue;
+      ATREX_ASSIGN_OR_RETURN(AgentTask t,
+                             agent_task_for(sweep, a, op, fs::path(sweep.output) / "audit"));
+      if (t.iterations_used > 0 && say) {
+        say(fmt::format("resuming {} / {} at generation {}, {} iterations done", a.name, op.name,
+                        t.generation, t.iterations_used));
+      }
+      ATREX_TRY(queue.enqueue(kAgentStream, to_json(t)));
+      ++enqueued;
+    }
+  }
+  return enqueued;
+}
+
+Result<void> finalize_dead_agent_tasks(TaskQueue& queue, ResultStore& store) {
+  ATREX_ASSIGN_OR_RETURN(auto dead, queue.dead_letters(kAgentStream));
+  for (const auto& d : dead) {
+    // Read leniently: a body that could not even be parsed is one way a task ends up here.
+    const scoring::DeadLetterSummary s = scoring::summarize_dead_letter(kAgentStream, d);
+    FinalMarker marker;
+    marker.agent = s.agent;
+    marker.op = s.op;
+    marker.status = FinalStatus::kError;
+    marker.error = fmt::format("agent task failed {} times: {}", d.delivery_count, d.last_error);
+    ATREX_TRY(store.put(final_key(s.agent, s.op), to_json(marker)));  // first write wins
+  }
+  return ok();
+}
+
+Result<std::vector<scoring::DeadLetterSummary>> all_dead_letters(TaskQueue& queue) {
+  std::vector<scoring::DeadLetterSummary> out;
+  for (const char* stream : kAllStreams) {
+    ATREX_ASSIGN_OR_RETURN(auto dead, queue.dead_letters(stream));
+    for (const auto& d : dead) out.push_back(scoring::summarize_dead_letter(stream, d));
+  }
+  return out;
+}
+
+Result<int> count_finals(const Manifest& sweep, ResultStore& store, std::set<std::string>& seen,
+                         const ProgressFn& say) {
+  int done = 0;
+  for (const auto& a : sweep.agent_names()) {
+    for (const auto& op : sweep.operator_names()) {
+      const std::string key = final_key(a, op);
+      ATREX_ASSIGN_OR_RETURN(auto stored, store.get(key));
+      if (!stored) continue;
+      ++done;
+      if (!seen.insert(a + "/" + op).second || !say) continue;
+      ATREX_ASSIGN_OR_RETURN(FinalMarker f, final_marker_from_json(*stored, "result " + key));
+      if (f.status == FinalStatus::kError) {
+        say(fmt::format("{} / {}: error: {}", a, op, f.error));
+      } else {
+        say(fmt::format("{} / {}: {} (quick S = {:.4f}, {} iterations, {} generation(s))", a, op,
+                        final_status_name(f.status), f.quick_score, f.iterations_used,
+                        f.generations));
+      }
+    }
+  }
+  return done;
+}
+
+}  // namespace atrex::scheduler
