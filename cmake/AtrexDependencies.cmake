@@ -8,6 +8,7 @@ find_package(spdlog REQUIRED)                   # libspdlog-dev
 find_package(tl-expected REQUIRED)              # libexpected-dev (target: tl::expected)
 find_package(dlpack REQUIRED)                   # libdlpack-dev (target: dlpack::dlpack)
 find_package(prometheus-cpp CONFIG REQUIRED)   # prometheus-cpp-dev 1.0.1 (targets: prometheus-cpp::core, ::pull)
+find_package(Boost 1.74 REQUIRED)              # libboost-dev: Beast/Asio, header-only (target: Boost::headers)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto SSL) # libssl-dev
 # hiredis 0.14 (libhiredis-dev) ships no CMake target; its pkg-config file does.
 find_package(PkgConfig REQUIRED)
