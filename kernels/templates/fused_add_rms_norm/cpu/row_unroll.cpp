@@ -9,40 +9,22 @@
 #include <cstdint>
 #include <cstring>
 
-#include "atrex/candidate.h"
+#include "atrex/candidate_util.h"
 
 namespace {
 
-const char* g_error = "";
-int fail(const char* msg) {
-  g_error = msg;
-  return 1;
-}
-
-inline float bf2f(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-// Round to nearest even on the float bits; NaN stays a (quiet) NaN. Branch-free so loops vectorise.
-inline uint16_t f2bf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-bool is_bf16(const DLTensor* t) {
-  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
-}
+using atrex::cand::fail;
+using atrex::cand::is;
+using atrex::cand::kBF16;
+using atrex::cand::bf16_to_float;
+using atrex::cand::float_to_bf16;
 
 // residual_out = bf16(x + residual) is rounded before it enters the sum of squares, as in the
 // reference.
 inline float add_round(const uint16_t* x, const uint16_t* res, uint16_t* ro, int64_t h) {
-  const uint16_t s = f2bf(bf2f(x[h]) + bf2f(res[h]));
+  const uint16_t s = float_to_bf16(bf16_to_float(x[h]) + bf16_to_float(res[h]));
   ro[h] = s;
-  return bf2f(s);
+  return bf16_to_float(s);
 }
 
 void row(const uint16_t* x, const uint16_t* res, const uint16_t* w, uint16_t* out, uint16_t* ro,
@@ -62,12 +44,12 @@ void row(const uint16_t* x, const uint16_t* res, const uint16_t* w, uint16_t* ou
     ss += v * v;
   }
   const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + eps);
-  for (h = 0; h < hidden; ++h) out[h] = f2bf((bf2f(ro[h]) * inv) * bf2f(w[h]));
+  for (h = 0; h < hidden; ++h) out[h] = float_to_bf16((bf16_to_float(ro[h]) * inv) * bf16_to_float(w[h]));
 }
 
 }  // namespace
 
-ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message(void) { return g_error; }
+ATREX_CANDIDATE_ERROR_MESSAGE_EXPORT
 
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* x = atrex_input(launch, "x");
@@ -78,9 +60,9 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!x || !r || !w || !o || !ro) return fail("fused_add_rms_norm: missing tensor");
   const DLTensor* mats[4] = {x, r, o, ro};
   for (const DLTensor* t : mats)
-    if (t->ndim != 2 || !is_bf16(t) || t->shape[0] != x->shape[0] || t->shape[1] != x->shape[1])
+    if (t->ndim != 2 || !is(t, kBF16) || t->shape[0] != x->shape[0] || t->shape[1] != x->shape[1])
       return fail("fused_add_rms_norm: expected bf16 [T,H] x, residual, out, residual_out");
-  if (w->ndim != 1 || !is_bf16(w) || w->shape[0] != x->shape[1])
+  if (w->ndim != 1 || !is(w, kBF16) || w->shape[0] != x->shape[1])
     return fail("fused_add_rms_norm: bad weight");
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));

@@ -17,7 +17,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "atrex/candidate.h"
+#include "atrex/candidate_util.h"
 
 static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024,
               "BLOCK_THREADS");
@@ -25,11 +25,10 @@ static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 
 namespace {
 
-const char* g_error = "";
-int fail(const char* msg) {
-  g_error = msg;
-  return 1;
-}
+using atrex::cand::fail;
+using atrex::cand::is;
+using atrex::cand::kBF16;
+using atrex::cand::aligned;
 
 // V consecutive bf16 values (as bits), aligned like the word that moves them.
 template <int V>
@@ -188,14 +187,9 @@ void launch_v(const uint16_t* x, const uint16_t* r, const uint16_t* w, uint16_t*
       <<<static_cast<unsigned>(rows), threads, 0, s>>>(x, r, w, out, ro, hidden, eps);
 }
 
-bool is_bf16(const DLTensor* t) {
-  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
-}
-bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 }  // namespace
 
-ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message(void) { return g_error; }
+ATREX_CANDIDATE_ERROR_MESSAGE_EXPORT
 
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* x = atrex_input(launch, "x");
@@ -206,9 +200,9 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!x || !r || !w || !o || !ro) return fail("fused_add_rms_norm: missing tensor");
   const DLTensor* mats[4] = {x, r, o, ro};
   for (const DLTensor* t : mats)
-    if (t->ndim != 2 || !is_bf16(t) || t->shape[0] != x->shape[0] || t->shape[1] != x->shape[1])
+    if (t->ndim != 2 || !is(t, kBF16) || t->shape[0] != x->shape[0] || t->shape[1] != x->shape[1])
       return fail("fused_add_rms_norm: expected bf16 [T,H] x, residual, out, residual_out");
-  if (w->ndim != 1 || !is_bf16(w) || w->shape[0] != x->shape[1])
+  if (w->ndim != 1 || !is(w, kBF16) || w->shape[0] != x->shape[1])
     return fail("fused_add_rms_norm: bad weight");
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   if (rows > 0x7fffffff || hidden > 0x7fffffff) return fail("fused_add_rms_norm: too large");

@@ -9,33 +9,15 @@
 #include <cstdint>
 #include <cstring>
 
-#include "atrex/candidate.h"
+#include "atrex/candidate_util.h"
 
 namespace {
 
-const char* g_error = "";
-int fail(const char* msg) {
-  g_error = msg;
-  return 1;
-}
-
-inline float bf2f(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-// Round to nearest even on the float bits; NaN stays a (quiet) NaN. Branch-free so loops vectorise.
-inline uint16_t f2bf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-bool is_bf16(const DLTensor* t) {
-  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
-}
+using atrex::cand::fail;
+using atrex::cand::is;
+using atrex::cand::kBF16;
+using atrex::cand::bf16_to_float;
+using atrex::cand::float_to_bf16;
 
 void row(const uint16_t* x, uint16_t* out, int64_t hidden, float eps) {
   // Independent partial sums break the add dependency chain and let the compiler use vector lanes.
@@ -43,25 +25,25 @@ void row(const uint16_t* x, uint16_t* out, int64_t hidden, float eps) {
   int64_t h = 0;
   for (; h + UNROLL <= hidden; h += UNROLL)
     for (int u = 0; u < UNROLL; ++u) {
-      const float v = bf2f(x[h + u]);
+      const float v = bf16_to_float(x[h + u]);
       acc[u] += v * v;
     }
   float ss = 0.f;
   for (int u = 0; u < UNROLL; ++u) ss += acc[u];
-  for (; h < hidden; ++h) ss += bf2f(x[h]) * bf2f(x[h]);
+  for (; h < hidden; ++h) ss += bf16_to_float(x[h]) * bf16_to_float(x[h]);
   const float inv = 1.0f / std::sqrt(ss + eps);
-  for (h = 0; h < hidden; ++h) out[h] = f2bf(bf2f(x[h]) * inv);
+  for (h = 0; h < hidden; ++h) out[h] = float_to_bf16(bf16_to_float(x[h]) * inv);
 }
 
 }  // namespace
 
-ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message(void) { return g_error; }
+ATREX_CANDIDATE_ERROR_MESSAGE_EXPORT
 
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* x = atrex_input(launch, "x");
   const DLTensor* o = atrex_output(launch, "out");
   if (!x || !o) return fail("l2_norm: missing tensor x or out");
-  if (x->ndim != 2 || o->ndim != 2 || !is_bf16(x) || !is_bf16(o))
+  if (x->ndim != 2 || o->ndim != 2 || !is(x, kBF16) || !is(o, kBF16))
     return fail("l2_norm: expected bf16 x[T,H], out[T,H]");
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   if (o->shape[0] != rows || o->shape[1] != hidden) return fail("l2_norm: shape mismatch");

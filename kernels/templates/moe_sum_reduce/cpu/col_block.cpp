@@ -8,33 +8,15 @@
 #include <cstdint>
 #include <cstring>
 
-#include "atrex/candidate.h"
+#include "atrex/candidate_util.h"
 
 namespace {
 
-const char* g_error = "";
-int fail(const char* msg) {
-  g_error = msg;
-  return 1;
-}
-
-inline float bf2f(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-// Round to nearest even on the float bits; NaN stays a (quiet) NaN. Branch-free so loops vectorise.
-inline uint16_t f2bf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-bool is_bf16(const DLTensor* t) {
-  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
-}
+using atrex::cand::fail;
+using atrex::cand::is;
+using atrex::cand::kBF16;
+using atrex::cand::bf16_to_float;
+using atrex::cand::float_to_bf16;
 
 // Column blocks keep COL_BLOCK float sums in registers/L1 while the top_k rows stream past; k order
 // as the reference.
@@ -46,22 +28,22 @@ void token(const uint16_t* __restrict x, uint16_t* __restrict out, int64_t top_k
     for (int j = 0; j < n; ++j) acc[j] = 0.f;
     for (int64_t k = 0; k < top_k; ++k) {
       const uint16_t* src = x + k * hidden + h0;
-      for (int j = 0; j < n; ++j) acc[j] += bf2f(src[j]);
+      for (int j = 0; j < n; ++j) acc[j] += bf16_to_float(src[j]);
     }
-    for (int j = 0; j < n; ++j) out[h0 + j] = f2bf(acc[j] * scale);
+    for (int j = 0; j < n; ++j) out[h0 + j] = float_to_bf16(acc[j] * scale);
   }
 }
 
 }  // namespace
 
-ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message(void) { return g_error; }
+ATREX_CANDIDATE_ERROR_MESSAGE_EXPORT
 
 // expert_outputs: [T, K, H] -> out: [T, H] = bf16(sum_k x * routed_scaling_factor).
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* x = atrex_input(launch, "expert_outputs");
   const DLTensor* o = atrex_output(launch, "out");
   if (!x || !o) return fail("moe_sum_reduce: missing tensor expert_outputs or out");
-  if (x->ndim != 3 || o->ndim != 2 || !is_bf16(x) || !is_bf16(o))
+  if (x->ndim != 3 || o->ndim != 2 || !is(x, kBF16) || !is(o, kBF16))
     return fail("moe_sum_reduce: expected bf16 expert_outputs[T,K,H] and out[T,H]");
   const int64_t tokens = x->shape[0], top_k = x->shape[1], hidden = x->shape[2];
   if (o->shape[0] != tokens || o->shape[1] != hidden) return fail("moe_sum_reduce: shape mismatch");

@@ -17,18 +17,17 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "atrex/candidate.h"
+#include "atrex/candidate_util.h"
 
 static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS <= 1024, "BLOCK_THREADS");
 static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 
 namespace {
 
-const char* g_error = "";
-int fail(const char* msg) {
-  g_error = msg;
-  return 1;
-}
+using atrex::cand::fail;
+using atrex::cand::is;
+using atrex::cand::kBF16;
+using atrex::cand::aligned;
 
 // V consecutive bf16 values (as bits), aligned like the word that moves them.
 template <int V>
@@ -142,21 +141,16 @@ int launch_v(const uint16_t* x, uint16_t* out, int64_t tokens, int top_k, int64_
   return 0;
 }
 
-bool is_bf16(const DLTensor* t) {
-  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
-}
-bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 }  // namespace
 
-ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message(void) { return g_error; }
+ATREX_CANDIDATE_ERROR_MESSAGE_EXPORT
 
 // expert_outputs: [T, K, H] -> out: [T, H] = bf16(sum_k x * routed_scaling_factor).
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* x = atrex_input(launch, "expert_outputs");
   const DLTensor* o = atrex_output(launch, "out");
   if (!x || !o) return fail("moe_sum_reduce: missing tensor expert_outputs or out");
-  if (x->ndim != 3 || o->ndim != 2 || !is_bf16(x) || !is_bf16(o))
+  if (x->ndim != 3 || o->ndim != 2 || !is(x, kBF16) || !is(o, kBF16))
     return fail("moe_sum_reduce: expected bf16 expert_outputs[T,K,H] and out[T,H]");
   const int64_t tokens = x->shape[0], top_k = x->shape[1], hidden = x->shape[2];
   if (o->shape[0] != tokens || o->shape[1] != hidden) return fail("moe_sum_reduce: shape mismatch");

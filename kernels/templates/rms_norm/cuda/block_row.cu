@@ -17,7 +17,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "atrex/candidate.h"
+#include "atrex/candidate_util.h"
 
 static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <= 1024,
               "BLOCK_THREADS");
@@ -25,11 +25,10 @@ static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 
 namespace {
 
-const char* g_error = "";
-int fail(const char* msg) {
-  g_error = msg;
-  return 1;
-}
+using atrex::cand::fail;
+using atrex::cand::is;
+using atrex::cand::kBF16;
+using atrex::cand::aligned;
 
 // V consecutive bf16 values (as bits), aligned like the word that moves them.
 template <int V>
@@ -164,21 +163,16 @@ void launch_v(const uint16_t* x, const uint16_t* w, uint16_t* out, int64_t rows,
   rms_norm_kernel<V><<<static_cast<unsigned>(rows), threads, 0, s>>>(x, w, out, hidden, eps);
 }
 
-bool is_bf16(const DLTensor* t) {
-  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
-}
-bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 }  // namespace
 
-ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message(void) { return g_error; }
+ATREX_CANDIDATE_ERROR_MESSAGE_EXPORT
 
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* x = atrex_input(launch, "x");
   const DLTensor* w = atrex_input(launch, "weight");
   const DLTensor* o = atrex_output(launch, "out");
   if (!x || !w || !o) return fail("rms_norm: missing tensor x, weight or out");
-  if (x->ndim != 2 || w->ndim != 1 || o->ndim != 2 || !is_bf16(x) || !is_bf16(w) || !is_bf16(o))
+  if (x->ndim != 2 || w->ndim != 1 || o->ndim != 2 || !is(x, kBF16) || !is(w, kBF16) || !is(o, kBF16))
     return fail("rms_norm: expected bf16 x[T,H], weight[H], out[T,H]");
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   if (w->shape[0] != hidden || o->shape[0] != rows || o->shape[1] != hidden)

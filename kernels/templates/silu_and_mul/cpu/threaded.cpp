@@ -19,7 +19,7 @@
 #include <cstring>
 #include <thread>
 
-#include "atrex/candidate.h"
+#include "atrex/candidate_util.h"
 
 #if EXP_POLY && defined(__GNUC__) && !defined(__clang__)
 // Lets GCC if-convert the clamps instead of threading them into branches, so the activation loop
@@ -31,29 +31,12 @@ static_assert(THREADS >= 1 && THREADS <= 4, "THREADS");
 
 namespace {
 
-const char* g_error = "";
-int fail(const char* msg) {
-  g_error = msg;
-  return 1;
-}
-
-inline float bf2f(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-// Round to nearest even on the float bits; NaN stays a (quiet) NaN. Branch-free so loops vectorise.
-inline uint16_t f2bf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-bool is_bf16(const DLTensor* t) {
-  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
-}
+using atrex::cand::fail;
+using atrex::cand::is;
+using atrex::cand::kBF16;
+using atrex::cand::bf16_to_float;
+using atrex::cand::float_to_bf16;
+using atrex::cand::parallel_rows;
 
 #if EXP_POLY
 // Cephes-style expf (Moshier): x = n*ln2 + r with n = round(x*log2 e) (1.5*2^23 shifter trick, no
@@ -87,57 +70,29 @@ inline float exp_f(float x) {
 inline float exp_f(float x) { return std::exp(x); }  // the reference's expf
 #endif
 // act = bf16(silu(g)) in fp32, as the reference rounds the activation tensor to bf16.
-inline float silu_bf16(float g) { return bf2f(f2bf(g / (1.0f + exp_f(-g)))); }
+inline float silu_bf16(float g) { return bf16_to_float(float_to_bf16(g / (1.0f + exp_f(-g)))); }
 
 void row(const uint16_t* __restrict x, uint16_t* __restrict out, int64_t d) {
-  for (int64_t j = 0; j < d; ++j) out[j] = f2bf(silu_bf16(bf2f(x[j])) * bf2f(x[d + j]));
-}
-
-// Runs body(begin, end) over [0, rows) in contiguous chunks, at most THREADS of them and none
-// smaller than MIN_KELEMS*1024 elements of work (thread start-up costs tens of microseconds). The
-// calling thread takes the first chunk; a chunk whose thread cannot be started runs inline. Threads
-// live only for this call.
-template <class Body>
-void parallel_rows(int64_t rows, int64_t work_per_row, const Body& body) {
-  const int64_t min_work = static_cast<int64_t>(MIN_KELEMS) * 1024;
-  int64_t n = rows * work_per_row / min_work;
-  if (n > THREADS) n = THREADS;
-  if (n > rows) n = rows;
-  if (n < 1) n = 1;
-  const int64_t chunk = (rows + n - 1) / n;
-  std::thread pool[THREADS > 1 ? THREADS - 1 : 1];
-  int started = 0;
-  for (int64_t t = 1; t < n; ++t) {
-    const int64_t b = t * chunk, e = std::min(rows, b + chunk);
-    if (b >= e) break;
-    try {
-      pool[started] = std::thread(body, b, e);
-      ++started;
-    } catch (...) {
-      body(b, e);
-    }
-  }
-  body(0, std::min(rows, chunk));
-  for (int i = 0; i < started; ++i) pool[i].join();
+  for (int64_t j = 0; j < d; ++j) out[j] = float_to_bf16(silu_bf16(bf16_to_float(x[j])) * bf16_to_float(x[d + j]));
 }
 
 }  // namespace
 
-ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message(void) { return g_error; }
+ATREX_CANDIDATE_ERROR_MESSAGE_EXPORT
 
 // x: [..., cols] -> out: [..., d], d = cols / 2 (rounded down, as the reference does for odd cols).
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* x = atrex_input(launch, "x");
   const DLTensor* o = atrex_output(launch, "out");
   if (!x || !o) return fail("silu_and_mul: missing tensor x or out");
-  if (x->ndim < 1 || !is_bf16(x) || !is_bf16(o))
+  if (x->ndim < 1 || !is(x, kBF16) || !is(o, kBF16))
     return fail("silu_and_mul: expected bf16 x[N, 2d] and out[N, d]");
   const int64_t cols = x->shape[x->ndim - 1], d = cols / 2;
   const int64_t rows = cols > 0 ? atrex_numel(x) / cols : 0;
   if (atrex_numel(o) != rows * d) return fail("silu_and_mul: out must hold N * d elements");
   const auto* xp = static_cast<const uint16_t*>(x->data);
   auto* op = static_cast<uint16_t*>(o->data);
-  parallel_rows(rows, d, [=](int64_t begin, int64_t end) {
+  parallel_rows(rows, d, THREADS, int64_t{MIN_KELEMS} * 1024, [=](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) row(xp + r * cols, op + r * d, d);
   });
   return 0;

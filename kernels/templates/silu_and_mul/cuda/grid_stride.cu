@@ -21,18 +21,17 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "atrex/candidate.h"
+#include "atrex/candidate_util.h"
 
 static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS <= 1024, "BLOCK_THREADS");
 static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC");
 
 namespace {
 
-const char* g_error = "";
-int fail(const char* msg) {
-  g_error = msg;
-  return 1;
-}
+using atrex::cand::fail;
+using atrex::cand::is;
+using atrex::cand::kBF16;
+using atrex::cand::aligned;
 
 // V consecutive bf16 values (as bits), aligned like the word that moves them.
 template <int V>
@@ -142,21 +141,16 @@ int launch_v(const uint16_t* x, uint16_t* out, int64_t rows, int64_t cols, int64
   return 0;
 }
 
-bool is_bf16(const DLTensor* t) {
-  return t->dtype.code == kDLBfloat && t->dtype.bits == 16 && t->dtype.lanes == 1;
-}
-bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 }  // namespace
 
-ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message(void) { return g_error; }
+ATREX_CANDIDATE_ERROR_MESSAGE_EXPORT
 
 // x: [..., cols] -> out: [..., d], d = cols / 2 (rounded down, as the reference does for odd cols).
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const DLTensor* x = atrex_input(launch, "x");
   const DLTensor* o = atrex_output(launch, "out");
   if (!x || !o) return fail("silu_and_mul: missing tensor x or out");
-  if (x->ndim < 1 || !is_bf16(x) || !is_bf16(o))
+  if (x->ndim < 1 || !is(x, kBF16) || !is(o, kBF16))
     return fail("silu_and_mul: expected bf16 x[N, 2d] and out[N, d]");
   const int64_t cols = x->shape[x->ndim - 1], d = cols / 2;
   const int64_t rows = cols > 0 ? atrex_numel(x) / cols : 0;
