@@ -9,7 +9,8 @@
 #      3 shapes each (deploy/gpu/xcheck.sh; needs python3 with torch);
 #   timing:  `atrex bench timing` (timer calibration table);
 #   measure: `atrex hardware measure` (the GPU's measured profile, saved as measured-gpu.yaml);
-#   benchEval: `atrex bench eval` (full evaluation of fused_add_rms_norm, cold and warm cache);
+#   benchEval: `atrex bench eval` (full evaluation of fused_add_rms_norm and l2_norm, cold and warm
+#            cache); BASELINE_BIN=<another build's bin/> runs the same with that build, side by side;
 #   refs:    every reference candidate (.cu) on its 2 smallest and its largest shape
 #            (REFS_OPS="op1 op2" limits the operators, REFS_SELECT="smallest:2" the shapes).
 # Everything printed is also saved under $OUT (when set) for the issue notes.
@@ -117,6 +118,15 @@ if want benchEval; then
   echo "=== atrex bench eval"
   "$atrex" bench eval --operator fused_add_rms_norm 2>&1 | tee "$out/bench-eval.txt" || rc=1
   "$atrex" bench eval --operator l2_norm 2>&1 | tee -a "$out/bench-eval.txt" || rc=1
+  # The same two benchmarks from another commit's release build, in the same call (ratios on one
+  # card at one time): BASELINE_BIN names its bin/ folder (share/ beside it), with a cache of its own.
+  if [ -n "${BASELINE_BIN:-}" ]; then
+    for op in fused_add_rms_norm l2_norm; do
+      echo "--- baseline $BASELINE_BIN: $op"
+      ATREX_CACHE_DIR=/tmp/atrex-baseline-cache "$BASELINE_BIN/atrex" bench eval --operator "$op" 2>&1 | tee -a "$out/bench-eval-baseline.txt" || rc=1
+    done
+    [ -n "${OUT:-}" ] && cp "$out/bench-eval-baseline.txt" "$OUT/"
+  fi
   [ -n "${OUT:-}" ] && cp "$out/bench-eval.txt" "$OUT/"
 fi
 if want bsmm; then
