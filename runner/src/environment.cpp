@@ -31,13 +31,15 @@ Result<Json> run_probe(const fs::path& child) {
   ATREX_ASSIGN_OR_RETURN(SubprocessResult r, run_subprocess(opt));
   if (!r.ok()) return make_error(ErrorCode::kUnavailable, r.describe() + ": " + r.output_tail);
   const auto brace = r.output_tail.find('{');
-  try {
-    if (brace == std::string::npos) throw std::runtime_error("no JSON object");
-    return Json::parse(r.output_tail.substr(brace));
-  } catch (const std::exception& ex) {
-    return make_error(ErrorCode::kUnavailable,
-                      std::string("unreadable device probe output: ") + ex.what());
+  if (brace == std::string::npos) {
+    return make_error(ErrorCode::kUnavailable, "unreadable device probe output: no JSON object");
   }
+  Json probe = Json::parse(r.output_tail.substr(brace), nullptr, /*allow_exceptions=*/false);
+  if (probe.is_discarded()) {
+    return make_error(ErrorCode::kUnavailable, "unreadable device probe output: not JSON: " +
+                                                   r.output_tail.substr(brace, 200));
+  }
+  return probe;
 }
 
 std::string read_cpu_name() {

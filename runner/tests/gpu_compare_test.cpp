@@ -38,7 +38,9 @@ class GpuCompareTest : public ::testing::Test {
                      const std::vector<uint8_t>& ref, double atol = 1e-2, double rtol = 5e-2) {
     const CompareResult host = compare_output(d, cand.data(), ref.data(), atol, rtol);
     CompareResult dev;
-    EXPECT_EQ(cuda::compare_output(d, upload(cand), upload(ref), atol, rtol, nullptr, dev), "");
+    const auto compared =
+        cuda::compare_output(d, upload(cand), upload(ref), atol, rtol, nullptr, dev);
+    EXPECT_TRUE(compared) << compared.error().message;
     EXPECT_EQ(dev.pass, host.pass) << d.name;
     EXPECT_EQ(dev.bad_count, host.bad_count) << d.name;
     EXPECT_EQ(dev.low_signal, host.low_signal) << d.name;
@@ -116,17 +118,18 @@ TEST_F(GpuCompareTest, FirstDifferingByte) {
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i * 31);
   b = a;
   void* da = upload(a);
-  int64_t idx = 0;
-  EXPECT_EQ(cuda::first_difference(da, upload(b), a.size(), nullptr, idx), "");
-  EXPECT_EQ(idx, -1);
+  auto first = [&] {
+    const auto idx = cuda::first_difference(da, upload(b), a.size(), nullptr);
+    EXPECT_TRUE(idx) << idx.error().message;
+    return idx.value_or(-2);
+  };
+  EXPECT_EQ(first(), -1);
   b[999'999] ^= 1;
   b[12'345] ^= 0x80;
-  EXPECT_EQ(cuda::first_difference(da, upload(b), a.size(), nullptr, idx), "");
-  EXPECT_EQ(idx, 12'345);
+  EXPECT_EQ(first(), 12'345);
   b = a;
   b[1'000'002] = ~b[1'000'002];  // in the tail past the last whole word
-  EXPECT_EQ(cuda::first_difference(da, upload(b), a.size(), nullptr, idx), "");
-  EXPECT_EQ(idx, 1'000'002);
+  EXPECT_EQ(first(), 1'000'002);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "atrex/problems/compare.h"
 #include "atrex/problems/cuda_ops.h"
+#include "atrex/problems/cuda_status.h"
 #include "atrex/problems/numeric.h"
 
 namespace atrex::problems::cuda {
@@ -139,11 +140,6 @@ __global__ void first_difference_kernel(const uint8_t* a, const uint8_t* b, size
   }
 }
 
-std::string error_text(cudaError_t e) {
-  return e == cudaSuccess ? std::string()
-                          : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
-
 unsigned grid_for(int64_t n, int threads) {
   return static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 4096)));
@@ -158,11 +154,12 @@ struct Scratch {
   Stats* stats = nullptr;
   double* abs_tol = nullptr;
   unsigned long long* first = nullptr;
-  std::string init() {
-    if (stats) return {};
-    if (auto e = error_text(cudaMalloc(&stats, sizeof(Stats))); !e.empty()) return e;
-    if (auto e = error_text(cudaMalloc(&abs_tol, sizeof(double))); !e.empty()) return e;
-    return error_text(cudaMalloc(&first, sizeof(unsigned long long)));
+  Status init() {
+    if (first) return ok();
+    if (!stats) ATREX_TRY(cuda_status(cudaMalloc(&stats, sizeof(Stats)), "comparison scratch"));
+    if (!abs_tol)
+      ATREX_TRY(cuda_status(cudaMalloc(&abs_tol, sizeof(double)), "comparison scratch"));
+    return cuda_status(cudaMalloc(&first, sizeof(unsigned long long)), "comparison scratch");
   }
 };
 Scratch& scratch() {
@@ -172,15 +169,15 @@ Scratch& scratch() {
 
 }  // namespace
 
-std::string compare_output(const TensorDesc& desc, const void* candidate, const void* reference,
-                           double atol, double rtol, void* stream, CompareResult& result) {
+Status compare_output(const TensorDesc& desc, const void* candidate, const void* reference,
+                      double atol, double rtol, void* stream, CompareResult& result) {
   result = CompareResult{};
   const int64_t n = desc.numel();
-  if (n == 0) return {};
+  if (n == 0) return ok();
   auto st = static_cast<cudaStream_t>(stream);
   Scratch& sc = scratch();
-  if (auto e = sc.init(); !e.empty()) return e;
-  if (auto e = error_text(cudaMemsetAsync(sc.stats, 0, sizeof(Stats), st)); !e.empty()) return e;
+  ATREX_TRY(sc.init());
+  ATREX_TRY(cuda_status(cudaMemsetAsync(sc.stats, 0, sizeof(Stats), st)));
   const bool integer = is_integer(desc.dtype);
   constexpr int kThreads = 256;
   reference_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(desc.dtype, reference, n, atol, rtol,
@@ -189,13 +186,10 @@ std::string compare_output(const TensorDesc& desc, const void* candidate, const 
   compare_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(
       desc.dtype, integer, candidate, reference, n, sc.abs_tol, rtol, sc.stats);
   // A launch that failed (configuration, no kernel image) would leave zeroed figures: a pass.
-  if (auto e = error_text(cudaGetLastError()); !e.empty()) return e;
+  ATREX_TRY(cuda_last_launch("comparison kernels"));
   Stats host{};
-  if (auto e =
-          error_text(cudaMemcpyAsync(&host, sc.stats, sizeof host, cudaMemcpyDeviceToHost, st));
-      !e.empty())
-    return e;
-  if (auto e = error_text(cudaStreamSynchronize(st)); !e.empty()) return e;
+  ATREX_TRY(cuda_status(cudaMemcpyAsync(&host, sc.stats, sizeof host, cudaMemcpyDeviceToHost, st)));
+  ATREX_TRY(cuda_status(cudaStreamSynchronize(st)));
   auto as_double = [](unsigned long long b) {
     double d;
     static_assert(sizeof d == sizeof b);
@@ -207,34 +201,26 @@ std::string compare_output(const TensorDesc& desc, const void* candidate, const 
   result.max_rel_error = as_double(host.max_rel_bits);
   result.bad_count = static_cast<int64_t>(host.bad_count);
   result.pass = host.bad_count == 0;
-  return {};
+  return ok();
 }
 
-std::string first_difference(const void* a, const void* b, size_t bytes, void* stream,
-                             int64_t& index) {
-  index = -1;
-  if (bytes == 0) return {};
+Result<int64_t> first_difference(const void* a, const void* b, size_t bytes, void* stream) {
+  if (bytes == 0) return int64_t{-1};
   auto st = static_cast<cudaStream_t>(stream);
   Scratch& sc = scratch();
-  if (auto e = sc.init(); !e.empty()) return e;
+  ATREX_TRY(sc.init());
   const unsigned long long none = ~0ull;
-  if (auto e =
-          error_text(cudaMemcpyAsync(sc.first, &none, sizeof none, cudaMemcpyHostToDevice, st));
-      !e.empty())
-    return e;
+  ATREX_TRY(cuda_status(cudaMemcpyAsync(sc.first, &none, sizeof none, cudaMemcpyHostToDevice, st)));
   constexpr int kThreads = 256;
   first_difference_kernel<<<grid_for(static_cast<int64_t>(bytes / 8 + 1), kThreads), kThreads, 0,
                             st>>>(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),
                                   bytes, sc.first);
-  if (auto e = error_text(cudaGetLastError()); !e.empty()) return e;
+  ATREX_TRY(cuda_last_launch("first-difference kernel"));
   unsigned long long first = none;
-  if (auto e =
-          error_text(cudaMemcpyAsync(&first, sc.first, sizeof first, cudaMemcpyDeviceToHost, st));
-      !e.empty())
-    return e;
-  if (auto e = error_text(cudaStreamSynchronize(st)); !e.empty()) return e;
-  if (first != none) index = static_cast<int64_t>(first);
-  return {};
+  ATREX_TRY(
+      cuda_status(cudaMemcpyAsync(&first, sc.first, sizeof first, cudaMemcpyDeviceToHost, st)));
+  ATREX_TRY(cuda_status(cudaStreamSynchronize(st)));
+  return first != none ? static_cast<int64_t>(first) : int64_t{-1};
 }
 
 }  // namespace atrex::problems::cuda

@@ -18,13 +18,14 @@
 
 namespace atrex::problems::cuda {
 
-std::string compare_custom_output(const ResolvedShape& shape, size_t index,
-                                  std::span<const void* const> candidate,
-                                  std::span<const void* const> reference, double atol, double rtol,
-                                  void* stream, CompareResult& result, bool& supported) {
+Status compare_custom_output(const ResolvedShape& shape, size_t index,
+                             std::span<const void* const> candidate,
+                             std::span<const void* const> reference, double atol, double rtol,
+                             void* stream, CompareResult& result, bool& supported) {
   result = CompareResult{};
   supported = false;
-  if (!shape.def || index >= shape.def->outputs.size() || index >= shape.outputs.size()) return {};
+  if (!shape.def || index >= shape.def->outputs.size() || index >= shape.outputs.size())
+    return ok();
   const OutputCompareFn fn = shape.def->outputs[index].compare;
   constexpr size_t kScale = 1;  // the quantisation operators' scales
   if (fn == &ops::compare_fp8_dequantised<kScale> && shape.outputs.size() > kScale) {
@@ -41,7 +42,7 @@ std::string compare_custom_output(const ResolvedShape& shape, size_t index,
     return cuda::compare_fp8_output(shape.outputs[index], candidate[index], reference[index], atol,
                                     rtol, stream, result, supported);
   }
-  return {};
+  return ok();
 }
 
 }  // namespace atrex::problems::cuda

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "atrex/problems/cuda_status.h"
 #include "atrex/problems/numeric.h"
 #include "compare_custom_cuda.h"
 
@@ -116,40 +117,31 @@ __global__ void fp8_output_pass(const uint8_t* cb, const uint8_t* rb, int64_t n,
   reduce_into(s, max_abs, max_rel, bad);
 }
 
-std::string error_text(cudaError_t e) {
-  return e == cudaSuccess ? std::string()
-                          : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
-
 unsigned grid_for(int64_t n, int threads) {
   return static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 4096)));
 }
 
 // Device scratch for the reductions, allocated once per process.
-Stats* scratch(std::string& error) {
+Result<Stats*> scratch() {
   static Stats* stats = nullptr;
-  if (!stats) error = error_text(cudaMalloc(&stats, sizeof(Stats)));
-  return error.empty() ? stats : nullptr;
+  if (!stats) ATREX_TRY(cuda_status(cudaMalloc(&stats, sizeof(Stats)), "comparison scratch"));
+  return stats;
 }
 
 constexpr int kThreads = 256;
 
 // Runs `launch(stats)` on `stream` over zeroed figures and reads them back.
 template <class Launch>
-std::string run_pass(void* stream, CompareResult& result, const Launch& launch) {
-  std::string err;
-  Stats* stats = scratch(err);
-  if (!stats) return err;
+Status run_pass(void* stream, CompareResult& result, const Launch& launch) {
+  ATREX_ASSIGN_OR_RETURN(Stats * stats, scratch());
   auto st = static_cast<cudaStream_t>(stream);
-  if (auto e = error_text(cudaMemsetAsync(stats, 0, sizeof(Stats), st)); !e.empty()) return e;
+  ATREX_TRY(cuda_status(cudaMemsetAsync(stats, 0, sizeof(Stats), st)));
   launch(stats, st);
-  if (auto e = error_text(cudaGetLastError()); !e.empty()) return e;
+  ATREX_TRY(cuda_last_launch("comparison kernel"));
   Stats host{};
-  if (auto e = error_text(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDeviceToHost, st));
-      !e.empty())
-    return e;
-  if (auto e = error_text(cudaStreamSynchronize(st)); !e.empty()) return e;
+  ATREX_TRY(cuda_status(cudaMemcpyAsync(&host, stats, sizeof host, cudaMemcpyDeviceToHost, st)));
+  ATREX_TRY(cuda_status(cudaStreamSynchronize(st)));
   auto as_double = [](unsigned long long b) {
     double d;
     static_assert(sizeof d == sizeof b);
@@ -160,24 +152,23 @@ std::string run_pass(void* stream, CompareResult& result, const Launch& launch) 
   result.max_rel_error = as_double(host.max_rel_bits);
   result.bad_count = static_cast<int64_t>(host.bad_count);
   result.pass = host.bad_count == 0;
-  return {};
+  return ok();
 }
 
 }  // namespace
 
-std::string compare_fp8_dequantised(const TensorDesc& q, const TensorDesc& scale,
-                                    const void* q_cand, const void* scale_cand, const void* q_ref,
-                                    const void* scale_ref, double rtol, void* stream,
-                                    CompareResult& result, bool& supported) {
+Status compare_fp8_dequantised(const TensorDesc& q, const TensorDesc& scale, const void* q_cand,
+                               const void* scale_cand, const void* q_ref, const void* scale_ref,
+                               double rtol, void* stream, CompareResult& result, bool& supported) {
   result = CompareResult{};
   supported = false;
   const int64_t n = q.numel(), scales = scale.numel();
-  if (q.dtype != DType::kFP8E4M3 || scale.dtype != DType::kF32) return {};
+  if (q.dtype != DType::kFP8E4M3 || scale.dtype != DType::kF32) return ok();
   if (n == 0) {
     supported = true;
-    return {};
+    return ok();
   }
-  if (scales <= 0 || n / scales == 0) return {};
+  if (scales <= 0 || n / scales == 0) return ok();
   supported = true;
   const int64_t per_scale = n / scales;
   return run_pass(stream, result, [&](Stats* s, cudaStream_t st) {
@@ -188,12 +179,12 @@ std::string compare_fp8_dequantised(const TensorDesc& q, const TensorDesc& scale
   });
 }
 
-std::string compare_fp8_output(const TensorDesc& d, const void* cand, const void* ref, double atol,
-                               double rtol, void* stream, CompareResult& result, bool& supported) {
+Status compare_fp8_output(const TensorDesc& d, const void* cand, const void* ref, double atol,
+                          double rtol, void* stream, CompareResult& result, bool& supported) {
   result = CompareResult{};
   supported = d.dtype == DType::kFP8E4M3;
   const int64_t n = d.numel();
-  if (!supported || n == 0) return {};
+  if (!supported || n == 0) return ok();
   return run_pass(stream, result, [&](Stats* s, cudaStream_t st) {
     fp8_output_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(
         static_cast<const uint8_t*>(cand), static_cast<const uint8_t*>(ref), n, atol, rtol, s);

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include "atrex/common/error.h"
 #include "atrex/problems/operator.h"
 
 namespace atrex::problems::cuda {
@@ -34,10 +35,10 @@ struct CudaExec {
 };
 
 // Draws a structured input (TensorSpec::generate) with a device generator bit-identical to the
-// host one when the input has one (moe_gemm_inputs_cuda.cu): returns true and sets `error`
-// ("" on success); false leaves the input to the host generator.
-bool generate_input_on_device(const ResolvedShape& shape, size_t index, uint64_t seed, void* data,
-                              cudaStream_t stream, std::string& error);
+// host one when the input has one (moe_gemm_inputs_cuda.cu): true when it drew the input, false
+// leaves the input to the host generator; a CUDA failure is an Error (cuda_status.h).
+Result<bool> generate_input_on_device(const ResolvedShape& shape, size_t index, uint64_t seed,
+                                      void* data, cudaStream_t stream);
 
 using CudaRefFn = void (*)(const CudaExec&, const ResolvedShape&, const void* const*, void* const*);
 using CudaRefTable = std::map<std::string_view, CudaRefFn>;

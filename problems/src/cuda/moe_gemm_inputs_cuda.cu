@@ -10,20 +10,16 @@
 
 #include "../ops/box_muller.h"
 #include "../ops/moe_gemm_sources.h"
+#include "atrex/problems/cuda_status.h"
 #include "cuda_exec.cuh"
 
 namespace atrex::problems::cuda {
 namespace {
 
-std::string error_text(cudaError_t e) {
-  return e == cudaSuccess ? std::string()
-                          : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
-
 // The Box-Muller tables in device memory, built and copied once per process (~400 MB).
 struct DeviceTables {
   ops::BoxMullerTables tables{nullptr, nullptr};
-  std::string error;
+  Status status;
 };
 const DeviceTables& device_tables() {
   static const DeviceTables kTables = [] {
@@ -38,7 +34,7 @@ const DeviceTables& device_tables() {
       e = cudaMemcpy(r, radius.data(), radius.size() * sizeof(float), cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
       e = cudaMemcpy(a, angle.data(), angle.size() * sizeof(float), cudaMemcpyHostToDevice);
-    d.error = error_text(e);
+    d.status = cuda_status(e, "copying the Box-Muller tables to the device");
     d.tables = {r, a};
     return d;
   }();
@@ -129,40 +125,40 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-std::string block_quant_on_device(const ops::BlockQuantSource& src, uint8_t* q, float* scales,
-                                  cudaStream_t stream) {
+Status block_quant_on_device(const ops::BlockQuantSource& src, uint8_t* q, float* scales,
+                             cudaStream_t stream) {
   const DeviceTables& dt = device_tables();
-  if (!dt.error.empty()) return dt.error;
+  ATREX_TRY(dt.status);
   const int64_t nblocks = src.blocks();
-  if (nblocks <= 0) return "";
+  if (nblocks <= 0) return ok();
   const int64_t per = src.block_r * src.block_c;
   const int threads = static_cast<int>(std::clamp<int64_t>((per / 2 + 31) / 32 * 32, 32, 256));
   const auto grid = static_cast<unsigned>(std::min<int64_t>(nblocks, int64_t{1} << 24));
   block_quant_kernel<<<grid, threads, 0, stream>>>(src, dt.tables, q, scales);
-  return error_text(cudaGetLastError());
+  return cuda_last_launch("block quantisation generator");
 }
 
 }  // namespace
 
-bool generate_input_on_device(const ResolvedShape& shape, size_t index, uint64_t seed, void* data,
-                              cudaStream_t stream, std::string& error) {
+Result<bool> generate_input_on_device(const ResolvedShape& shape, size_t index, uint64_t seed,
+                                      void* data, cudaStream_t stream) {
   const std::string& op = shape.def->name;
   if (op == "fp8_blockscale_fused_moe" && index <= 2) {
-    error = block_quant_on_device(ops::fp8_moe_source(shape, index, seed),
-                                  static_cast<uint8_t*>(data), nullptr, stream);
+    ATREX_TRY(block_quant_on_device(ops::fp8_moe_source(shape, index, seed),
+                                    static_cast<uint8_t*>(data), nullptr, stream));
   } else if (op == "fp8_blockscale_fused_moe" && index >= 5 && index <= 7) {
-    error = block_quant_on_device(ops::fp8_moe_source(shape, index - 5, seed), nullptr,
-                                  static_cast<float*>(data), stream);
+    ATREX_TRY(block_quant_on_device(ops::fp8_moe_source(shape, index - 5, seed), nullptr,
+                                    static_cast<float*>(data), stream));
   } else if (op == "block_scaled_mm" && index <= 1) {
-    error = block_quant_on_device(ops::block_mm_source(shape, index, seed),
-                                  static_cast<uint8_t*>(data), nullptr, stream);
+    ATREX_TRY(block_quant_on_device(ops::block_mm_source(shape, index, seed),
+                                    static_cast<uint8_t*>(data), nullptr, stream));
   } else if (op == "block_scaled_mm" && index <= 3) {
-    error = block_quant_on_device(ops::block_mm_source(shape, index - 2, seed), nullptr,
-                                  static_cast<float*>(data), stream);
+    ATREX_TRY(block_quant_on_device(ops::block_mm_source(shape, index - 2, seed), nullptr,
+                                    static_cast<float*>(data), stream));
   } else if (op == "fused_moe" && (index == 1 || index == 2)) {
     CudaExec{stream}.for_each(shape.inputs[index].numel(),
                               ops::fused_moe_weight_fn(shape, index, seed, data));
-    error = error_text(cudaGetLastError());
+    ATREX_TRY(cuda_last_launch("fused_moe weight generator"));
   } else {
     return false;
   }

@@ -1,9 +1,11 @@
 // What the evaluation child needs from a backend: memory, the shared reference/generator
 // executors, synchronisation with error reporting, and cache-flushed timing of one call.
 // Implemented by the CPU child (host memory), the CUDA child (device memory, events, graphs,
-// CUPTI) and the HIP child. Every operation returns a Status: a device error (a CUDA error text,
-// sticky or not) is an Error of code kIo whose message is the device's own; the shape run turns
-// it into a `crashed` verdict (the process is not reused after one).
+// CUPTI) and the HIP child. Every operation returns a Status: a device error (sticky or not) is
+// an Error of code kIo whose message is the runtime's own words (problems/cuda_status.h,
+// hip_timer.h's hip_status); what a backend does not have (graph replay, tracing) is
+// kUnavailable. The shape run turns an error into a `crashed` verdict (the process is not reused
+// after one).
 #pragma once
 
 #include <cstdint>
@@ -22,15 +24,6 @@
 #include "cupti_trace.h"
 
 namespace atrex::runner {
-
-using Status = Result<void>;
-
-// A device layer's error text ("" = success, as the CUDA/HIP helpers and problems/cuda_ops.h
-// report it) as a Status.
-inline Status device_status(const std::string& error) {
-  if (error.empty()) return ok();
-  return make_error(ErrorCode::kIo, error);
-}
 
 class ChildDevice {
  public:
@@ -109,9 +102,11 @@ class ChildDevice {
   }
   virtual Status replay_timed(std::vector<double>& us) {
     (void)us;
-    return device_status("this backend has no graph replay");
+    return make_error(ErrorCode::kUnavailable, "this backend has no graph replay");
   }
-  virtual Status replay_call() { return device_status("this backend has no graph replay"); }
+  virtual Status replay_call() {
+    return make_error(ErrorCode::kUnavailable, "this backend has no graph replay");
+  }
   virtual std::string graph_timing_method() const { return {}; }
   // Activity tracing of candidate calls (CUPTI on CUDA, cupti_trace.h): tracing_unavailable() is
   // "" when the backend can trace, else why not. trace_call: flushes the caches, runs `call`
@@ -121,11 +116,11 @@ class ChildDevice {
   virtual Status trace_call(const std::function<int()>& call, uint64_t id, int& rc,
                             double& event_us) {
     (void)call, (void)id, (void)rc, (void)event_us;
-    return device_status("this backend has no activity tracing");
+    return make_error(ErrorCode::kUnavailable, "this backend has no activity tracing");
   }
   virtual Status trace_collect(std::map<uint64_t, CallTrace>& out) {
     (void)out;
-    return device_status("this backend has no activity tracing");
+    return make_error(ErrorCode::kUnavailable, "this backend has no activity tracing");
   }
   // Counts of the records tracing saw since the child started ({device, correlated}), for the
   // record.
@@ -133,14 +128,5 @@ class ChildDevice {
   // Clocks, throttle reasons, temperature, power (NVML on the GPU); {} where unknown.
   virtual Json clocks() { return Json::object(); }
 };
-
-// The timers' "before each timed call" hook wants an error text; ChildDevice hands out Status.
-inline std::function<std::string()> as_error_text(const std::function<Status()>& f) {
-  if (!f) return {};
-  return [f] {
-    auto s = f();
-    return s ? std::string() : s.error().message;
-  };
-}
 
 }  // namespace atrex::runner

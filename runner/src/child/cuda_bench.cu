@@ -28,7 +28,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "atrex/common/error.h"
 #include "atrex/common/sample_stats.h"
+#include "atrex/problems/cuda_status.h"
 #include "cuda_timer.h"
 #include "cupti_trace.h"
 #include "nvml_clocks.h"
@@ -38,16 +40,11 @@ namespace {
 
 using Json = nlohmann::json;
 
-struct Fatal {
-  std::string what;
-};
-
-void check(cudaError_t e, const char* where) {
-  if (e != cudaSuccess) throw Fatal{std::string(where) + ": " + cuda_error_text(e)};
-}
-void check(cublasStatus_t s, const char* where) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    throw Fatal{std::string(where) + ": cuBLASLt status " + std::to_string(static_cast<int>(s))};
+// CUDA runtime and cuBLASLt results as Status (kIo, naming the call that failed).
+Status check(cudaError_t e, const char* where) { return problems::cuda::cuda_status(e, where); }
+Status check(cublasStatus_t s, const char* where) {
+  if (s == CUBLAS_STATUS_SUCCESS) return ok();
+  return io_error(std::string(where) + ": cuBLASLt status " + std::to_string(static_cast<int>(s)));
 }
 
 __device__ float hash_uniform(size_t i, unsigned seed) {
@@ -82,13 +79,13 @@ struct Device {
   std::string bus_id;
 };
 
-Device open_device(int index) {
+Result<Device> open_device(int index) {
   Device d;
   d.index = index;
-  check(cudaSetDevice(index), "cudaSetDevice");
-  check(cudaGetDeviceProperties(&d.prop, index), "cudaGetDeviceProperties");
+  ATREX_TRY(check(cudaSetDevice(index), "cudaSetDevice"));
+  ATREX_TRY(check(cudaGetDeviceProperties(&d.prop, index), "cudaGetDeviceProperties"));
   char bus[32] = {};
-  check(cudaDeviceGetPCIBusId(bus, sizeof bus, index), "cudaDeviceGetPCIBusId");
+  ATREX_TRY(check(cudaDeviceGetPCIBusId(bus, sizeof bus, index), "cudaDeviceGetPCIBusId"));
   d.bus_id = bus;
   return d;
 }
@@ -104,23 +101,23 @@ Json device_json(const Device& d) {
 }
 
 // Device-to-device copy bandwidth in bytes/s (read + write), best of `rounds`.
-double copy_bandwidth(size_t bytes, int rounds) {
+Result<double> copy_bandwidth(size_t bytes, int rounds) {
   void *a = nullptr, *b = nullptr;
-  check(cudaMalloc(&a, bytes), "cudaMalloc");
-  check(cudaMalloc(&b, bytes), "cudaMalloc");
-  check(cudaMemset(a, 1, bytes), "cudaMemset");
+  ATREX_TRY(check(cudaMalloc(&a, bytes), "cudaMalloc"));
+  ATREX_TRY(check(cudaMalloc(&b, bytes), "cudaMalloc"));
+  ATREX_TRY(check(cudaMemset(a, 1, bytes), "cudaMemset"));
   cudaEvent_t s, e;
-  check(cudaEventCreate(&s), "event");
-  check(cudaEventCreate(&e), "event");
+  ATREX_TRY(check(cudaEventCreate(&s), "event"));
+  ATREX_TRY(check(cudaEventCreate(&e), "event"));
   double best = 0;
   for (int r = 0; r < rounds + 1; ++r) {
-    check(cudaEventRecord(s), "record");
+    ATREX_TRY(check(cudaEventRecord(s), "record"));
     for (int i = 0; i < 5; ++i)
-      check(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice), "copy");
-    check(cudaEventRecord(e), "record");
-    check(cudaEventSynchronize(e), "sync");
+      ATREX_TRY(check(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice), "copy"));
+    ATREX_TRY(check(cudaEventRecord(e), "record"));
+    ATREX_TRY(check(cudaEventSynchronize(e), "sync"));
     float ms = 0;
-    check(cudaEventElapsedTime(&ms, s, e), "elapsed");
+    ATREX_TRY(check(cudaEventElapsedTime(&ms, s, e), "elapsed"));
     if (r > 0)
       best =
           std::max(best, 5.0 * 2.0 * static_cast<double>(bytes) / (ms * 1e-3));  // round 0 warms up
@@ -142,66 +139,69 @@ struct GemmPath {
 };
 
 template <typename T>
-void fill(void* p, size_t n, unsigned seed) {
+Status fill(void* p, size_t n, unsigned seed) {
   fill_uniform<T><<<1024, 256>>>(static_cast<T*>(p), n, seed);
-  check(cudaGetLastError(), "fill");
+  return check(cudaGetLastError(), "fill");
 }
 
-Json gemm_rate(cublasLtHandle_t lt, const GemmPath& g, int m, int n, int k, int reps, int rounds) {
+Result<Json> gemm_rate(cublasLtHandle_t lt, const GemmPath& g, int m, int n, int k, int reps,
+                       int rounds) {
   void *a = nullptr, *b = nullptr, *d = nullptr, *ws = nullptr;
   const size_t ws_bytes = size_t{64} << 20;
-  check(cudaMalloc(&a, g.ab_size * m * k), "cudaMalloc A");
-  check(cudaMalloc(&b, g.ab_size * k * n), "cudaMalloc B");
-  check(cudaMalloc(&d, g.cd_size * m * n), "cudaMalloc D");
-  check(cudaMalloc(&ws, ws_bytes), "cudaMalloc workspace");
-  auto fill_ab = [&](void* p, size_t count, unsigned seed) {
+  ATREX_TRY(check(cudaMalloc(&a, g.ab_size * m * k), "cudaMalloc A"));
+  ATREX_TRY(check(cudaMalloc(&b, g.ab_size * k * n), "cudaMalloc B"));
+  ATREX_TRY(check(cudaMalloc(&d, g.cd_size * m * n), "cudaMalloc D"));
+  ATREX_TRY(check(cudaMalloc(&ws, ws_bytes), "cudaMalloc workspace"));
+  auto fill_ab = [&](void* p, size_t count, unsigned seed) -> Status {
     switch (g.ab) {
-      case CUDA_R_16BF: fill<__nv_bfloat16>(p, count, seed); break;
-      case CUDA_R_16F: fill<__half>(p, count, seed); break;
-      case CUDA_R_8F_E4M3: fill<__nv_fp8_e4m3>(p, count, seed); break;
-      default: fill<float>(p, count, seed); break;
+      case CUDA_R_16BF: return fill<__nv_bfloat16>(p, count, seed);
+      case CUDA_R_16F: return fill<__half>(p, count, seed);
+      case CUDA_R_8F_E4M3: return fill<__nv_fp8_e4m3>(p, count, seed);
+      default: return fill<float>(p, count, seed);
     }
   };
-  fill_ab(a, size_t(m) * k, 1);
-  fill_ab(b, size_t(k) * n, 2);
+  ATREX_TRY(fill_ab(a, size_t(m) * k, 1));
+  ATREX_TRY(fill_ab(b, size_t(k) * n, 2));
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
-  check(cublasLtMatmulDescCreate(&op, g.compute, CUDA_R_32F), "MatmulDescCreate");
+  ATREX_TRY(check(cublasLtMatmulDescCreate(&op, g.compute, CUDA_R_32F), "MatmulDescCreate"));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
-  check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
-  check(cublasLtMatrixLayoutCreate(&la, g.ab, k, m, k), "layout A");
-  check(cublasLtMatrixLayoutCreate(&lb, g.ab, k, n, k), "layout B");
-  check(cublasLtMatrixLayoutCreate(&ld, g.cd, m, n, m), "layout D");
+  ATREX_TRY(check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+                  "TRANSA"));
+  ATREX_TRY(check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+                  "TRANSB"));
+  ATREX_TRY(check(cublasLtMatrixLayoutCreate(&la, g.ab, k, m, k), "layout A"));
+  ATREX_TRY(check(cublasLtMatrixLayoutCreate(&lb, g.ab, k, n, k), "layout B"));
+  ATREX_TRY(check(cublasLtMatrixLayoutCreate(&ld, g.cd, m, n, m), "layout D"));
   cublasLtMatmulPreference_t pref = nullptr;
-  check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &ws_bytes, sizeof ws_bytes),
-        "pref");
+  ATREX_TRY(check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate"));
+  ATREX_TRY(check(cublasLtMatmulPreferenceSetAttribute(
+                      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes),
+                  "pref"));
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  check(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &found),
-        "AlgoGetHeuristic");
-  if (found == 0) throw Fatal{std::string("no cuBLASLt algorithm for ") + g.path};
+  ATREX_TRY(check(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &found),
+                  "AlgoGetHeuristic"));
+  if (found == 0) return io_error(std::string("no cuBLASLt algorithm for ") + g.path);
   const float alpha = 1.0f, beta = 0.0f;
   auto run = [&] {
-    check(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo, ws,
-                         ws_bytes, nullptr),
-          g.path);
+    return check(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo, ws,
+                                ws_bytes, nullptr),
+                 g.path);
   };
   cudaEvent_t s, e;
-  check(cudaEventCreate(&s), "event");
-  check(cudaEventCreate(&e), "event");
-  for (int i = 0; i < 3; ++i) run();
+  ATREX_TRY(check(cudaEventCreate(&s), "event"));
+  ATREX_TRY(check(cudaEventCreate(&e), "event"));
+  for (int i = 0; i < 3; ++i) ATREX_TRY(run());
   double best = 0;
   std::vector<double> rates;
   for (int r = 0; r < rounds; ++r) {
-    check(cudaEventRecord(s), "record");
-    for (int i = 0; i < reps; ++i) run();
-    check(cudaEventRecord(e), "record");
-    check(cudaEventSynchronize(e), "sync");
+    ATREX_TRY(check(cudaEventRecord(s), "record"));
+    for (int i = 0; i < reps; ++i) ATREX_TRY(run());
+    ATREX_TRY(check(cudaEventRecord(e), "record"));
+    ATREX_TRY(check(cudaEventSynchronize(e), "sync"));
     float ms = 0;
-    check(cudaEventElapsedTime(&ms, s, e), "elapsed");
+    ATREX_TRY(check(cudaEventElapsedTime(&ms, s, e), "elapsed"));
     const double rate = 2.0 * m * n * static_cast<double>(k) * reps / (ms * 1e-3);
     rates.push_back(rate);
     best = std::max(best, rate);
@@ -225,14 +225,14 @@ Json gemm_rate(cublasLtHandle_t lt, const GemmPath& g, int m, int n, int k, int 
               {"rounds_flops_per_s", rates}};
 }
 
-Json measure(const Device& dev) {
+Result<Json> measure(const Device& dev) {
   NvmlClocks nvml(dev.bus_id);
   Json out{{"schema", "atrex.gpu-measure/1"},
            {"device", device_json(dev)},
            {"clocks_before", nvml.sample()}};
-  out["copy_bytes_per_s"] = copy_bandwidth(size_t{2} << 30, 5);
+  ATREX_ASSIGN_OR_RETURN(out["copy_bytes_per_s"], copy_bandwidth(size_t{2} << 30, 5));
   cublasLtHandle_t lt = nullptr;
-  check(cublasLtCreate(&lt), "cublasLtCreate");
+  ATREX_TRY(check(cublasLtCreate(&lt), "cublasLtCreate"));
   const std::vector<GemmPath> paths = {
       {"bf16_tc", CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, 2, 2},
       {"fp16_tc", CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, 2, 2},
@@ -243,11 +243,12 @@ Json measure(const Device& dev) {
   Json gemms = Json::array();
   for (const auto& g : paths) {
     const bool slow = std::strcmp(g.path, "fp32_strict") == 0;
-    try {
-      gemms.push_back(gemm_rate(lt, g, 8192, 8192, 8192, slow ? 3 : 20, slow ? 3 : 5));
-    } catch (const Fatal& f) {
-      gemms.push_back(Json{{"path", g.path}, {"error", f.what}});
-      (void)cudaGetLastError();
+    // A path the card or library lacks is recorded, not fatal: the other paths still run.
+    if (auto rate = gemm_rate(lt, g, 8192, 8192, 8192, slow ? 3 : 20, slow ? 3 : 5)) {
+      gemms.push_back(std::move(*rate));
+    } else {
+      gemms.push_back(Json{{"path", g.path}, {"error", rate.error().message}});
+      (void)cudaGetLastError();  // clears a non-sticky error before the next path
     }
   }
   cublasLtDestroy(lt);
@@ -267,50 +268,48 @@ Json summary(std::vector<double> samples) {
 
 // Rounds of `n` samples of `call` with one timer method; per round the median, across rounds the
 // spread (max-min over the mean of the round medians).
-Json calibrate(cudaStream_t stream, size_t l2, const std::function<int()>& call,
-               const std::string& method, int rounds, int n) {
+Result<Json> calibrate(cudaStream_t stream, size_t l2, const std::function<int()>& call,
+                       const std::string& method, int rounds, int n) {
   Json rows = Json::array();
   std::vector<double> medians;
   for (int r = 0; r < rounds; ++r) {
     CudaTimer timer;
-    if (auto e = timer.init(stream, l2); !e.empty()) throw Fatal{e};
+    ATREX_TRY(timer.init(stream, l2));
     std::vector<double> samples;
     for (int w = 0; w < 3; ++w) call();
-    check(cudaStreamSynchronize(stream), "warm-up");
+    ATREX_TRY(check(cudaStreamSynchronize(stream), "warm-up"));
     if (method == "cupti") {
       // The evaluation child's default: eager calls tagged for CUPTI, a sample is the device span
       // of the call's kernels (cupti_trace.h).
       static CuptiTrace trace;
-      static const std::string unavailable = trace.init();
-      if (!unavailable.empty()) throw Fatal{"cupti: " + unavailable};
+      static const Status traced = trace.init();
+      if (!traced) return tl::unexpected(with_context(traced.error(), "cupti"));
       std::map<uint64_t, CallTrace> traces;
       for (int i = 0; i < n; ++i) {
-        if (auto e = timer.flush(); !e.empty()) throw Fatal{e};
+        ATREX_TRY(timer.flush());
         trace.begin(static_cast<uint64_t>(i));
         call();
         trace.end();
       }
-      check(cudaStreamSynchronize(stream), "cupti samples");
-      if (auto e = trace.collect(traces); !e.empty()) throw Fatal{e};
+      ATREX_TRY(check(cudaStreamSynchronize(stream), "cupti samples"));
+      ATREX_TRY(trace.collect(traces));
       for (int i = 0; i < n; ++i) {
         auto it = traces.find(static_cast<uint64_t>(i));
         if (it == traces.end() || it->second.span_us() <= 0)
-          throw Fatal{"cupti: no kernel record for a timed call"};
+          return io_error("cupti: no kernel record for a timed call");
         samples.push_back(it->second.span_us());
       }
     } else if (method == "graph") {
       int rc = 0;
       std::string unsupported;
-      if (auto e = timer.capture(call, 25, rc, unsupported); !e.empty()) throw Fatal{e};
-      if (!unsupported.empty()) throw Fatal{"capture failed: " + unsupported};
-      while (static_cast<int>(samples.size()) < n) {
-        if (auto e = timer.replay_timed(samples); !e.empty()) throw Fatal{e};
-      }
+      ATREX_TRY(timer.capture(call, 25, rc, unsupported));
+      if (!unsupported.empty()) return io_error("capture failed: " + unsupported);
+      while (static_cast<int>(samples.size()) < n) ATREX_TRY(timer.replay_timed(samples));
     } else {
       for (int i = 0; i < n; ++i) {
         int rc = 0;
         double us = 0;
-        if (auto e = timer.time_eager(call, rc, us); !e.empty()) throw Fatal{e};
+        ATREX_TRY(timer.time_eager(call, rc, us));
         samples.push_back(us);
       }
     }
@@ -324,13 +323,13 @@ Json calibrate(cudaStream_t stream, size_t l2, const std::function<int()>& call,
               {"rounds", rows}};
 }
 
-Json timing(const Device& dev) {
+Result<Json> timing(const Device& dev) {
   NvmlClocks nvml(dev.bus_id);
   Json out{{"schema", "atrex.timing-calibration/1"},
            {"device", device_json(dev)},
            {"clocks_before", nvml.sample()}};
   cudaStream_t stream = nullptr;
-  check(cudaStreamCreate(&stream), "cudaStreamCreate");
+  ATREX_TRY(check(cudaStreamCreate(&stream), "cudaStreamCreate"));
   const size_t l2 = static_cast<size_t>(dev.prop.l2CacheSize);
   auto empty = [&] {
     empty_kernel<<<1, 32, 0, stream>>>();
@@ -340,47 +339,51 @@ Json timing(const Device& dev) {
   {
     cudaGraph_t g = nullptr;
     cudaGraphExec_t ge = nullptr;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
+    ATREX_TRY(check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture"));
     for (int i = 0; i < 1000; ++i) empty_kernel<<<1, 32, 0, stream>>>();
-    check(cudaStreamEndCapture(stream, &g), "capture");
-    check(cudaGraphInstantiate(&ge, g, 0), "instantiate");
+    ATREX_TRY(check(cudaStreamEndCapture(stream, &g), "capture"));
+    ATREX_TRY(check(cudaGraphInstantiate(&ge, g, 0), "instantiate"));
     cudaEvent_t s, e;
-    check(cudaEventCreate(&s), "event");
-    check(cudaEventCreate(&e), "event");
-    check(cudaGraphLaunch(ge, stream), "launch");
-    check(cudaEventRecord(s, stream), "record");
-    check(cudaGraphLaunch(ge, stream), "launch");
-    check(cudaEventRecord(e, stream), "record");
-    check(cudaEventSynchronize(e), "sync");
+    ATREX_TRY(check(cudaEventCreate(&s), "event"));
+    ATREX_TRY(check(cudaEventCreate(&e), "event"));
+    ATREX_TRY(check(cudaGraphLaunch(ge, stream), "launch"));
+    ATREX_TRY(check(cudaEventRecord(s, stream), "record"));
+    ATREX_TRY(check(cudaGraphLaunch(ge, stream), "launch"));
+    ATREX_TRY(check(cudaEventRecord(e, stream), "record"));
+    ATREX_TRY(check(cudaEventSynchronize(e), "sync"));
     float ms = 0;
-    check(cudaEventElapsedTime(&ms, s, e), "elapsed");
+    ATREX_TRY(check(cudaEventElapsedTime(&ms, s, e), "elapsed"));
     out["empty_kernel_back_to_back_us"] = ms * 1000.0 / 1000.0;
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
   }
   const int rounds = 5;
-  out["empty_kernel"] = Json::array({calibrate(stream, l2, empty, "eager", rounds, 200),
-                                     calibrate(stream, l2, empty, "graph", rounds, 200)});
+  std::vector<std::string> methods = {"eager", "graph"};
 #if ATREX_HAVE_CUPTI
-  out["empty_kernel"].push_back(calibrate(stream, l2, empty, "cupti", rounds, 200));
+  methods.push_back("cupti");
 #endif
+  out["empty_kernel"] = Json::array();
+  for (const auto& method : methods) {
+    ATREX_ASSIGN_OR_RETURN(Json row, calibrate(stream, l2, empty, method, rounds, 200));
+    out["empty_kernel"].push_back(std::move(row));
+  }
   const size_t copy_bytes = size_t{1} << 30;
   int4 *src = nullptr, *dst = nullptr;
-  check(cudaMalloc(&src, copy_bytes), "cudaMalloc");
-  check(cudaMalloc(&dst, copy_bytes), "cudaMalloc");
-  check(cudaMemset(src, 7, copy_bytes), "cudaMemset");
+  ATREX_TRY(check(cudaMalloc(&src, copy_bytes), "cudaMalloc"));
+  ATREX_TRY(check(cudaMalloc(&dst, copy_bytes), "cudaMalloc"));
+  ATREX_TRY(check(cudaMemset(src, 7, copy_bytes), "cudaMemset"));
   const int blocks = dev.prop.multiProcessorCount * 8;
   auto copy = [&] {
     copy_kernel<<<blocks, 512, 0, stream>>>(src, dst, copy_bytes / sizeof(int4));
     return cudaGetLastError() == cudaSuccess ? 0 : 1;
   };
   out["copy_kernel_bytes"] = copy_bytes;
-  out["copy_kernel"] = Json::array({calibrate(stream, l2, copy, "eager", rounds, 30),
-                                    calibrate(stream, l2, copy, "graph", rounds, 30)});
-#if ATREX_HAVE_CUPTI
-  out["copy_kernel"].push_back(calibrate(stream, l2, copy, "cupti", rounds, 30));
-#endif
-  out["memcpy_copy_bytes_per_s"] = copy_bandwidth(copy_bytes, 5);
+  out["copy_kernel"] = Json::array();
+  for (const auto& method : methods) {
+    ATREX_ASSIGN_OR_RETURN(Json row, calibrate(stream, l2, copy, method, rounds, 30));
+    out["copy_kernel"].push_back(std::move(row));
+  }
+  ATREX_ASSIGN_OR_RETURN(out["memcpy_copy_bytes_per_s"], copy_bandwidth(copy_bytes, 5));
   cudaFree(src);
   cudaFree(dst);
   cudaStreamDestroy(stream);
@@ -403,14 +406,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s --measure|--timing [--device N]\n", argv[0]);
     return 2;
   }
-  try {
-    const auto dev = atrex::runner::open_device(device);
-    const auto out = mode == "measure" ? atrex::runner::measure(dev) : atrex::runner::timing(dev);
-    std::printf("%s\n", out.dump().c_str());
-    return 0;
-  } catch (const atrex::runner::Fatal& f) {
-    std::printf("%s\n", nlohmann::json{{"error", f.what}}.dump().c_str());
-    std::fprintf(stderr, "atrex-cuda-bench: %s\n", f.what.c_str());
+  const auto dev = atrex::runner::open_device(device);
+  const auto out = !dev                ? atrex::Result<nlohmann::json>(tl::unexpected(dev.error()))
+                   : mode == "measure" ? atrex::runner::measure(*dev)
+                                       : atrex::runner::timing(*dev);
+  if (!out) {
+    std::printf("%s\n", nlohmann::json{{"error", out.error().message}}.dump().c_str());
+    std::fprintf(stderr, "atrex-cuda-bench: %s\n", out.error().message.c_str());
     return 1;
   }
+  std::printf("%s\n", out->dump().c_str());
+  return 0;
 }

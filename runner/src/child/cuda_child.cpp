@@ -13,6 +13,7 @@
 #include <string>
 
 #include "atrex/problems/cuda_ops.h"
+#include "atrex/problems/cuda_status.h"
 #include "child_runner.h"
 #include "cuda_timer.h"
 #include "nvml_clocks.h"
@@ -20,7 +21,7 @@
 namespace atrex::runner {
 namespace {
 
-Status cuda(cudaError_t e) { return device_status(cuda_error_text(e)); }
+Status cuda(cudaError_t e) { return problems::cuda::cuda_status(e); }
 
 class CudaDevice final : public ChildDevice {
  public:
@@ -36,9 +37,9 @@ class CudaDevice final : public ChildDevice {
     char bus_id[32] = {};
     if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_) == cudaSuccess)
       nvml_ = std::make_unique<NvmlClocks>(bus_id);
-    ATREX_TRY(device_status(timer_.init(stream_, l2_bytes_)));
+    ATREX_TRY(timer_.init(stream_, l2_bytes_));
 #if ATREX_HAVE_CUPTI
-    trace_unavailable_ = trace_.init();
+    if (auto traced = trace_.init(); !traced) trace_unavailable_ = traced.error().message;
 #else
     trace_unavailable_ = "atrex-eval-cuda was built without the CUPTI headers";
 #endif
@@ -97,75 +98,72 @@ class CudaDevice final : public ChildDevice {
   }
   Status generate(const problems::ResolvedShape& s, size_t index, uint64_t seed,
                   void* dst) override {
-    return device_status(problems::cuda::generate_input(s, index, seed, dst, stream_));
+    return problems::cuda::generate_input(s, index, seed, dst, stream_);
   }
   Status generate_scaled(const problems::ResolvedShape& s, size_t index, uint64_t seed,
                          int scale_exponent, void* dst) override {
-    return device_status(
-        problems::cuda::generate_input(s, index, seed, dst, stream_, scale_exponent));
+    return problems::cuda::generate_input(s, index, seed, dst, stream_, scale_exponent);
   }
   Status reference(const problems::ResolvedShape& s, std::span<const void* const> in,
                    std::span<void* const> out) override {
-    return device_status(problems::cuda::reference(s, in, out, stream_));
+    return problems::cuda::reference(s, in, out, stream_);
   }
   Status compare(const problems::TensorDesc& desc, const void* cand, const void* ref, double atol,
                  double rtol, problems::CompareResult& result, bool& supported) override {
     supported = true;
-    return device_status(
-        problems::cuda::compare_output(desc, cand, ref, atol, rtol, stream_, result));
+    return problems::cuda::compare_output(desc, cand, ref, atol, rtol, stream_, result);
   }
   Status compare_custom(const problems::ResolvedShape& shape, size_t index,
                         std::span<const void* const> cand, std::span<const void* const> ref,
                         double atol, double rtol, problems::CompareResult& result,
                         bool& supported) override {
-    return device_status(problems::cuda::compare_custom_output(shape, index, cand, ref, atol, rtol,
-                                                               stream_, result, supported));
+    return problems::cuda::compare_custom_output(shape, index, cand, ref, atol, rtol, stream_,
+                                                 result, supported);
   }
   Status first_difference(const void* a, const void* b, size_t bytes, int64_t& index,
                           bool& supported) override {
     supported = true;
-    return device_status(problems::cuda::first_difference(a, b, bytes, stream_, index));
+    ATREX_ASSIGN_OR_RETURN(index, problems::cuda::first_difference(a, b, bytes, stream_));
+    return ok();
   }
   Status synchronize() override {
     ATREX_TRY(cuda(cudaDeviceSynchronize()));
     return cuda(cudaGetLastError());
   }
   Status time_call(const std::function<int()>& call, int& rc, double& us) override {
-    return device_status(timer_.time_eager(call, rc, us));
+    return timer_.time_eager(call, rc, us);
   }
   std::string timing_method() const override { return "cuda_events_l2_flush"; }
   Status capture_timed(const std::function<int()>& call, const std::function<Status()>& before,
                        int batch, int& rc, std::string& unsupported) override {
-    return device_status(timer_.capture(call, batch, rc, unsupported, as_error_text(before)));
+    return timer_.capture(call, batch, rc, unsupported, before);
   }
-  Status replay_timed(std::vector<double>& us) override {
-    return device_status(timer_.replay_timed(us));
-  }
-  Status replay_call() override { return device_status(timer_.replay_call()); }
+  Status replay_timed(std::vector<double>& us) override { return timer_.replay_timed(us); }
+  Status replay_call() override { return timer_.replay_call(); }
   std::string graph_timing_method() const override { return "cuda_graph_l2_flush"; }
   std::string tracing_unavailable() const override { return trace_unavailable_; }
   Status trace_call(const std::function<int()>& call, uint64_t id, int& rc,
                     double& event_us) override {
-    if (!trace_unavailable_.empty()) return device_status(trace_unavailable_);
-    return device_status(timer_.time_eager(
+    if (!trace_unavailable_.empty()) return make_error(ErrorCode::kUnavailable, trace_unavailable_);
+    return timer_.time_eager(
         [&] {
           trace_.begin(id);
           const int r = call();
           trace_.end();
           return r;
         },
-        rc, event_us));
+        rc, event_us);
   }
   Status trace_collect(std::map<uint64_t, CallTrace>& out) override {
-    if (!trace_unavailable_.empty()) return device_status(trace_unavailable_);
+    if (!trace_unavailable_.empty()) return make_error(ErrorCode::kUnavailable, trace_unavailable_);
 #if ATREX_HAVE_CUPTI
-    auto e = trace_.collect(out);
+    Status collected = trace_.collect(out);
     device_records_ += trace_.last_device_records();
     correlated_records_ += trace_.last_correlated();
-    return device_status(e);
+    return collected;
 #else
     (void)out;
-    return device_status(trace_unavailable_);
+    return make_error(ErrorCode::kUnavailable, trace_unavailable_);
 #endif
   }
   Json trace_stats() const override {
@@ -195,7 +193,7 @@ int probe() {
   cudaError_t e = cudaGetDeviceCount(&n);
   atrex::Json out{{"schema", "atrex.devices/1"}, {"devices", atrex::Json::array()}};
   if (e != cudaSuccess) {
-    out["error"] = cuda_error_text(e);
+    out["error"] = problems::cuda::cuda_error_text(e);
   }
   int runtime = 0, driver = 0;
   cudaRuntimeGetVersion(&runtime);

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 
+#include "atrex/problems/cuda_status.h"
+
 namespace atrex::runner {
 
-std::string cuda_error_text(cudaError_t e) {
-  return e == cudaSuccess ? std::string()
-                          : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
+using problems::cuda::cuda_status;
 
 CudaTimer::~CudaTimer() {
   drop_graphs();
@@ -26,122 +25,116 @@ void CudaTimer::drop_graphs() {
   graph_stop_.clear();
 }
 
-std::string CudaTimer::init(cudaStream_t stream, size_t l2_bytes) {
+Status CudaTimer::init(cudaStream_t stream, size_t l2_bytes) {
   stream_ = stream;
   flush_size_ = std::max<size_t>(2 * l2_bytes, size_t{64} << 20);
-  if (auto e = cuda_error_text(cudaMalloc(&flush_, flush_size_)); !e.empty()) return e;
-  if (auto e = cuda_error_text(cudaEventCreate(&start_)); !e.empty()) return e;
-  return cuda_error_text(cudaEventCreate(&stop_));
+  ATREX_TRY(cuda_status(cudaMalloc(&flush_, flush_size_), "allocating the L2 flush buffer"));
+  ATREX_TRY(cuda_status(cudaEventCreate(&start_)));
+  return cuda_status(cudaEventCreate(&stop_));
 }
 
-std::string CudaTimer::flush() {
+Status CudaTimer::flush() {
   // A different byte each round, so no layer can skip the writes as redundant.
-  return cuda_error_text(
+  return cuda_status(
       cudaMemsetAsync(flush_, static_cast<int>(++flush_round_ & 0xff), flush_size_, stream_));
 }
 
-std::string CudaTimer::time_eager(const std::function<int()>& call, int& rc, double& us) {
-  if (auto e = flush(); !e.empty()) return e;
-  if (auto e = cuda_error_text(cudaEventRecord(start_, stream_)); !e.empty()) return e;
+Status CudaTimer::time_eager(const std::function<int()>& call, int& rc, double& us) {
+  ATREX_TRY(flush());
+  ATREX_TRY(cuda_status(cudaEventRecord(start_, stream_)));
   rc = call();
-  if (auto e = cuda_error_text(cudaEventRecord(stop_, cudaStreamLegacy)); !e.empty()) return e;
-  if (auto e = cuda_error_text(cudaEventSynchronize(stop_)); !e.empty()) return e;
+  ATREX_TRY(cuda_status(cudaEventRecord(stop_, cudaStreamLegacy)));
+  ATREX_TRY(cuda_status(cudaEventSynchronize(stop_)));
   float ms = 0;
-  if (auto e = cuda_error_text(cudaEventElapsedTime(&ms, start_, stop_)); !e.empty()) return e;
+  ATREX_TRY(cuda_status(cudaEventElapsedTime(&ms, start_, stop_)));
   us = static_cast<double>(ms) * 1000.0;
-  return {};
+  return ok();
 }
 
-std::string CudaTimer::capture(const std::function<int()>& call, int batch, int& rc,
-                               std::string& unsupported,
-                               const std::function<std::string()>& before) {
+Status CudaTimer::capture(const std::function<int()>& call, int batch, int& rc,
+                          std::string& unsupported, const std::function<Status()>& before) {
   drop_graphs();
   rc = 0;
   unsupported.clear();
-  if (auto e = cuda_error_text(cudaStreamSynchronize(stream_)); !e.empty()) return e;
+  ATREX_TRY(cuda_status(cudaStreamSynchronize(stream_)));
   for (int k = 0; k < batch; ++k) {
     cudaEvent_t a = nullptr, b = nullptr;
-    if (auto e = cuda_error_text(cudaEventCreate(&a)); !e.empty()) return e;
+    ATREX_TRY(cuda_status(cudaEventCreate(&a)));
     graph_start_.push_back(a);
-    if (auto e = cuda_error_text(cudaEventCreate(&b)); !e.empty()) return e;
+    ATREX_TRY(cuda_status(cudaEventCreate(&b)));
     graph_stop_.push_back(b);
   }
-  // Captures `body` into an executable graph; an empty return with a null exec means "cannot".
-  auto capture_one = [&](const std::function<std::string()>& body,
-                         cudaGraphExec_t& exec) -> std::string {
-    if (auto e = cuda_error_text(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
-        !e.empty())
-      return e;
-    std::string body_error = body();
+  // Captures `body` into an executable graph. A body that fails under capture is no device
+  // failure: `exec` stays null and `unsupported` says why (the caller times eagerly). Only
+  // failing to begin a capture is an error.
+  auto capture_one = [&](const std::function<Status()>& body, cudaGraphExec_t& exec) -> Status {
+    ATREX_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal),
+                          "beginning a stream capture"));
+    Status body_status = body();
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-    if (body_error.empty() && end != cudaSuccess)
-      body_error = "ending the capture: " + cuda_error_text(end);
-    if (body_error.empty() && rc == 0) {
-      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-      if (inst != cudaSuccess) body_error = "instantiating the graph: " + cuda_error_text(inst);
+    if (body_status && end != cudaSuccess) body_status = cuda_status(end, "ending the capture");
+    if (body_status && rc == 0) {
+      body_status = cuda_status(cudaGraphInstantiate(&exec, graph, 0), "instantiating the graph");
     }
     if (graph) cudaGraphDestroy(graph);
-    if (!body_error.empty() || rc != 0) {
+    if (!body_status || rc != 0) {
       (void)cudaGetLastError();  // capture errors are not sticky; clear them for the eager path
       exec = nullptr;
-      unsupported = rc != 0 ? "the candidate returned an error under stream capture" : body_error;
+      unsupported = rc != 0 ? "the candidate returned an error under stream capture"
+                            : body_status.error().message;
     }
-    return {};
+    return ok();
   };
-  auto timed_body = [&]() -> std::string {
+  auto timed_body = [&]() -> Status {
     for (int k = 0; k < batch && rc == 0; ++k) {
       if (before) {
-        if (auto e = before(); !e.empty()) return "before the timed call: " + e;
+        if (auto s = before(); !s)
+          return tl::unexpected(with_context(s.error(), "before the timed call"));
       }
-      if (auto e = flush(); !e.empty()) return "flush: " + e;
-      if (auto e = cuda_error_text(
-              cudaEventRecordWithFlags(graph_start_[k], stream_, cudaEventRecordExternal));
-          !e.empty()) {
-        return "start event: " + e;
-      }
+      if (auto s = flush(); !s) return tl::unexpected(with_context(s.error(), "flush"));
+      ATREX_TRY(
+          cuda_status(cudaEventRecordWithFlags(graph_start_[k], stream_, cudaEventRecordExternal),
+                      "start event"));
       rc = call();
-      if (auto e = cuda_error_text(
-              cudaEventRecordWithFlags(graph_stop_[k], stream_, cudaEventRecordExternal));
-          !e.empty()) {
-        return "the candidate's work could not be joined to the capture (" + e + ")";
+      if (const cudaError_t e =
+              cudaEventRecordWithFlags(graph_stop_[k], stream_, cudaEventRecordExternal);
+          e != cudaSuccess) {
+        return io_error("the candidate's work could not be joined to the capture (" +
+                        problems::cuda::cuda_error_text(e) + ")");
       }
     }
-    return {};
+    return ok();
   };
-  if (auto e = capture_one(timed_body, timed_exec_); !e.empty()) return e;
-  if (!timed_exec_) return {};
-  auto call_body = [&]() -> std::string {
+  ATREX_TRY(capture_one(timed_body, timed_exec_));
+  if (!timed_exec_) return ok();
+  auto call_body = [&]() -> Status {
     rc = call();
-    return {};
+    return ok();
   };
-  if (auto e = capture_one(call_body, call_exec_); !e.empty()) return e;
+  ATREX_TRY(capture_one(call_body, call_exec_));
   if (!call_exec_) drop_graphs();
   // Upload both graphs now so the first replay does not pay for it.
   if (timed_exec_) {
-    if (auto e = cuda_error_text(cudaGraphUpload(timed_exec_, stream_)); !e.empty()) return e;
-    if (auto e = cuda_error_text(cudaGraphUpload(call_exec_, stream_)); !e.empty()) return e;
-    if (auto e = cuda_error_text(cudaStreamSynchronize(stream_)); !e.empty()) return e;
+    ATREX_TRY(cuda_status(cudaGraphUpload(timed_exec_, stream_)));
+    ATREX_TRY(cuda_status(cudaGraphUpload(call_exec_, stream_)));
+    ATREX_TRY(cuda_status(cudaStreamSynchronize(stream_)));
   }
-  return {};
+  return ok();
 }
 
-std::string CudaTimer::replay_timed(std::vector<double>& us) {
-  if (auto e = cuda_error_text(cudaGraphLaunch(timed_exec_, stream_)); !e.empty()) return e;
-  if (auto e = cuda_error_text(cudaStreamSynchronize(stream_)); !e.empty()) return e;
+Status CudaTimer::replay_timed(std::vector<double>& us) {
+  ATREX_TRY(cuda_status(cudaGraphLaunch(timed_exec_, stream_)));
+  ATREX_TRY(cuda_status(cudaStreamSynchronize(stream_)));
   for (size_t k = 0; k < graph_start_.size(); ++k) {
     float ms = 0;
-    if (auto e = cuda_error_text(cudaEventElapsedTime(&ms, graph_start_[k], graph_stop_[k]));
-        !e.empty()) {
-      return "reading graph event times: " + e;
-    }
+    ATREX_TRY(cuda_status(cudaEventElapsedTime(&ms, graph_start_[k], graph_stop_[k]),
+                          "reading graph event times"));
     us.push_back(static_cast<double>(ms) * 1000.0);
   }
-  return {};
+  return ok();
 }
 
-std::string CudaTimer::replay_call() {
-  return cuda_error_text(cudaGraphLaunch(call_exec_, stream_));
-}
+Status CudaTimer::replay_call() { return cuda_status(cudaGraphLaunch(call_exec_, stream_)); }
 
 }  // namespace atrex::runner

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-namespace atrex::runner {
+#include "atrex/common/error.h"
 
-std::string cuda_error_text(cudaError_t e);  // "" for cudaSuccess
+namespace atrex::runner {
 
 class CudaTimer {
  public:
@@ -33,29 +33,30 @@ class CudaTimer {
   CudaTimer(const CudaTimer&) = delete;
   CudaTimer& operator=(const CudaTimer&) = delete;
 
-  // `l2_bytes` from cudaDeviceProp::l2CacheSize. Errors as text ("" = success).
-  std::string init(cudaStream_t stream, size_t l2_bytes);
+  // `l2_bytes` from cudaDeviceProp::l2CacheSize. Every method's CUDA failure is a kIo Error with
+  // the runtime's words (problems/cuda_status.h).
+  Status init(cudaStream_t stream, size_t l2_bytes);
   size_t flush_bytes() const { return flush_size_; }
 
   // Enqueues one L2 flush on the stream (outside any timed window).
-  std::string flush();
+  Status flush();
   // One eager sample: flush, start event, `call` (returns the candidate's rc), stop event; `us` is
   // the device time between the events in microseconds.
-  std::string time_eager(const std::function<int()>& call, int& rc, double& us);
+  Status time_eager(const std::function<int()>& call, int& rc, double& us);
 
   // Captures `batch` timed calls into a graph, plus a graph of one bare call (no flush, no
   // events) used to re-check what replays compute. When the call cannot be captured,
-  // `unsupported` says why and the return is "" (the caller falls back to eager); a returned
+  // `unsupported` says why and the return is ok() (the caller falls back to eager); a returned
   // error is a real device failure.
   // `before` (optional) is captured ahead of each sample's flush, outside the timed window (the
   // evaluation child poisons the outputs there).
-  std::string capture(const std::function<int()>& call, int batch, int& rc,
-                      std::string& unsupported, const std::function<std::string()>& before = {});
+  Status capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported,
+                 const std::function<Status()>& before = {});
   bool captured() const { return timed_exec_ != nullptr; }
   // Replays the timed graph once and appends its `batch` samples (microseconds).
-  std::string replay_timed(std::vector<double>& us);
+  Status replay_timed(std::vector<double>& us);
   // Replays the one-call graph (asynchronously, on the stream).
-  std::string replay_call();
+  Status replay_call();
 
  private:
   void drop_graphs();

@@ -42,22 +42,27 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   g_completed.emplace_back(buffer, valid);
 }
 
-std::string cupti_error(CUptiResult r, const char* what) {
+tl::unexpected<Error> cupti_error(CUptiResult r, const char* what) {
   const char* s = nullptr;
   if (g_api.result_string) g_api.result_string(r, &s);
-  return fmt::format("{}: {}", what, s ? s : fmt::format("CUPTI error {}", static_cast<int>(r)));
+  return io_error(
+      fmt::format("{}: {}", what, s ? s : fmt::format("CUPTI error {}", static_cast<int>(r))));
 }
 
 }  // namespace
 
 CuptiTrace::~CuptiTrace() = default;  // CUPTI stays loaded until exit (it owns a thread)
 
-std::string CuptiTrace::init() {
-  if (std::getenv("ATREX_NO_CUPTI")) return "CUPTI tracing disabled by ATREX_NO_CUPTI";
+Status CuptiTrace::init() {
+  if (std::getenv("ATREX_NO_CUPTI"))
+    return make_error(ErrorCode::kUnavailable, "CUPTI tracing disabled by ATREX_NO_CUPTI");
   for (const char* name : {"libcupti.so.13", "libcupti.so.12", "libcupti.so"}) {
     if ((lib_ = ::dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
   }
-  if (!lib_) return fmt::format("CUPTI not found (libcupti.so.13): {}", ::dlerror());
+  if (!lib_) {
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("CUPTI not found (libcupti.so.13): {}", ::dlerror()));
+  }
   auto sym = [&](auto& fn, const char* name) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib_, name));
     return fn != nullptr;
@@ -67,7 +72,7 @@ std::string CuptiTrace::init() {
       !sym(g_api.next_record, "cuptiActivityGetNextRecord") ||
       !sym(g_api.push_external, "cuptiActivityPushExternalCorrelationId") ||
       !sym(g_api.pop_external, "cuptiActivityPopExternalCorrelationId")) {
-    return "CUPTI lacks the activity API this child needs";
+    return make_error(ErrorCode::kUnavailable, "CUPTI lacks the activity API this child needs");
   }
   sym(g_api.result_string, "cuptiGetResultString");
   sym(g_api.timestamp, "cuptiGetTimestamp");
@@ -83,7 +88,7 @@ std::string CuptiTrace::init() {
       return cupti_error(r, "cuptiActivityEnable");
   }
   available_ = true;
-  return {};
+  return ok();
 }
 
 void CuptiTrace::begin(uint64_t id) {
@@ -104,9 +109,9 @@ void CuptiTrace::end() {
   g_api.pop_external(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
 }
 
-std::string CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
+Status CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
   last_device_records_ = last_correlated_ = 0;
-  if (!available_) return "CUPTI tracing is not available";
+  if (!available_) return make_error(ErrorCode::kUnavailable, "CUPTI tracing is not available");
   if (auto r = g_api.flush_all(1); r != CUPTI_SUCCESS)
     return cupti_error(r, "cuptiActivityFlushAll");
   std::vector<std::pair<uint8_t*, size_t>> buffers;
@@ -189,7 +194,7 @@ std::string CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
     else
       ++t.copies;
   }
-  return {};
+  return ok();
 }
 
 }  // namespace atrex::runner

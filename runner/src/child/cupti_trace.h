@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "atrex/common/error.h"
+
 namespace atrex::runner {
 
 struct TracedKernel {
@@ -38,15 +40,17 @@ class CuptiTrace {
   CuptiTrace(const CuptiTrace&) = delete;
   CuptiTrace& operator=(const CuptiTrace&) = delete;
 
-  // Loads CUPTI and enables the activity kinds; "" on success, else why tracing is off. Call
-  // after the CUDA context exists.
-  std::string init();
+  // Loads CUPTI and enables the activity kinds. kUnavailable (CUPTI missing, too old, or
+  // ATREX_NO_CUPTI set) or kIo (a CUPTI call failed) says why tracing is off. Call after the CUDA
+  // context exists.
+  Status init();
   bool available() const { return available_; }
   void begin(uint64_t id);
   void end();
   // Flushes CUPTI's buffers (the caller has synchronised the device) and moves the traces of the
   // tagged calls seen since the last collect into `out`.
-  std::string collect(std::map<uint64_t, CallTrace>& out);
+  // kUnavailable without a successful init; kIo when CUPTI's flush fails.
+  Status collect(std::map<uint64_t, CallTrace>& out);
   // Of the last collect: device records (kernel, memcpy, memset) seen, and those of tagged calls.
   int last_device_records() const { return last_device_records_; }
   int last_correlated() const { return last_correlated_; }

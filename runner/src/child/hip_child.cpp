@@ -28,16 +28,21 @@ inline constexpr const char* kNoDevice = "no AMD GPU / HIP runtime found";
 
 namespace {
 
-Status hip(hipError_t e) { return device_status(hip_error_text(e)); }
+Status hip(hipError_t e) { return hip_status(e); }
 
-// Devices the runtime sees, or why none: "" when count > 0.
-std::string device_count(int& count) {
-  count = 0;
+// The number of devices the runtime sees (> 0), or kUnavailable saying why there are none.
+Result<int> device_count() {
+  int count = 0;
   const hipError_t e = hipGetDeviceCount(&count);
-  if (e != hipSuccess)
-    return fmt::format("{}: hipGetDeviceCount: {}", kNoDevice, hip_error_text(e));
-  if (count <= 0) return fmt::format("{}: hipGetDeviceCount reports 0 devices", kNoDevice);
-  return {};
+  if (e != hipSuccess) {
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("{}: hipGetDeviceCount: {}", kNoDevice, hip_error_text(e)));
+  }
+  if (count <= 0) {
+    return make_error(ErrorCode::kUnavailable,
+                      fmt::format("{}: hipGetDeviceCount reports 0 devices", kNoDevice));
+  }
+  return count;
 }
 
 // "gfx942:sramecc+:xnack-" -> "gfx942" (hipcc's --offload-arch takes the processor name).
@@ -50,18 +55,19 @@ class HipDevice final : public ChildDevice {
  public:
   explicit HipDevice(int device) : device_(device) {}
 
+  // kUnavailable when there is no such device; kIo when it is there but fails to initialise.
   Status init() {
-    int count = 0;
-    ATREX_TRY(device_status(device_count(count)));
+    ATREX_ASSIGN_OR_RETURN(const int count, device_count());
     if (device_ >= count) {
-      return device_status(fmt::format("no AMD GPU {} (the HIP runtime sees {})", device_, count));
+      return make_error(ErrorCode::kUnavailable,
+                        fmt::format("no AMD GPU {} (the HIP runtime sees {})", device_, count));
     }
     ATREX_TRY(hip(hipSetDevice(device_)));
     hipDeviceProp_t prop{};
     ATREX_TRY(hip(hipGetDeviceProperties(&prop, device_)));
     name_ = fmt::format("{} ({})", prop.name, processor_name(prop.gcnArchName));
     ATREX_TRY(hip(hipStreamCreate(&stream_)));
-    return device_status(timer_.init(stream_, static_cast<size_t>(prop.l2CacheSize)));
+    return timer_.init(stream_, static_cast<size_t>(prop.l2CacheSize));
   }
 
   std::string name() const override { return name_; }
@@ -123,17 +129,15 @@ class HipDevice final : public ChildDevice {
     return hip(hipGetLastError());
   }
   Status time_call(const std::function<int()>& call, int& rc, double& us) override {
-    return device_status(timer_.time_eager(call, rc, us));
+    return timer_.time_eager(call, rc, us);
   }
   std::string timing_method() const override { return "hip_events_l2_flush"; }
   Status capture_timed(const std::function<int()>& call, const std::function<Status()>& before,
                        int batch, int& rc, std::string& unsupported) override {
-    return device_status(timer_.capture(call, batch, rc, unsupported, as_error_text(before)));
+    return timer_.capture(call, batch, rc, unsupported, before);
   }
-  Status replay_timed(std::vector<double>& us) override {
-    return device_status(timer_.replay_timed(us));
-  }
-  Status replay_call() override { return device_status(timer_.replay_call()); }
+  Status replay_timed(std::vector<double>& us) override { return timer_.replay_timed(us); }
+  Status replay_call() override { return timer_.replay_call(); }
   std::string graph_timing_method() const override { return "hip_graph_l2_flush"; }
   std::string tracing_unavailable() const override {
     return "the hip backend has no activity tracing (rocprofiler is not wired in): no kernel "
@@ -162,8 +166,9 @@ class HipDevice final : public ChildDevice {
 // "error" says why. Exit code 0 either way: the answer is in the JSON.
 int probe() {
   Json out{{"schema", "atrex.devices/1"}, {"backend", "hip"}, {"devices", Json::array()}};
-  int count = 0;
-  if (auto e = device_count(count); !e.empty()) out["error"] = e;
+  const Result<int> devices = device_count();
+  const int count = devices ? *devices : 0;
+  if (!devices) out["error"] = devices.error().message;
   int runtime = 0;
   if (hipRuntimeGetVersion(&runtime) == hipSuccess) out["runtime_version"] = runtime;
   for (int i = 0; i < count; ++i) {
@@ -194,8 +199,7 @@ int main(int argc, char** argv) {
     const std::string& e = init.error().message;
     // A verdict per shape instead of a crash: `rejected` when there is no device to run on (the
     // record says why), `crashed` when a device is there but would not initialise.
-    const bool no_device =
-        e.rfind("no AMD GPU", 0) == 0;  // kNoDevice, or a device index past the count
+    const bool no_device = init.error().code == atrex::ErrorCode::kUnavailable;
     return atrex::runner::child_main_unavailable(
         argc, argv, no_device ? atrex::EvalStatus::kRejected : atrex::EvalStatus::kCrashed,
         no_device ? e : "initialising the AMD GPU: " + e, 4);

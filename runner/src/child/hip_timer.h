@@ -22,11 +22,17 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "atrex/common/error.h"
 
 namespace atrex::runner {
 
-std::string hip_error_text(hipError_t e);  // "" for hipSuccess, else "hipErrorX (code): text"
+// "hipErrorX (code): text" (hipGetErrorName, hipGetErrorString).
+std::string hip_error_text(hipError_t e);
+// ok() for hipSuccess, else a kIo Error "[where: ]hipErrorX (code): text" (common/error.h).
+Status hip_status(hipError_t e, std::string_view where = {});
 
 class HipTimer {
  public:
@@ -35,30 +41,29 @@ class HipTimer {
   HipTimer(const HipTimer&) = delete;
   HipTimer& operator=(const HipTimer&) = delete;
 
-  // `l2_bytes` from hipDeviceProp_t::l2CacheSize. Errors as text ("" = success).
-  std::string init(hipStream_t stream, size_t l2_bytes);
+  // `l2_bytes` from hipDeviceProp_t::l2CacheSize. Every method's HIP failure is hip_status's.
+  Status init(hipStream_t stream, size_t l2_bytes);
   size_t flush_bytes() const { return flush_size_; }
 
-  std::string flush();
+  Status flush();
   // One eager sample (microseconds between the events).
-  std::string time_eager(const std::function<int()>& call, int& rc, double& us);
+  Status time_eager(const std::function<int()>& call, int& rc, double& us);
 
   // Builds the timed graph of `batch` samples and a graph of one bare call (for re-checks).
-  // When the call cannot be captured, `unsupported` says why and the return is ""; a returned
+  // When the call cannot be captured, `unsupported` says why and the return is ok(); a returned
   // error is a device failure. `before` runs ahead of each sample's flush, outside the window.
-  std::string capture(const std::function<int()>& call, int batch, int& rc,
-                      std::string& unsupported, const std::function<std::string()>& before = {});
-  std::string replay_timed(std::vector<double>& us);
-  std::string replay_call();
+  Status capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported,
+                 const std::function<Status()>& before = {});
+  Status replay_timed(std::vector<double>& us);
+  Status replay_call();
 
  private:
   void drop_graphs();
   // Captures `body` on the stream into `graph` (null with `unsupported` set when it cannot).
-  std::string capture_graph(const std::function<std::string()>& body, int& rc, hipGraph_t& graph,
-                            std::string& unsupported);
-  std::string build_timed_graph(const std::function<int()>& call, int batch, int& rc,
-                                std::string& unsupported,
-                                const std::function<std::string()>& before);
+  Status capture_graph(const std::function<Status()>& body, int& rc, hipGraph_t& graph,
+                       std::string& unsupported);
+  Status build_timed_graph(const std::function<int()>& call, int batch, int& rc,
+                           std::string& unsupported, const std::function<Status()>& before);
 
   hipStream_t stream_ = nullptr;
   void* flush_ = nullptr;

@@ -31,6 +31,8 @@ struct Error {
 
 template <class T>
 using Result = tl::expected<T, Error>;
+// The result of an operation that yields nothing but may fail.
+using Status = Result<void>;
 
 // Returns Result<void> success.
 inline Result<void> ok() { return {}; }
