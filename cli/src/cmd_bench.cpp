@@ -207,6 +207,7 @@ std::vector<std::pair<std::string, double>> raw_redis_rates(const RedisEndpoint&
     if (colon == std::string::npos) continue;
     out.emplace_back(c.label, std::strtod(text.c_str() + colon + 2, nullptr));
   }
+  // Best effort, as above: the redis-benchmark key is harmless if it stays.
   if (auto c = RedisConnection::connect(redis)) (void)(*c)->command({"DEL", "atrex-bench:raw"});
   return out;
 }

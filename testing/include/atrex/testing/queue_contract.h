@@ -173,7 +173,7 @@ TEST_P(QueueContractTest, BlockingClaimWakesOnEnqueue) {
   auto q = make();
   std::thread producer([&] {
     std::this_thread::sleep_for(milliseconds(50));
-    (void)q->enqueue("s", Json{{"x", 1}});
+    (void)q->enqueue("s", Json{{"x", 1}});  // a failed enqueue shows as the claim below failing
   });
   auto a = q->claim("s", "c", 1, milliseconds(5000));
   producer.join();
@@ -195,7 +195,7 @@ TEST_P(QueueContractTest, ConcurrentConsumersNeverShareAMessage) {
         auto got = q->claim("s", consumer, 7, milliseconds(0));
         if (!got || got->empty()) return;
         for (auto& l : *got) {
-          (void)q->ack(l);
+          (void)q->ack(l);  // an ack that failed would redeliver: the count below catches it
           std::lock_guard lock(mu);
           seen.insert(l.body["i"].get<int>());
         }
