@@ -39,6 +39,22 @@ Evaluator::Evaluator(EvaluatorOptions options)
   }
 }
 
+namespace {
+
+// The lowest T_roofline (us) the shape's traffic allows: the released counts over-count some
+// operators (whole caches read and written where the kernel touches a few rows), so a kernel can
+// honestly beat the released T_roofline by far; the analytic counts are the minimum traffic.
+double lowest_roofline_us(const problems::Suite& suite, const std::string& op,
+                          const problems::Shape& shape, const problems::HardwareProfile& hw,
+                          double scored_us) {
+  auto counts = problems::roofline_counts(suite, op, shape, RooflineSource::kAnalytic);
+  if (!counts) return scored_us;
+  auto t = problems::roofline_time(*counts, hw);
+  return t ? std::min(scored_us, t->roofline_s * 1e6) : scored_us;
+}
+
+}  // namespace
+
 void Evaluator::finish_record(EvalRecord& r, const EvalSettings& settings,
                               const problems::Shape& shape) {
   r.hardware = options_.hardware.name;
@@ -56,24 +72,27 @@ void Evaluator::finish_record(EvalRecord& r, const EvalSettings& settings,
     return;
   }
   r.t_roofline_us = t->roofline_s * 1e6;
-  if (r.status == EvalStatus::kOk && r.timing && r.timing->n > 0) {
-    auto s = problems::score_shape(r.t_roofline_us, r.timing->time_us_median,
-                                   r.timing->time_us_p75);
-    r.above_roofline = s.above_roofline;
-    if (s.impossible) {
-      // A verdict, not a capped score: S_j stays absent, so it never reaches S_i or S_agg.
-      r.status = EvalStatus::kRejected;
-      r.error = fmt::format(
-          "impossible speed: {:.3g} us median ({:.3g} us at the 75th percentile) against "
-          "T_roofline {:.3g} us on {}, {:.2f}x the roofline, beyond the {:.0f}% a profile may be "
-          "off: the timing was bent or the work skipped (or the profile is wrong: `atrex "
-          "hardware measure`)",
-          r.timing->time_us_median, r.timing->time_us_p75, r.t_roofline_us,
-          options_.hardware.name, s.ratio, problems::kImpossibleSpeedMargin * 100);
-      return;
-    }
-    r.s_j = s.s_j;
+  if (r.status != EvalStatus::kOk || !r.timing || r.timing->n == 0) return;
+  const auto& tm = *r.timing;
+  auto s = problems::score_shape(r.t_roofline_us, tm.time_us_median, tm.time_us_p75);
+  r.above_roofline = s.above_roofline;
+  // Impossible is judged against the lowest roofline the traffic allows, not the scored one.
+  const double lowest_us = lowest_roofline_us(*options_.suite, r.operator_name, shape,
+                                              options_.hardware, r.t_roofline_us);
+  const auto bound = problems::score_shape(lowest_us, tm.time_us_median, tm.time_us_p75);
+  if (bound.impossible) {
+    // A verdict, not a capped score: S_j stays absent, so it never reaches S_i or S_agg.
+    r.status = EvalStatus::kRejected;
+    r.error = fmt::format(
+        "impossible speed: {:.3g} us median ({:.3g} us at the 75th percentile) against a lowest "
+        "T_roofline of {:.3g} us on {}, {:.2f}x the roofline, beyond the {:.0f}% a profile may "
+        "be off: the timing was bent or the work skipped (or the profile is wrong: `atrex "
+        "hardware measure`)",
+        tm.time_us_median, tm.time_us_p75, lowest_us, options_.hardware.name, bound.ratio,
+        problems::kImpossibleSpeedMargin * 100);
+    return;
   }
+  r.s_j = s.s_j;
 }
 
 Result<bool> Evaluator::precompile(const EvalTask& task) {
