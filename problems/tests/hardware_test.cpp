@@ -46,8 +46,8 @@ TEST(Hardware, ReleasedAndOwnProfilesLoad) {
   EXPECT_DOUBLE_EQ(h20->p_peak_flops_per_s.at("bf16_tc"), 148e12);
   EXPECT_DOUBLE_EQ(h20->hbm_bytes_per_s, 4e12);
   auto measured = find_hardware_profile(*profiles, "measured-H200");
-  EXPECT_DOUBLE_EQ(measured->hbm_bytes_per_s, 4.16e12);
-  EXPECT_DOUBLE_EQ(measured->p_peak_flops_per_s.at("fp8_e4m3_tc"), 1264e12);
+  EXPECT_DOUBLE_EQ(measured->hbm_bytes_per_s, 4.57e12);
+  EXPECT_DOUBLE_EQ(measured->p_peak_flops_per_s.at("fp8_e4m3_tc"), 1380e12);
 }
 
 TEST(Hardware, AutoMatchPicksMeasuredH200ForAnH200) {

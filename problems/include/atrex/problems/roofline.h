@@ -40,10 +40,11 @@ struct ShapeScore {
   bool impossible = false;
 };
 
-// How far above the roofline a measurement may be before it is impossible: the measured
-// ceilings sit a few percent under what the best honest kernels reach (H200: copy 4.16 TB/s
-// measured, read+write kernels at 4.27), and one launch's worth of noise on the smallest
-// shapes. Beyond it the record is `rejected`.
+// How far above the roofline a measurement may be before it is impossible: a profile's ceilings
+// can sit under what honest kernels reach (the H200 profile's 4.16 TB/s copy figure, before
+// 2026-12-01, was beaten by read-mostly kernels at 4.3-4.4 TB/s; its memory ceiling is now the best
+// of copy, read and write streams), plus launch noise on the smallest shapes. Beyond it the
+// record is `rejected`.
 inline constexpr double kImpossibleSpeedMargin = 0.25;
 
 // S_j = min(1, T_roofline / T_median). `t_slow` (the 75th percentile, or the median when not
