@@ -67,7 +67,8 @@ fi
 
 if want smoke; then
   echo "=== smoke: atrex eval of one CUDA template per operator on 3 shapes"
-  for op in rms_norm fused_add_rms_norm silu_and_mul l2_norm moe_sum_reduce; do
+  for op in rms_norm fused_add_rms_norm silu_and_mul l2_norm moe_sum_reduce reshape_and_cache \
+            paged_attention_decode mla_decode_attention; do
     tpl=$(ls kernels/templates/$op/cuda/*.cu | head -1)
     n=$("$atrex" problems show "$op" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["shapes"]))')
     ids=$(python3 -c "n=$n; print(','.join(sorted({'0', str(n//2), str(n-1)}, key=int)))")

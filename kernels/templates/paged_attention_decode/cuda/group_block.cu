@@ -228,13 +228,17 @@ __global__ void __launch_bounds__(BLOCK_THREADS) paged_decode_kernel(Args a) {
 template <bool FP16>
 int run_kernel(const Args& a, int seqs, cudaStream_t s) {
   const size_t smem = smem_bytes(a.group, a.dim);
-  if (smem > 48 * 1024) {
+  // Opt in once per kernel to more than 48 KiB of dynamic shared memory (the first call is never
+  // under stream capture: it is a correctness call).
+  static size_t opted_in = 48 * 1024;
+  if (smem > opted_in) {
     const cudaError_t e = cudaFuncSetAttribute(
         paged_decode_kernel<FP16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
         static_cast<int>(smem));
     if (e != cudaSuccess)
       return fail("paged_attention_decode: %zu bytes of shared memory for a group of %d heads: %s",
                   smem, a.group, cudaGetErrorString(e));
+    opted_in = smem;
   }
   paged_decode_kernel<FP16><<<dim3(a.hkv, seqs), BLOCK_THREADS, smem, s>>>(a);
   const cudaError_t err = cudaGetLastError();
