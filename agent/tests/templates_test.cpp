@@ -60,7 +60,8 @@ TEST(Templates, EmbeddedCatalogCoversTheAgentOperatorsOnBothBackends) {
   ASSERT_TRUE(cat) << cat.error().message;
   for (const auto& t : cat->all()) EXPECT_TRUE(problems::require_native_operator(t.op)) << t.path;
   for (const char* op :
-       {"rms_norm", "fused_add_rms_norm", "silu_and_mul", "l2_norm", "moe_sum_reduce"}) {
+       {"rms_norm", "fused_add_rms_norm", "silu_and_mul", "l2_norm", "moe_sum_reduce",
+        "reshape_and_cache", "paged_attention_decode", "mla_decode_attention"}) {
     for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
       auto ts = cat->find(op, backend);
       EXPECT_GE(ts.size(), 2u) << op << " " << backend_name(backend);

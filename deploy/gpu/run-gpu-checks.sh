@@ -3,7 +3,8 @@
 # deploy/gpu/bundle.sh ran on the development machine and the call carried build/release/bin,
 # build/release/share and .gpu-bundle:
 #   1. the `gpu` test label (GPU gates: CUDA events timing, illegal address, all-zero output);
-#   2. `atrex eval` of each covered operator's CUDA templates on all shapes;
+#   2. `atrex eval` of each covered operator's CUDA templates on all shapes (EVAL_OPS="op1 op2"
+#      limits it to those operators);
 #   3. the local sweep on the cuda backend (embedded default: all shapes of covered operators);
 #   4. xcheck: every operator's CUDA reference against an independent PyTorch implementation on
 #      3 shapes each (deploy/gpu/xcheck.sh; needs python3 with torch);
@@ -59,6 +60,8 @@ if want eval; then
   echo "=== atrex eval: every CUDA template at its defaults, all shapes"
   for tpl in kernels/templates/*/cuda/*.cu; do
     op=$(basename "$(dirname "$(dirname "$tpl")")")
+    # EVAL_OPS="op1 op2" limits the step to those operators' templates.
+    if [ -n "${EVAL_OPS:-}" ] && ! [[ " $EVAL_OPS " == *" $op "* ]]; then continue; fi
     echo "--- $tpl"
     "$atrex" eval "$tpl" --operator "$op" --shapes all --out "$out/eval-$op-$(basename "$tpl" .cu).jsonl" 2>&1 \
       | grep -v '^  shape ' | tee -a "$out/eval.txt" || rc=1
@@ -67,7 +70,8 @@ fi
 
 if want smoke; then
   echo "=== smoke: atrex eval of one CUDA template per operator on 3 shapes"
-  for op in rms_norm fused_add_rms_norm silu_and_mul l2_norm moe_sum_reduce; do
+  for op in rms_norm fused_add_rms_norm silu_and_mul l2_norm moe_sum_reduce reshape_and_cache \
+            paged_attention_decode mla_decode_attention; do
     tpl=$(ls kernels/templates/$op/cuda/*.cu | head -1)
     n=$("$atrex" problems show "$op" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["shapes"]))')
     ids=$(python3 -c "n=$n; print(','.join(sorted({'0', str(n//2), str(n-1)}, key=int)))")

@@ -1,0 +1,172 @@
+// atrex-template: split_kv
+// atrex-description: split-KV on std::threads, the CPU form of the cuda cluster_split design: each sequence's context is cut into up to PARTS parts (at least MIN_PART_KEYS keys each); (sequence, part) items run on up to THREADS threads, each converting its latent rows to fp32 KEY_TILE at a time once for all query heads and leaving unnormalised partials (max, sum, accumulator) per head; the partials are then merged (rescaled by e^(m_r - M))
+// atrex-param: THREADS = 2 | 1, 2, 3, 4
+// atrex-param: PARTS = 4 | 1, 2, 4, 8
+// atrex-param: MIN_PART_KEYS = 32 | 8, 32, 128
+// atrex-param: KEY_TILE = 32 | 8, 32, 128
+#ifndef THREADS
+#define THREADS 2
+#endif
+#ifndef PARTS
+#define PARTS 4
+#endif
+#ifndef MIN_PART_KEYS
+#define MIN_PART_KEYS 32
+#endif
+#ifndef KEY_TILE
+#define KEY_TILE 32
+#endif
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "atrex/candidate_util.h"
+
+static_assert(THREADS >= 1 && THREADS <= 4, "THREADS");
+static_assert(PARTS >= 1 && MIN_PART_KEYS >= 1 && KEY_TILE >= 1, "PARTS, MIN_PART_KEYS, KEY_TILE");
+
+namespace {
+
+using atrex::cand::Tensors;
+using atrex::cand::fail;
+using atrex::cand::kBF16;
+using atrex::cand::kI32;
+using atrex::cand::bf16_to_float;
+using atrex::cand::float_to_bf16;
+using atrex::cand::parallel_rows;
+
+// a . b over n floats with 8 independent partial sums: without -ffast-math a single running sum
+// is one serial chain the compiler may not reorder; 8 lanes let it use one vector FMA per step.
+float dot8(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int u = 0; u < 8; ++u) acc[u] += a[i + u] * b[i + u];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+struct Problem {
+  const uint16_t* q;   // [B, H, dk]
+  const uint16_t* kv;  // [rows, 1, dk]: keys are whole rows, values their first dv elements
+  uint16_t* out;       // [B, H, dv]
+  int64_t batch, heads, dk, dv;
+};
+
+// Partials of every head of sequence b over its latent rows [start, start + n): part =
+// [m[H], l[H], acc[H, dv]] (acc not yet divided by l). Each tile's rows are converted once and
+// serve all heads (keys: whole rows; values: their first dv elements).
+void partial(const Problem& p, int64_t b, int64_t start, int64_t n, float* part,
+             std::vector<float>& buf) {
+  const int64_t hn = p.heads, dk = p.dk, dv = p.dv;
+  float* m = part;
+  float* l = m + hn;
+  float* acc = l + hn;
+  for (int64_t h = 0; h < hn; ++h) m[h] = -INFINITY;
+  for (int64_t i = 0; i < hn; ++i) l[i] = 0.f;
+  for (int64_t i = 0; i < hn * dv; ++i) acc[i] = 0.f;
+  buf.resize(static_cast<size_t>(hn * dk + KEY_TILE * dk + KEY_TILE));
+  float* q = buf.data();            // [H, dk]
+  float* rows = q + hn * dk;        // [KEY_TILE, dk]
+  float* sc = rows + KEY_TILE * dk; // [KEY_TILE]
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
+  const uint16_t* qs = p.q + b * hn * dk;
+  for (int64_t i = 0; i < hn * dk; ++i) q[i] = bf16_to_float(qs[i]);
+  for (int64_t j0 = 0; j0 < n; j0 += KEY_TILE) {
+    const int64_t nt = n - j0 < KEY_TILE ? n - j0 : KEY_TILE;
+    const uint16_t* src = p.kv + (start + j0) * dk;
+    for (int64_t i = 0; i < nt * dk; ++i) rows[i] = bf16_to_float(src[i]);
+    for (int64_t h = 0; h < hn; ++h) {
+      float tile_max = -INFINITY;
+      for (int64_t t = 0; t < nt; ++t) {
+        const float dot = dot8(q + h * dk, rows + t * dk, dk);
+        sc[t] = dot * scale;
+        tile_max = std::fmax(tile_max, sc[t]);
+      }
+      const float m_new = std::fmax(m[h], tile_max);
+      const float alpha = std::exp(m[h] - m_new);  // 0 on the first tile (m = -inf)
+      float sum = 0.f;
+      for (int64_t t = 0; t < nt; ++t) {
+        sc[t] = std::exp(sc[t] - m_new);
+        sum += sc[t];
+      }
+      l[h] = l[h] * alpha + sum;
+      m[h] = m_new;
+      float* a = acc + h * dv;
+      for (int64_t i = 0; i < dv; ++i) a[i] *= alpha;
+      for (int64_t t = 0; t < nt; ++t) {
+        const float w = sc[t];
+        const float* vr = rows + t * dk;
+        for (int64_t i = 0; i < dv; ++i) a[i] += w * vr[i];
+      }
+    }
+  }
+}
+
+// out of sequence b from its parts: M = max m_r; out = sum acc_r e^(m_r - M) / sum l_r e^(m_r - M).
+void merge(const Problem& p, int64_t b, int64_t parts, const float* partials) {
+  const int64_t hn = p.heads, dv = p.dv, stride = 2 * hn + hn * dv;
+  uint16_t* o = p.out + b * hn * dv;
+  for (int64_t h = 0; h < hn; ++h) {
+    float mx = -INFINITY;
+    for (int64_t r = 0; r < parts; ++r) mx = std::fmax(mx, partials[r * stride + h]);
+    for (int64_t i = 0; i < dv; ++i) {
+      float num = 0.f, den = 0.f;
+      if (mx != -INFINITY) {
+        for (int64_t r = 0; r < parts; ++r) {
+          const float* part = partials + r * stride;
+          const float w = std::exp(part[h] - mx);  // 0 for an empty part
+          num += part[2 * hn + h * dv + i] * w;
+          den += part[hn + h] * w;
+        }
+      }
+      o[h * dv + i] = float_to_bf16(mx != -INFINITY ? num / den : 0.f);
+    }
+  }
+}
+
+}  // namespace
+
+ATREX_CANDIDATE_ERROR_MESSAGE_EXPORT
+
+ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
+  Tensors ts(launch, "mla_decode_attention");
+  const DLTensor* q = ts.input("q", kBF16, 3);                // [B, H, r + rope]
+  const DLTensor* kv = ts.input("kv_cache", kBF16, 3);        // [sum(seq_lens), 1, r + rope]
+  const DLTensor* lens = ts.input("seq_lens", kI32, 1);       // [B]
+  const DLTensor* out = ts.output("out", kBF16, 3);           // [B, H, r]
+  if (!ts.ok() || !ts.dim_is(kv, 2, q->shape[2]) || !ts.dim_is(kv, 1, 1) ||
+      !ts.dim_is(lens, 0, q->shape[0]) || !ts.dim_is(out, 0, q->shape[0]) ||
+      !ts.dim_is(out, 1, q->shape[1]))
+    return ts.failed();
+  Problem p{static_cast<const uint16_t*>(q->data), static_cast<const uint16_t*>(kv->data),
+            static_cast<uint16_t*>(out->data), q->shape[0], q->shape[1], q->shape[2],
+            out->shape[2]};
+  if (p.dv > p.dk) return fail("mla_decode_attention: value dim %lld exceeds key dim %lld",
+                               static_cast<long long>(p.dv), static_cast<long long>(p.dk));
+  const auto* sl = static_cast<const int32_t*>(lens->data);
+  std::vector<int64_t> start(static_cast<size_t>(p.batch) + 1, 0);
+  for (int64_t b = 0; b < p.batch; ++b) start[b + 1] = start[b] + sl[b];
+  // Parts per sequence: each >= MIN_PART_KEYS keys of the average context, at most PARTS.
+  const int64_t avg = p.batch ? start[p.batch] / p.batch : 0;
+  int64_t parts = (avg + MIN_PART_KEYS - 1) / MIN_PART_KEYS;
+  parts = parts < 1 ? 1 : parts > PARTS ? PARTS : parts;
+  const int64_t stride = 2 * p.heads + p.heads * p.dv;
+  std::vector<float> partials(static_cast<size_t>(p.batch * parts * stride));
+  float* pp = partials.data();
+  const int64_t per_item = p.heads * (p.dk + p.dv) * (avg / parts + 1);
+  parallel_rows(p.batch * parts, per_item, THREADS, 256 * 1024, [&](int64_t b0, int64_t e0) {
+    std::vector<float> buf;
+    for (int64_t item = b0; item < e0; ++item) {
+      const int64_t b = item / parts, r = item % parts;
+      const int64_t n = sl[b] > 0 ? sl[b] : 0, chunk = (n + parts - 1) / parts;
+      const int64_t begin = r * chunk < n ? r * chunk : n;
+      const int64_t end = begin + chunk < n ? begin + chunk : n;
+      partial(p, b, start[b] + begin, end - begin, pp + item * stride, buf);
+    }
+  });
+  for (int64_t b = 0; b < p.batch; ++b) merge(p, b, parts, pp + b * parts * stride);
+  return 0;
+}
