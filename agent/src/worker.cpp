@@ -117,6 +117,7 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
   if (progress.generation == task.generation && progress.iterations_used > task.iterations_used) {
     task.iterations_used = progress.iterations_used;
     if (progress.best.score > task.best.score) task.best = progress.best;
+    task.usage = progress.usage;  // the trail's iterations cover every generation so far
   }
   ATREX_ASSIGN_OR_RETURN(const ProviderFactory* factory, providers_.require(task.agent.provider));
   ATREX_ASSIGN_OR_RETURN(std::unique_ptr<Provider> provider, factory->make(task.agent));
@@ -145,6 +146,7 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
   marker.quick_score = gen.next.best.score;
   marker.provenance = gen.next.best.provenance;
   marker.shapes = task.full_shapes;
+  marker.usage = gen.next.usage;
   auto final_records = run_final_evaluation(gen.next, eval, *audit);
   if (final_records && !final_records->empty()) {
     marker.status = FinalStatus::kEvaluated;
