@@ -152,9 +152,12 @@ Result<Attempt> evaluate_proposal(const AgentTask& task, int it, const Proposal&
            {"best_score", state.best.score},
            {"usage", to_json(a.usage)},
            {"records", records_json(records)}}));
-  spdlog::info("[{} {} g{} i{}] {} -> {}", task.agent.name, task.op, task.generation, it,
-               proposal.provenance.value("template", "") + " " +
-                   proposal.provenance.value("params", Json::object()).dump(),
+  const std::string what =
+      proposal.provenance.contains("template")
+          ? proposal.provenance.value("template", "") + " " +
+                proposal.provenance.value("params", Json::object()).dump()
+          : proposal.provenance.value("provider", "") + " " + proposal.provenance.value("model", "");
+  spdlog::info("[{} {} g{} i{}] {} -> {}", task.agent.name, task.op, task.generation, it, what,
                a.summary);
   a.records = std::move(records);
   return a;
