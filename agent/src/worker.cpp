@@ -28,6 +28,19 @@ EvalRecord missing_record(const EvalTask& task, const std::string& shape, EvalSt
   return r;
 }
 
+// What the generation that went from `before` to `after` spent, into the model usage counters.
+void count_model_usage(metrics::AgentMetrics& m, const std::string& agent, const TokenUsage& before,
+                       const TokenUsage& after) {
+  if (after.requests <= before.requests) return;
+  m.model_tokens.Add({{"agent", agent}, {"kind", "prompt"}})
+      .Increment(static_cast<double>(after.prompt_tokens - before.prompt_tokens));
+  m.model_tokens.Add({{"agent", agent}, {"kind", "completion"}})
+      .Increment(static_cast<double>(after.completion_tokens - before.completion_tokens));
+  m.model_cost_usd.Add({{"agent", agent}}).Increment(after.cost_usd - before.cost_usd);
+  m.model_requests.Add({{"agent", agent}})
+      .Increment(static_cast<double>(after.requests - before.requests));
+}
+
 }  // namespace
 
 Result<std::vector<EvalRecord>> QueueEvalFn::operator()(const EvalTask& task) const {
@@ -129,8 +142,10 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
     return eval(t);
   };
   ATREX_ASSIGN_OR_RETURN(GenerationResult gen, run_generation(task, *provider, quick, *audit));
-  if (m)
+  if (m) {
     m->best_score.Add({{"agent", task.agent.name}, {"operator", task.op}}).Set(gen.next.best.score);
+    count_model_usage(*m, task.agent.name, task.usage, gen.next.usage);
+  }
   if (gen.end == GenerationEnd::kDropout) {
     spdlog::info("[{} {}] dropout after generation {}: a fresh sub-agent continues from S = {:.4f}",
                  task.agent.name, task.op, task.generation, gen.next.best.score);

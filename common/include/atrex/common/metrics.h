@@ -84,6 +84,9 @@ struct AgentMetrics {
   prometheus::Family<prometheus::Counter>&
       candidates;  // {agent}: quick evaluations of proposed candidates
   prometheus::Family<prometheus::Gauge>& best_score;  // {agent, operator}: best quick S_i so far
+  prometheus::Family<prometheus::Counter>& model_tokens;    // {agent, kind}: prompt | completion
+  prometheus::Family<prometheus::Counter>& model_cost_usd;  // {agent}
+  prometheus::Family<prometheus::Counter>& model_requests;  // {agent}
 };
 
 // A sweep being followed (`atrex sweep run`, `atrex sweep wait`).
