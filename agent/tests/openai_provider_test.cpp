@@ -189,6 +189,12 @@ TEST_F(OpenAiLoop, ReplyWithoutCodeBlockIsFedBackAndTheLoopGoesOn) {
   ASSERT_EQ(reqs.size(), 2u);
   EXPECT_NE(last_user(reqs[1]).find("no fenced code block"), std::string::npos);
   EXPECT_EQ(reqs[1]["messages"][2]["content"], "I would vectorise the loads.");
+  // A resumed (agent, operator) counts the iteration without a candidate and its usage.
+  auto reopened = AuditTrail::open(dir_ / "audit.jsonl");
+  ASSERT_TRUE(reopened) << reopened.error().message;
+  EXPECT_EQ((*reopened)->progress().iterations_used, 2);
+  EXPECT_EQ((*reopened)->progress().usage.prompt_tokens, 800 + 1000);
+  EXPECT_EQ((*reopened)->progress().usage.requests, 2);
 }
 
 TEST_F(OpenAiLoop, RateLimitIsRetriedAfterTheRetryAfterSeconds) {

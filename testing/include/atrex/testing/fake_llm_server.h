@@ -6,6 +6,8 @@
 // check the conversation, the feedback and the Authorization header.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <string>
