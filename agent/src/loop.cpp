@@ -133,8 +133,8 @@ Result<Attempt> evaluate_proposal(const AgentTask& task, int it, const Proposal&
   const double prev = state.best.score;
   improved = a.correct && (prev < 0 || a.score > prev * (1.0 + task.agent.min_improvement));
   if (a.correct && a.score > prev) {  // keep the best even when the gain is within noise
-    state.best = BestCandidate{proposal.source, a.sha256, proposal.file_name, a.score,
-                               proposal.provenance};
+    state.best =
+        BestCandidate{proposal.source, a.sha256, proposal.file_name, a.score, proposal.provenance};
   }
   ATREX_TRY(audit.append(
       Json{{"event", "evaluated"},
@@ -152,11 +152,11 @@ Result<Attempt> evaluate_proposal(const AgentTask& task, int it, const Proposal&
            {"best_score", state.best.score},
            {"usage", to_json(a.usage)},
            {"records", records_json(records)}}));
-  const std::string what =
-      proposal.provenance.contains("template")
-          ? proposal.provenance.value("template", "") + " " +
-                proposal.provenance.value("params", Json::object()).dump()
-          : proposal.provenance.value("provider", "") + " " + proposal.provenance.value("model", "");
+  const std::string what = proposal.provenance.contains("template")
+                               ? proposal.provenance.value("template", "") + " " +
+                                     proposal.provenance.value("params", Json::object()).dump()
+                               : proposal.provenance.value("provider", "") + " " +
+                                     proposal.provenance.value("model", "");
   spdlog::info("[{} {} g{} i{}] {} -> {}", task.agent.name, task.op, task.generation, it, what,
                a.summary);
   a.records = std::move(records);
@@ -184,8 +184,8 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
       break;
     }
     const std::set<std::string> tried = audit.tried();
-    ProposalContext ctx{task.op,   task.backend, task.generation, it,         task.seed,
-                        &memory,   &tried,       &state.best,     &state};
+    ProposalContext ctx{task.op, task.backend, task.generation, it,    task.seed,
+                        &memory, &tried,       &state.best,     &state};
     ATREX_ASSIGN_OR_RETURN(std::optional<Proposal> proposal, provider.propose(ctx));
     if (!proposal) {
       result.end = GenerationEnd::kNoIdeas;
@@ -201,8 +201,8 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
       ++since_improvement;
     } else {
       bool improved = false;
-      ATREX_ASSIGN_OR_RETURN(Attempt a,
-                             evaluate_proposal(task, it, *proposal, evaluate, audit, state, improved));
+      ATREX_ASSIGN_OR_RETURN(
+          Attempt a, evaluate_proposal(task, it, *proposal, evaluate, audit, state, improved));
       since_improvement = improved ? 0 : since_improvement + 1;
       memory.push_back(std::move(a));
     }
@@ -230,9 +230,8 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
 Result<std::vector<EvalRecord>> run_final_evaluation(const AgentTask& task, const EvalFn& evaluate,
                                                      AuditTrail& audit) {
   if (!task.best.valid()) {
-    ATREX_TRY(audit.append(Json{{"event", "final"},
-                                {"status", "no_correct_candidate"},
-                                {"usage", to_json(task.usage)}}));
+    ATREX_TRY(audit.append(Json{
+        {"event", "final"}, {"status", "no_correct_candidate"}, {"usage", to_json(task.usage)}}));
     return not_found(
         fmt::format("agent {} found no correct candidate for {}", task.agent.name, task.op));
   }

@@ -25,7 +25,8 @@ constexpr const char* kKeyVar = "ATREX_TEST_OPENAI_KEY";
 constexpr const char* kKey = "sk-test-7f3a9c-never-written-anywhere";
 
 // A reply holding a kernel that the scripted evaluator scores `s` (negative: wrong result).
-ScriptedReply kernel_reply(double s, int64_t prompt_tokens = 1000, int64_t completion_tokens = 200) {
+ScriptedReply kernel_reply(double s, int64_t prompt_tokens = 1000,
+                           int64_t completion_tokens = 200) {
   return ScriptedReply::completion(
       fmt::format("Here it is.\n```cuda\n// kernel S={}\n__global__ void k() {{}}\n```\n", s),
       prompt_tokens, completion_tokens);
@@ -174,8 +175,8 @@ TEST_F(OpenAiLoop, WrongKernelThenAFixAfterTheFeedback) {
 
 TEST_F(OpenAiLoop, ReplyWithoutCodeBlockIsFedBackAndTheLoopGoesOn) {
   task_.agent.iterations = 2;
-  server_.script({ScriptedReply::completion("I would vectorise the loads.", 800, 10),
-                  kernel_reply(0.4)});
+  server_.script(
+      {ScriptedReply::completion("I would vectorise the loads.", 800, 10), kernel_reply(0.4)});
   auto r = run(task_);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->next.iterations_used, 2) << "the reply without a candidate counts";
@@ -251,7 +252,8 @@ TEST_F(OpenAiLoop, ServerErrorForeverIsBoundedAndEachIterationFailsWithoutACrash
 
 TEST_F(OpenAiLoop, MalformedJsonAndEmptyChoicesAreRetried) {
   server_.script({ScriptedReply::body("{\"choices\": [ not json"),
-                  ScriptedReply::body(R"({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 0}})"),
+                  ScriptedReply::body(
+                      R"({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 0}})"),
                   kernel_reply(0.5)});
   auto r = run(task_);
   ASSERT_TRUE(r) << r.error().message;
@@ -282,7 +284,8 @@ TEST_F(OpenAiLoop, AReplyThatNeverEndsTimesOutAndIsRetried) {
 }
 
 TEST_F(OpenAiLoop, RefusedKeyEndsTheOperatorWithAClearErrorAndNoRetry) {
-  server_.script({ScriptedReply::status(401, {}, R"({"error": {"message": "bad key sk-test-7f3a9c-never-written-anywhere"}})")});
+  server_.script({ScriptedReply::status(
+      401, {}, R"({"error": {"message": "bad key sk-test-7f3a9c-never-written-anywhere"}})")});
   auto r = run(task_);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidInput);
@@ -305,7 +308,8 @@ TEST_F(OpenAiLoop, DropoutStartsAFreshConversationWithTheBestKernel) {
   task_.agent.iterations = 3;
   task_.agent.patience = 1;
   task_.agent.max_generations = 2;
-  server_.script({kernel_reply(0.5, 100, 10), kernel_reply(0.45, 200, 20), kernel_reply(0.6, 300, 30)});
+  server_.script(
+      {kernel_reply(0.5, 100, 10), kernel_reply(0.45, 200, 20), kernel_reply(0.6, 300, 30)});
   auto g0 = run(task_);
   ASSERT_TRUE(g0) << g0.error().message;
   ASSERT_EQ(g0->end, GenerationEnd::kDropout);

@@ -197,9 +197,9 @@ TEST(OpenAiPrompt, ProblemMessageHasTheFactsReferenceAbiAndNotesButNoHiddenData)
   auto kb = KnowledgeBase::embedded();
   ASSERT_TRUE(kb);
   const std::string m = problem_message(ctx, kb->select("norm", Backend::kCpu, std::nullopt, 3));
-  for (const char* want : {"# Operator `rms_norm`", "kernels/reference/rms_norm/naive.cpp",
-                           "atrex_candidate_run", "atrex/candidate_util.h", "parallel_rows",
-                           "shapes 15, 28", "```cpp"}) {
+  for (const char* want :
+       {"# Operator `rms_norm`", "kernels/reference/rms_norm/naive.cpp", "atrex_candidate_run",
+        "atrex/candidate_util.h", "parallel_rows", "shapes 15, 28", "```cpp"}) {
     EXPECT_NE(m.find(want), std::string::npos) << want;
   }
   for (const char* hidden : {"production_performance", "semantic_W_flops", "SOL_time",
@@ -239,10 +239,10 @@ TEST(OpenAiPrompt, FeedbackCarriesCompileErrorsWrongElementsTimesAndScores) {
   fine.dsl_share = 0.5;
   a.records = {wrong, fine};
   const std::string f = feedback_message(a, ctx, {});
-  for (const char* want : {"shape 15: wrong_result", "first at [0, 3]: got 1.5, expected 0.25",
-                           "max abs error 1.25", "shape 28: ok, time 42.50 us", "roofline time 10.00 us",
-                           "S_j 0.2350", "50% of the GPU time in your own kernels",
-                           "Fix the candidate first", "```cuda"}) {
+  for (const char* want :
+       {"shape 15: wrong_result", "first at [0, 3]: got 1.5, expected 0.25", "max abs error 1.25",
+        "shape 28: ok, time 42.50 us", "roofline time 10.00 us", "S_j 0.2350",
+        "50% of the GPU time in your own kernels", "Fix the candidate first", "```cuda"}) {
     EXPECT_NE(f.find(want), std::string::npos) << want << "\n" << f;
   }
   Attempt c;

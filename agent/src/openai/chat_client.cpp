@@ -67,7 +67,8 @@ ChatClient::ChatClient(OpenAiOptions options, std::string api_key, http::Client 
 
 std::string ChatClient::redact(std::string text) const {
   if (api_key_.empty()) return text;
-  for (size_t at; (at = text.find(api_key_)) != std::string::npos;) text.replace(at, api_key_.size(), "***");
+  for (size_t at; (at = text.find(api_key_)) != std::string::npos;)
+    text.replace(at, api_key_.size(), "***");
   return text;
 }
 
@@ -95,7 +96,8 @@ ChatClient::Attempt ChatClient::send_once(const std::string& body, TokenUsage& s
     const bool config = res->status == 401 || res->status == 403 || res->status == 404;
     a.error = Error{config ? ErrorCode::kInvalidInput : ErrorCode::kUnavailable, what};
     a.retry = retryable_status(res->status);
-    if (auto ra = res->header("Retry-After")) a.retry_after = parse_retry_after(*ra, deps_.wall_now());
+    if (auto ra = res->header("Retry-After"))
+      a.retry_after = parse_retry_after(*ra, deps_.wall_now());
     return a;
   }
   Json j;
@@ -113,7 +115,8 @@ ChatClient::Attempt ChatClient::send_once(const std::string& body, TokenUsage& s
   spent.completion_tokens += tokens.completion_tokens;
   spent.cost_usd += cost_usd(options_, tokens.prompt_tokens, tokens.completion_tokens);
   if (!reply) {
-    a.error = Error{ErrorCode::kUnavailable, reply.error().message + ": " + redact(excerpt(res->body, 200))};
+    a.error = Error{ErrorCode::kUnavailable,
+                    reply.error().message + ": " + redact(excerpt(res->body, 200))};
     a.retry = true;
     return a;
   }
@@ -137,8 +140,8 @@ Result<ChatReply> ChatClient::complete(const Json& messages, TokenUsage& spent) 
                                     a.error.message, attempt + 1, attempt ? "s" : ""));
     }
     const auto wait = retry_delay(policy_, attempt, deps_.uniform01(), a.retry_after);
-    spdlog::warn("model server {}: {}; retry {} of {} in {} ms", options_.base_url,
-                 a.error.message, attempt + 1, policy_.max_retries, wait.count());
+    spdlog::warn("model server {}: {}; retry {} of {} in {} ms", options_.base_url, a.error.message,
+                 attempt + 1, policy_.max_retries, wait.count());
     deps_.sleep(wait);
   }
 }

@@ -24,8 +24,8 @@ std::string info_word(std::string_view line) {
   const size_t start = line.find_first_not_of(" `");
   if (start == std::string_view::npos) return "";
   std::string word;
-  for (size_t i = start; i < line.size() && !std::isspace(static_cast<unsigned char>(line[i])) &&
-                         line[i] != '{';
+  for (size_t i = start;
+       i < line.size() && !std::isspace(static_cast<unsigned char>(line[i])) && line[i] != '{';
        ++i) {
     word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(line[i]))));
   }
@@ -81,8 +81,9 @@ Extraction extract_candidate(std::string_view reply, Backend backend) {
     }
     return best;
   };
-  const CodeBlock* chosen = pick(
-      [&](const CodeBlock& b) { return std::find(tags.begin(), tags.end(), b.lang) != tags.end(); });
+  const CodeBlock* chosen = pick([&](const CodeBlock& b) {
+    return std::find(tags.begin(), tags.end(), b.lang) != tags.end();
+  });
   if (!chosen) chosen = pick([](const CodeBlock& b) { return b.lang.empty(); });
   if (chosen) return Extraction{chosen->code, ""};
   Extraction e;
@@ -94,7 +95,8 @@ Extraction extract_candidate(std::string_view reply, Backend backend) {
         fence_tag(backend));
   } else if (!blocks.empty()) {
     std::string langs;
-    for (const auto& b : blocks) langs += (langs.empty() ? "" : ", ") + (b.lang.empty() ? "untagged" : b.lang);
+    for (const auto& b : blocks)
+      langs += (langs.empty() ? "" : ", ") + (b.lang.empty() ? "untagged" : b.lang);
     e.failure = fmt::format(
         "Your reply had code blocks ({}) but none in the backend's language. Reply with the "
         "complete source file in one ```{} block.",

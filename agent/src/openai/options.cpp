@@ -59,7 +59,7 @@ Result<std::string> parse_key_env(const JsonField& f) {
 }  // namespace
 
 std::vector<std::string> option_keys() {
-  return {"base_url",  "model",       "api_key_env", "temperature",
+  return {"base_url",   "model",     "api_key_env", "temperature",
           "max_tokens", "timeout_s", "max_retries", "price"};
 }
 

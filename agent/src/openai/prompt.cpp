@@ -50,9 +50,9 @@ std::string shape_line(const EvalRecord& r) {
   std::string s = fmt::format("- shape {}: {}", r.shape_id, eval_status_name(r.status));
   if (r.status == EvalStatus::kOk) {
     const double t = r.timing ? r.timing->time_us_median : 0;
-    s += fmt::format(", time {:.2f} us (median; IQR {:.2f} us), roofline time {:.2f} us, S_j {:.4f}",
-                     t, r.timing ? r.timing->time_us_iqr : 0.0, r.t_roofline_us,
-                     r.s_j.value_or(0.0));
+    s += fmt::format(
+        ", time {:.2f} us (median; IQR {:.2f} us), roofline time {:.2f} us, S_j {:.4f}", t,
+        r.timing ? r.timing->time_us_iqr : 0.0, r.t_roofline_us, r.s_j.value_or(0.0));
     if (r.dsl_share) {
       s += fmt::format(", {:.0f}% of the GPU time in your own kernels", *r.dsl_share * 100);
     }
@@ -75,13 +75,14 @@ std::string operator_facts(const std::string& op) {
     s += fmt::format("  {:<16} {:<8} {:<32} {}\n", t.name, problems::dtype_name(t.dtype),
                      dims(t.dims), t.doc);
   }
-  s += "outputs (poisoned before each call, so write every element, unless they start as an input):\n";
+  s += "outputs (poisoned before each call, so write every element, unless they start as an "
+       "input):\n";
   for (const auto& t : def->outputs) {
-    s += fmt::format("  {:<16} {:<8} {:<32} {}{}\n", t.name, problems::dtype_name(t.dtype),
-                     dims(t.dims), t.doc,
-                     t.initial_from.empty() ? ""
-                                            : " (starts as a copy of input " + t.initial_from +
-                                                  "; update it in place)");
+    s += fmt::format(
+        "  {:<16} {:<8} {:<32} {}{}\n", t.name, problems::dtype_name(t.dtype), dims(t.dims), t.doc,
+        t.initial_from.empty()
+            ? ""
+            : " (starts as a copy of input " + t.initial_from + "; update it in place)");
   }
   s += "parameters:\n";
   for (const auto& p : def->params) {
@@ -153,7 +154,9 @@ std::string problem_message(const ProposalContext& ctx, const std::vector<const 
         "improving on it. Start from it, but take a different optimisation direction than the one "
         "it embodies{}.\n\n",
         ctx.best->score,
-        notes.empty() ? "" : fmt::format(" (for example: {})", notes[ctx.generation % notes.size()]->title));
+        notes.empty()
+            ? ""
+            : fmt::format(" (for example: {})", notes[ctx.generation % notes.size()]->title));
     s += block(fence(ctx.backend), ctx.best->source);
   }
   s += fmt::format("\nWrite the candidate now: the complete file in one ```{} block.\n",
@@ -187,11 +190,10 @@ std::string feedback_message(const Attempt& attempt, const ProposalContext& ctx,
     s += fmt::format("Best correct candidate so far: median S_j {:.4f}.\n", ctx.best->score);
   }
   if (!notes.empty()) s += "\n## More optimisation notes\n\n" + notes_text(notes);
-  s += fmt::format(
-      "\n{} Reply with the complete new file in one ```{} block.\n",
-      attempt.correct ? "Make it faster while keeping every shape correct."
-                      : "Fix the candidate first: it must be correct on every shape.",
-      fence(ctx.backend));
+  s += fmt::format("\n{} Reply with the complete new file in one ```{} block.\n",
+                   attempt.correct ? "Make it faster while keeping every shape correct."
+                                   : "Fix the candidate first: it must be correct on every shape.",
+                   fence(ctx.backend));
   return s;
 }
 

@@ -37,9 +37,8 @@ class OpenAiProvider final : public Provider {
     reply_needs_feedback_ = false;
     Proposal p;
     auto reply = client_.complete(messages_, p.usage);
-    p.provenance = Json{{"provider", "openai"},
-                        {"model", client_.options().model},
-                        {"usage", to_json(p.usage)}};
+    p.provenance = Json{
+        {"provider", "openai"}, {"model", client_.options().model}, {"usage", to_json(p.usage)}};
     if (!reply) {
       if (reply.error().code == ErrorCode::kInvalidInput) return tl::unexpected(reply.error());
       // The conversation stays as it is: the same request goes out next iteration.
@@ -104,8 +103,9 @@ class OpenAiFactory final : public ProviderFactory {
     return openai::parse_options(agent);
   }
   Result<std::unique_ptr<Provider>> make(const AgentSpec& spec) const override {
-    ATREX_ASSIGN_OR_RETURN(openai::OpenAiOptions o,
-                           openai::options_from_json(spec.options, "agent " + spec.name + " options"));
+    ATREX_ASSIGN_OR_RETURN(
+        openai::OpenAiOptions o,
+        openai::options_from_json(spec.options, "agent " + spec.name + " options"));
     ATREX_ASSIGN_OR_RETURN(std::string key, openai::api_key_from_env(o, spec.name));
     ATREX_ASSIGN_OR_RETURN(http::Client http, http::Client::create());
     return std::unique_ptr<Provider>(std::make_unique<OpenAiProvider>(
@@ -121,7 +121,8 @@ class OpenAiFactory final : public ProviderFactory {
 
 Result<std::shared_ptr<ProviderFactory>> make_openai_provider_factory(openai::RetryDeps deps) {
   ATREX_ASSIGN_OR_RETURN(KnowledgeBase kb, KnowledgeBase::embedded());
-  return std::shared_ptr<ProviderFactory>(std::make_shared<OpenAiFactory>(std::move(kb), std::move(deps)));
+  return std::shared_ptr<ProviderFactory>(
+      std::make_shared<OpenAiFactory>(std::move(kb), std::move(deps)));
 }
 
 }  // namespace atrex::agent

@@ -47,8 +47,9 @@ std::optional<std::chrono::milliseconds> parse_retry_after(
 }
 
 std::chrono::milliseconds backoff_delay(const RetryPolicy& p, int retry, double uniform01) {
-  const double step = std::min(static_cast<double>(p.cap.count()),
-                               static_cast<double>(p.base.count()) * std::ldexp(1.0, std::min(retry, 40)));
+  const double step =
+      std::min(static_cast<double>(p.cap.count()),
+               static_cast<double>(p.base.count()) * std::ldexp(1.0, std::min(retry, 40)));
   const double u = std::clamp(uniform01, 0.0, 1.0);
   return std::chrono::milliseconds(static_cast<int64_t>(step / 2 + u * step / 2));
 }

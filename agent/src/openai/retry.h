@@ -17,9 +17,9 @@
 namespace atrex::agent::openai {
 
 struct RetryPolicy {
-  int max_retries = 4;                          // retries after the first attempt
-  std::chrono::milliseconds base{1000};         // first backoff (before jitter)
-  std::chrono::milliseconds cap{60'000};        // longest backoff
+  int max_retries = 4;                                 // retries after the first attempt
+  std::chrono::milliseconds base{1000};                // first backoff (before jitter)
+  std::chrono::milliseconds cap{60'000};               // longest backoff
   std::chrono::milliseconds retry_after_cap{300'000};  // longest Retry-After honoured
 };
 

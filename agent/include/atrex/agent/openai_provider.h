@@ -31,7 +31,7 @@ namespace openai {
 // tests neither sleep nor depend on chance.
 struct RetryDeps {
   std::function<void(std::chrono::milliseconds)> sleep;
-  std::function<double()> uniform01;  // in [0, 1)
+  std::function<double()> uniform01;                                // in [0, 1)
   std::function<std::chrono::system_clock::time_point()> wall_now;  // HTTP-date Retry-After
 };
 }  // namespace openai
