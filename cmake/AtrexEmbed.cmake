@@ -4,7 +4,9 @@
 # so the binary works without its source tree (e.g. the default sweep and kernel templates).
 function(atrex_embed_files target)
   cmake_parse_arguments(ARG "" "NAMESPACE;BASE" "FILES" ${ARGN})
-  set(out ${CMAKE_CURRENT_BINARY_DIR}/${target}_embedded.cpp)
+  # One generated source per namespace, so a target may embed several folders.
+  string(MAKE_C_IDENTIFIER "${ARG_NAMESPACE}" ns_id)
+  set(out ${CMAKE_CURRENT_BINARY_DIR}/${target}_${ns_id}_embedded.cpp)
   set(abs_files)
   foreach(f IN LISTS ARG_FILES)
     list(APPEND abs_files ${ARG_BASE}/${f})

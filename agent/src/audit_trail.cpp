@@ -40,7 +40,17 @@ Result<void> AuditTrail::observe_locked(const Json& e, const std::string& where)
   const JsonField f(e, where);
   ATREX_ASSIGN_OR_RETURN(auto kind_field, f.at("event"));
   ATREX_ASSIGN_OR_RETURN(std::string kind, kind_field.as_string());
-  if (kind == "evaluated") {
+  if (kind == "evaluated" || kind == "proposal_failed") {
+    if (f.has("usage")) {
+      ATREX_ASSIGN_OR_RETURN(auto u, f.at("usage"));
+      TokenUsage usage;
+      ATREX_TRY(read_value(u, usage));
+      progress_.usage.add(usage);
+    }
+  }
+  if (kind == "proposal_failed") {
+    ++progress_.iterations_used;
+  } else if (kind == "evaluated") {
     std::string sha256;
     double score = -1;
     ATREX_ASSIGN_OR_RETURN(auto sha_field, f.at("sha256"));
@@ -73,7 +83,8 @@ Result<void> AuditTrail::observe_locked(const Json& e, const std::string& where)
       if (r == "dropout") progress_.generation = generation + 1;
     }
   } else if (kind != "final") {
-    return kind_field.fail("expected generation_start, evaluated, generation_end or final");
+    return kind_field.fail(
+        "expected generation_start, evaluated, proposal_failed, generation_end or final");
   }
   return ok();
 }

@@ -78,12 +78,100 @@ EvalTask make_eval_task(const AgentTask& t, EvalPurpose purpose, const std::stri
 
 }  // namespace
 
+namespace {
+
+Json records_json(const std::vector<EvalRecord>& records) {
+  Json recs = Json::array();
+  for (const auto& r : records) {
+    recs.push_back(Json{{"shape_id", r.shape_id},
+                        {"status", eval_status_name(r.status)},
+                        {"time_us_median", r.timing ? r.timing->time_us_median : 0.0},
+                        {"s_j", r.s_j ? Json(*r.s_j) : Json(nullptr)},
+                        {"error", r.error.substr(0, 500)}});
+  }
+  return recs;
+}
+
+// One iteration without a candidate (Proposal::failure): nothing is evaluated.
+Result<Attempt> record_failed_proposal(const AgentTask& task, int it, Proposal& proposal,
+                                       AuditTrail& audit, double best_score) {
+  Attempt a;
+  a.generation = task.generation;
+  a.iteration = it;
+  a.provenance = proposal.provenance;
+  a.failure = proposal.failure;
+  a.usage = proposal.usage;
+  a.summary = "no candidate: " + proposal.failure.substr(0, 300);
+  ATREX_TRY(audit.append(Json{{"event", "proposal_failed"},
+                              {"generation", task.generation},
+                              {"iteration", it},
+                              {"provenance", a.provenance},
+                              {"failure", proposal.failure},
+                              {"rationale", proposal.rationale},
+                              {"usage", to_json(a.usage)},
+                              {"best_score", best_score}}));
+  spdlog::info("[{} {} g{} i{}] no candidate: {}", task.agent.name, task.op, task.generation, it,
+               proposal.failure.substr(0, 200));
+  return a;
+}
+
+// Evaluates a proposal quickly, keeps the best in `state` and records it ("evaluated").
+Result<Attempt> evaluate_proposal(const AgentTask& task, int it, const Proposal& proposal,
+                                  const EvalFn& evaluate, AuditTrail& audit, AgentTask& state,
+                                  bool& improved) {
+  EvalTask et = make_eval_task(task, EvalPurpose::kQuick, proposal.source, proposal.file_name,
+                               task.quick_shapes, task.quick_settings, it);
+  ATREX_ASSIGN_OR_RETURN(std::vector<EvalRecord> records, evaluate(et));
+  Attempt a;
+  a.generation = task.generation;
+  a.iteration = it;
+  a.sha256 = et.candidate.sha256;
+  a.provenance = proposal.provenance;
+  a.usage = proposal.usage;
+  a.score = objective(records, &a.summary);
+  a.correct = a.score >= 0;
+  const double prev = state.best.score;
+  improved = a.correct && (prev < 0 || a.score > prev * (1.0 + task.agent.min_improvement));
+  if (a.correct && a.score > prev) {  // keep the best even when the gain is within noise
+    state.best =
+        BestCandidate{proposal.source, a.sha256, proposal.file_name, a.score, proposal.provenance};
+  }
+  ATREX_TRY(audit.append(
+      Json{{"event", "evaluated"},
+           {"generation", task.generation},
+           {"iteration", it},
+           {"sha256", a.sha256},
+           {"task_id", et.task_id},
+           {"provenance", a.provenance},
+           {"file_name", proposal.file_name},
+           {"source", proposal.source},
+           {"rationale", proposal.rationale},
+           {"score", a.score},
+           {"summary", a.summary},
+           {"decision", !a.correct ? "incorrect" : (improved ? "improved" : "no_gain")},
+           {"best_score", state.best.score},
+           {"usage", to_json(a.usage)},
+           {"records", records_json(records)}}));
+  const std::string what = proposal.provenance.contains("template")
+                               ? proposal.provenance.value("template", "") + " " +
+                                     proposal.provenance.value("params", Json::object()).dump()
+                               : proposal.provenance.value("provider", "") + " " +
+                                     proposal.provenance.value("model", "");
+  spdlog::info("[{} {} g{} i{}] {} -> {}", task.agent.name, task.op, task.generation, it, what,
+               a.summary);
+  a.records = std::move(records);
+  return a;
+}
+
+}  // namespace
+
 Result<GenerationResult> run_generation(const AgentTask& task, Provider& provider,
                                         const EvalFn& evaluate, AuditTrail& audit) {
   GenerationResult result;
   result.next = task;
   AgentTask& state = result.next;
   std::vector<Attempt> memory;  // this generation only: a dropout starts without it
+  TokenUsage generation_usage;
   int since_improvement = 0;
   ATREX_TRY(audit.append(Json{{"event", "generation_start"},
                               {"generation", task.generation},
@@ -96,60 +184,28 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
       break;
     }
     const std::set<std::string> tried = audit.tried();
-    ProposalContext ctx{task.op,   task.backend, task.generation, it,
-                        task.seed, &memory,      &tried,          &state.best};
+    ProposalContext ctx{task.op, task.backend, task.generation, it,    task.seed,
+                        &memory, &tried,       &state.best,     &state};
     ATREX_ASSIGN_OR_RETURN(std::optional<Proposal> proposal, provider.propose(ctx));
     if (!proposal) {
       result.end = GenerationEnd::kNoIdeas;
       break;
     }
-    EvalTask et = make_eval_task(task, EvalPurpose::kQuick, proposal->source, proposal->file_name,
-                                 task.quick_shapes, task.quick_settings, it);
-    ATREX_ASSIGN_OR_RETURN(std::vector<EvalRecord> records, evaluate(et));
+    generation_usage.add(proposal->usage);
+    state.usage.add(proposal->usage);
     ++state.iterations_used;
-    Attempt a;
-    a.generation = task.generation;
-    a.iteration = it;
-    a.sha256 = et.candidate.sha256;
-    a.provenance = proposal->provenance;
-    a.score = objective(records, &a.summary);
-    a.correct = a.score >= 0;
-    const double prev = state.best.score;
-    const bool improved =
-        a.correct && (prev < 0 || a.score > prev * (1.0 + task.agent.min_improvement));
-    if (a.correct && a.score > prev) {  // keep the best even when the gain is within noise
-      state.best = BestCandidate{proposal->source, a.sha256, proposal->file_name, a.score,
-                                 proposal->provenance};
+    if (!proposal->failure.empty()) {
+      ATREX_ASSIGN_OR_RETURN(Attempt a,
+                             record_failed_proposal(task, it, *proposal, audit, state.best.score));
+      memory.push_back(std::move(a));
+      ++since_improvement;
+    } else {
+      bool improved = false;
+      ATREX_ASSIGN_OR_RETURN(
+          Attempt a, evaluate_proposal(task, it, *proposal, evaluate, audit, state, improved));
+      since_improvement = improved ? 0 : since_improvement + 1;
+      memory.push_back(std::move(a));
     }
-    since_improvement = improved ? 0 : since_improvement + 1;
-    Json recs = Json::array();
-    for (const auto& r : records) {
-      recs.push_back(Json{{"shape_id", r.shape_id},
-                          {"status", eval_status_name(r.status)},
-                          {"time_us_median", r.timing ? r.timing->time_us_median : 0.0},
-                          {"s_j", r.s_j ? Json(*r.s_j) : Json(nullptr)},
-                          {"error", r.error.substr(0, 500)}});
-    }
-    ATREX_TRY(audit.append(
-        Json{{"event", "evaluated"},
-             {"generation", task.generation},
-             {"iteration", it},
-             {"sha256", a.sha256},
-             {"task_id", et.task_id},
-             {"provenance", a.provenance},
-             {"file_name", proposal->file_name},
-             {"source", proposal->source},
-             {"rationale", proposal->rationale},
-             {"score", a.score},
-             {"summary", a.summary},
-             {"decision", !a.correct ? "incorrect" : (improved ? "improved" : "no_gain")},
-             {"best_score", state.best.score},
-             {"records", recs}}));
-    spdlog::info("[{} {} g{} i{}] {} -> {}", task.agent.name, task.op, task.generation, it,
-                 proposal->provenance.value("template", "") + " " +
-                     proposal->provenance.value("params", Json::object()).dump(),
-                 a.summary);
-    memory.push_back(std::move(a));
     if (since_improvement >= task.agent.patience &&
         task.generation + 1 < task.agent.max_generations &&
         state.iterations_used < task.agent.iterations) {
@@ -162,7 +218,9 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
                               {"reason", generation_end_name(result.end)},
                               {"iterations_used", state.iterations_used},
                               {"best_score", state.best.score},
-                              {"best_sha256", state.best.sha256}}));
+                              {"best_sha256", state.best.sha256},
+                              {"usage", to_json(generation_usage)},
+                              {"usage_total", to_json(state.usage)}}));
   if (result.end == GenerationEnd::kDropout) {
     state.generation = task.generation + 1;  // a fresh sub-agent: new direction, no memory
   }
@@ -172,7 +230,8 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
 Result<std::vector<EvalRecord>> run_final_evaluation(const AgentTask& task, const EvalFn& evaluate,
                                                      AuditTrail& audit) {
   if (!task.best.valid()) {
-    ATREX_TRY(audit.append(Json{{"event", "final"}, {"status", "no_correct_candidate"}}));
+    ATREX_TRY(audit.append(Json{
+        {"event", "final"}, {"status", "no_correct_candidate"}, {"usage", to_json(task.usage)}}));
     return not_found(
         fmt::format("agent {} found no correct candidate for {}", task.agent.name, task.op));
   }
@@ -187,7 +246,8 @@ Result<std::vector<EvalRecord>> run_final_evaluation(const AgentTask& task, cons
                               {"sha256", et.candidate.sha256},
                               {"provenance", task.best.provenance},
                               {"shapes", records.size()},
-                              {"shapes_passed", passed}}));
+                              {"shapes_passed", passed},
+                              {"usage", to_json(task.usage)}}));
   return records;
 }
 

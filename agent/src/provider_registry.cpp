@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "atrex/agent/openai_provider.h"
 #include "atrex/agent/search_provider.h"
 
 namespace atrex::agent {
@@ -10,6 +11,8 @@ Result<ProviderRegistry> ProviderRegistry::builtin() {
   ProviderRegistry r;
   ATREX_ASSIGN_OR_RETURN(auto search, make_search_provider_factory());
   r.add(std::move(search));
+  ATREX_ASSIGN_OR_RETURN(auto openai, make_openai_provider_factory());
+  r.add(std::move(openai));
   return r;
 }
 
@@ -23,8 +26,8 @@ Result<const ProviderFactory*> ProviderRegistry::require(std::string_view name) 
     if (f->name() == name) return f.get();
   }
   return invalid_input(fmt::format(
-      "unsupported provider \"{}\" (this build has: {}; the openai and cli providers are not "
-      "implemented yet)",
+      "unsupported provider \"{}\" (this build has: {}; the cli provider is not implemented "
+      "yet)",
       name, fmt::join(names(), ", ")));
 }
 

@@ -23,6 +23,19 @@ EvalRecord missing_record(const EvalTask& task, const std::string& shape, EvalSt
   return r;
 }
 
+// What the generation that went from `before` to `after` spent, into the model usage counters.
+void count_model_usage(metrics::AgentMetrics& m, const std::string& agent, const TokenUsage& before,
+                       const TokenUsage& after) {
+  if (after.requests <= before.requests) return;
+  m.model_tokens.Add({{"agent", agent}, {"kind", "prompt"}})
+      .Increment(static_cast<double>(after.prompt_tokens - before.prompt_tokens));
+  m.model_tokens.Add({{"agent", agent}, {"kind", "completion"}})
+      .Increment(static_cast<double>(after.completion_tokens - before.completion_tokens));
+  m.model_cost_usd.Add({{"agent", agent}}).Increment(after.cost_usd - before.cost_usd);
+  m.model_requests.Add({{"agent", agent}})
+      .Increment(static_cast<double>(after.requests - before.requests));
+}
+
 }  // namespace
 
 Result<std::optional<EvalRecord>> QueueEvalFn::stored(const EvalTask& task,
@@ -156,6 +169,7 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
   if (progress.generation == task.generation && progress.iterations_used > task.iterations_used) {
     task.iterations_used = progress.iterations_used;
     if (progress.best.score > task.best.score) task.best = progress.best;
+    task.usage = progress.usage;  // the trail's iterations cover every generation so far
   }
   ATREX_ASSIGN_OR_RETURN(const ProviderFactory* factory, providers_.require(task.agent.provider));
   ATREX_ASSIGN_OR_RETURN(std::unique_ptr<Provider> provider, factory->make(task.agent));
@@ -172,8 +186,13 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
   };
   ATREX_ASSIGN_OR_RETURN(GenerationResult gen, run_generation(task, *provider, quick, *audit));
   // No correct candidate yet: the gauge stays absent (a -1 would read as a score).
-  if (m && gen.next.best.score >= 0)
-    m->best_score.Add({{"agent", task.agent.name}, {"operator", task.op}}).Set(gen.next.best.score);
+  if (m) {
+    if (gen.next.best.score >= 0) {
+      m->best_score.Add({{"agent", task.agent.name}, {"operator", task.op}})
+          .Set(gen.next.best.score);
+    }
+    count_model_usage(*m, task.agent.name, task.usage, gen.next.usage);
+  }
   if (gen.end == GenerationEnd::kDropout) {
     spdlog::info("[{} {}] dropout after generation {}: a fresh sub-agent continues from S = {:.4f}",
                  task.agent.name, task.op, task.generation, gen.next.best.score);
@@ -189,6 +208,7 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
   marker.quick_score = gen.next.best.score;
   marker.provenance = gen.next.best.provenance;
   marker.shapes = task.full_shapes;
+  marker.usage = gen.next.usage;
   auto final_records = run_final_evaluation(gen.next, eval, *audit);
   if (final_records && !final_records->empty()) {
     marker.status = FinalStatus::kEvaluated;

@@ -77,6 +77,22 @@ const std::vector<MetricSpec>& catalogue() {
        "Candidates the agent proposed and sent to a quick evaluation",
        {"agent"},
        "candidates"},
+      {"atrex_agent_model_tokens_total",
+       Type::kCounter,
+       "Tokens model-backed providers (openai) spent, as the model servers reported them, by agent "
+       "and kind (prompt, completion)",
+       {"agent", "kind"},
+       "tokens"},
+      {"atrex_agent_model_cost_usd_total",
+       Type::kCounter,
+       "Cost of those tokens at the agent's price (USD per million tokens), by agent",
+       {"agent"},
+       "usd"},
+      {"atrex_agent_model_requests_total",
+       Type::kCounter,
+       "Requests sent to model servers (retries included), by agent",
+       {"agent"},
+       "requests"},
       {"atrex_agent_best_score_ratio",
        Type::kGauge,
        "Best quick S_i (median S_j over the quick shapes) of (agent, operator) at the end of this "
@@ -193,7 +209,10 @@ AgentMetrics::AgentMetrics(prometheus::Registry& r)
     : tasks(counter_family(r, "atrex_agent_tasks_total")),
       candidates(counter_family(r, "atrex_agent_candidates_total")),
       best_score(gauge_family(r, "atrex_agent_best_score_ratio")),
-      eval_tasks_lost(counter_family(r, "atrex_agent_eval_tasks_lost_total").Add({})) {}
+      eval_tasks_lost(counter_family(r, "atrex_agent_eval_tasks_lost_total").Add({})),
+      model_tokens(counter_family(r, "atrex_agent_model_tokens_total")),
+      model_cost_usd(counter_family(r, "atrex_agent_model_cost_usd_total")),
+      model_requests(counter_family(r, "atrex_agent_model_requests_total")) {}
 
 SweepMetrics::SweepMetrics(prometheus::Registry& r)
     : operators_done(gauge_family(r, "atrex_sweep_operators_done").Add({})),

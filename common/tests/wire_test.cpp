@@ -238,6 +238,39 @@ TEST(Wire, FinalMarkerRoundTripsAndAnEvaluatedOneNeedsItsTask) {
   EXPECT_FALSE(final_marker_from_json(to_json(m), "final"));
 }
 
+TEST(Wire, ModelUsageRoundTripsAndIsOptionalInTasksAndFinalMarkers) {
+  AgentTask t;
+  t.usage = TokenUsage{1200, 340, 0.0021, 3};
+  auto back = agent_task_from_json(to_json(t), "agent task 1-0");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->usage.prompt_tokens, 1200);
+  EXPECT_EQ(back->usage.completion_tokens, 340);
+  EXPECT_DOUBLE_EQ(back->usage.cost_usd, 0.0021);
+  EXPECT_EQ(back->usage.requests, 3);
+  Json older = to_json(t);
+  older.erase("usage");  // written before model usage existed
+  auto old_task = agent_task_from_json(older, "agent task 1-1");
+  ASSERT_TRUE(old_task) << old_task.error().message;
+  EXPECT_EQ(old_task->usage.requests, 0);
+  Json bad = to_json(t);
+  bad["usage"].erase("cost_usd");
+  auto refused = agent_task_from_json(bad, "agent task 1-2");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("usage.cost_usd"), std::string::npos)
+      << refused.error().message;
+  FinalMarker m;
+  m.agent = "llm";
+  m.op = "rms_norm";
+  m.status = FinalStatus::kNoCorrectCandidate;
+  m.usage = t.usage;
+  auto fin = final_marker_from_json(to_json(m), "final");
+  ASSERT_TRUE(fin) << fin.error().message;
+  EXPECT_EQ(fin->usage.completion_tokens, 340);
+  Json old_final = to_json(m);
+  old_final.erase("usage");
+  EXPECT_TRUE(final_marker_from_json(old_final, "final"));
+}
+
 TEST(Wire, ManifestRoundTripsWithLifecycleAndWorkers) {
   Manifest m;
   m.sweep_id = "0123456789ab";

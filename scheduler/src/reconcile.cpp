@@ -69,6 +69,7 @@ Result<AgentTask> agent_task_for(const Manifest& sweep, const AgentSpec& a, cons
   t.generation = progress.generation;
   t.iterations_used = progress.iterations_used;
   t.best = progress.best;
+  t.usage = progress.usage;  // model tokens and cost the trail's iterations spent
   t.seed = std::hash<std::string>{}(sweep.sweep_id + a.name + op.name);
   t.quick_shapes = op.quick_shapes;
   t.full_shapes = op.shapes;

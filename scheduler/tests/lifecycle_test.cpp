@@ -8,12 +8,14 @@
 
 #include <gtest/gtest.h>
 
+#include "atrex/agent/audit_trail.h"
 #include "atrex/common/inprocess_queue.h"
 #include "atrex/common/result_store.h"
 #include "atrex/common/wire/final_marker.h"
 #include "atrex/common/wire/keys.h"
 #include "atrex/scheduler/follow.h"
 #include "atrex/scheduler/lifecycle.h"
+#include "atrex/scheduler/reconcile.h"
 
 namespace atrex::scheduler {
 namespace {
@@ -299,6 +301,35 @@ TEST_F(LifecycleTest, ALocalSweepsFolderIsNotACluster) {
   ASSERT_FALSE(st);
   EXPECT_EQ(st.error().code, ErrorCode::kInvalidInput);
   EXPECT_NE(st.error().message.find("not submitted to a cluster"), std::string::npos);
+}
+
+// A resumed (agent, operator) keeps the model usage its trail recorded: the final marker and the
+// report count every token, including those of the iterations before the interruption.
+TEST(Reconcile, AgentTaskContinuesTheTrailsModelUsage) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("atrex_reconcile_usage_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  {
+    auto trail = agent::AuditTrail::open(dir / "llm" / "rms_norm.jsonl");
+    ASSERT_TRUE(trail);
+    ASSERT_TRUE((*trail)->append(Json{{"event", "generation_start"}, {"generation", 0}}));
+    ASSERT_TRUE((*trail)->append(Json{{"event", "proposal_failed"},
+                                      {"generation", 0},
+                                      {"iteration", 0},
+                                      {"usage", to_json(TokenUsage{900, 50, 0.001, 2})}}));
+  }
+  Manifest m;
+  m.sweep_id = "sw";
+  AgentSpec a;
+  a.name = "llm";
+  OperatorPlan op;
+  op.name = "rms_norm";
+  auto t = agent_task_for(m, a, op, dir);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->iterations_used, 1);
+  EXPECT_EQ(t->usage.prompt_tokens, 900);
+  EXPECT_EQ(t->usage.requests, 2);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -12,12 +12,14 @@ Result<Report> reduce(const Manifest& manifest, ResultStore& store, const proble
                       const std::string& created_at) {
   std::vector<EvalRecord> finals;
   std::map<std::string, std::map<std::string, std::string>> failed;  // agent -> op -> reason
+  std::map<std::string, TokenUsage> usage;                            // agent -> model usage
   for (const auto& agent : manifest.agent_names()) {
     for (const auto& op : manifest.operator_names()) {
       const std::string key = final_key(agent, op);
       ATREX_ASSIGN_OR_RETURN(auto stored, store.get(key));
       if (!stored) continue;
       ATREX_ASSIGN_OR_RETURN(FinalMarker fin, final_marker_from_json(*stored, "result " + key));
+      usage[agent].add(fin.usage);
       if (fin.status != FinalStatus::kEvaluated) {
         failed[agent][op] = fin.error.empty() ? final_status_name(fin.status) : fin.error;
         continue;
@@ -41,6 +43,7 @@ Result<Report> reduce(const Manifest& manifest, ResultStore& store, const proble
                                  created_at};
   for (const auto& agent : manifest.agent_names()) {
     report.agents.push_back(score_agent(suite, agent, finals, failed[agent]));
+    report.agents.back().usage = usage[agent];
   }
   return report;
 }

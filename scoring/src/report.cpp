@@ -125,6 +125,11 @@ Json to_json(const DeadLetterSummary& d) {
   return j;
 }
 
+std::string usage_text(const TokenUsage& u) {
+  return fmt::format("model usage: {} prompt + {} completion tokens, {:.4f} USD, {} requests",
+                     u.prompt_tokens, u.completion_tokens, u.cost_usd, u.requests);
+}
+
 Json to_json(const Report& report) {
   const ReportContext& ctx = report.context;
   Json j{{"schema", kReportSchema}, {"sweep_id", ctx.sweep_id},    {"sweep_name", ctx.sweep_name},
@@ -141,6 +146,7 @@ Json to_json(const Report& report) {
         {"operators_correct", a.operators_correct},
         {"correctness_rate", a.correctness_rate},
         {"dsl_adoption_rate", a.dsl_adoption_rate ? Json(*a.dsl_adoption_rate) : Json(nullptr)},
+        {"usage", to_json(a.usage)},
         {"operators", ops}});
   }
   j["agents"] = arr;
@@ -176,6 +182,7 @@ std::string agent_table_text(const AgentScore& a) {
       "S_agg = {:.5f}   correctness rate = {:.1f}% ({}/{} operators)   DSL adoption = {}\n",
       a.s_agg, 100 * a.correctness_rate, a.operators_correct, a.operators_attempted,
       opt_pct(a.dsl_adoption_rate));
+  if (a.usage.requests > 0) out += usage_text(a.usage) + "\n";
   return out;
 }
 
@@ -237,6 +244,7 @@ std::string render_markdown(const Report& report) {
           skipped, skipped_weight, not_attempted(a));
     }
     md += fmt::format("\n**S_agg = {:.5f}**\n", a.s_agg);
+    if (a.usage.requests > 0) md += "\n" + usage_text(a.usage) + "\n";
   }
   if (!report.dead_letters.empty()) md += dead_letters_markdown(report.dead_letters);
   return md;

@@ -82,6 +82,26 @@ TEST(Report, JsonIsVersionedAndMarkdownListsUnattempted) {
   EXPECT_NE(md.find("29 operators"), std::string::npos);
 }
 
+TEST(Report, ModelUsageIsReportedPerAgentOnlyWhenAModelWasAsked) {
+  auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
+  AgentScore llm = score_agent(*suite, "llm", {rec("llm", "rms_norm", "0", EvalStatus::kOk, 0.3)});
+  llm.usage = TokenUsage{12000, 3400, 0.0123, 7};
+  AgentScore search = score_agent(*suite, "search", {});
+  ReportContext ctx{"sw1", "demo", "suite", "H20", "cpu", "host", "now"};
+  const Report report{ctx, {llm, search}, {}};
+  Json j = to_json(report);
+  EXPECT_EQ(j["agents"][0]["usage"]["prompt_tokens"], 12000);
+  EXPECT_EQ(j["agents"][0]["usage"]["completion_tokens"], 3400);
+  EXPECT_DOUBLE_EQ(j["agents"][0]["usage"]["cost_usd"].get<double>(), 0.0123);
+  EXPECT_EQ(j["agents"][1]["usage"]["requests"], 0);
+  const std::string md = render_markdown(report);
+  const std::string line = "model usage: 12000 prompt + 3400 completion tokens, 0.0123 USD, 7 requests";
+  EXPECT_NE(md.find(line), std::string::npos) << md;
+  EXPECT_EQ(md.find("model usage"), md.rfind("model usage")) << "not for the search agent";
+  EXPECT_NE(agent_table_text(llm).find(line), std::string::npos);
+  EXPECT_EQ(agent_table_text(search).find("model usage"), std::string::npos);
+}
+
 // Cells separated by unescaped `|` in one Markdown table row.
 int markdown_cells(const std::string& row) {
   int pipes = 0;

@@ -46,6 +46,22 @@ Result<void> read_value(const JsonField& f, BestCandidate& b) {
   return r.finish();
 }
 
+Json to_json(const TokenUsage& u) {
+  return Json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"cost_usd", u.cost_usd},
+              {"requests", u.requests}};
+}
+
+Result<void> read_value(const JsonField& f, TokenUsage& u) {
+  ATREX_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::open(f));
+  ATREX_TRY(r.required("prompt_tokens", u.prompt_tokens));
+  ATREX_TRY(r.required("completion_tokens", u.completion_tokens));
+  ATREX_TRY(r.required("cost_usd", u.cost_usd));
+  ATREX_TRY(r.required("requests", u.requests));
+  return r.finish();
+}
+
 Json to_json(const AgentTask& t) {
   return Json{{"schema", kAgentTaskSchema},
               {"kind", "agent"},
@@ -58,6 +74,7 @@ Json to_json(const AgentTask& t) {
               {"iterations_used", t.iterations_used},
               {"seed", t.seed},
               {"best", to_json(t.best)},
+              {"usage", to_json(t.usage)},
               {"quick_shapes", t.quick_shapes},
               {"full_shapes", t.full_shapes},
               {"quick_settings", to_json(t.quick_settings)},
@@ -81,6 +98,7 @@ Result<AgentTask> agent_task_from_json(const Json& j, const std::string& source)
   ATREX_TRY(r.required("iterations_used", t.iterations_used));
   ATREX_TRY(r.required("seed", t.seed));
   ATREX_TRY(r.required("best", t.best));
+  ATREX_TRY(r.optional("usage", t.usage));
   ATREX_TRY(r.required("quick_shapes", t.quick_shapes));
   ATREX_TRY(r.required("full_shapes", t.full_shapes));
   ATREX_TRY(r.required("quick_settings", t.quick_settings, settings));

@@ -30,7 +30,8 @@ Json to_json(const FinalMarker& m) {
               {"quick_score", m.quick_score},
               {"provenance", m.provenance},
               {"task_id", m.task_id},
-              {"shapes", m.shapes}};
+              {"shapes", m.shapes},
+              {"usage", to_json(m.usage)}};
 }
 
 Result<FinalMarker> final_marker_from_json(const Json& j, const std::string& source) {
@@ -47,6 +48,7 @@ Result<FinalMarker> final_marker_from_json(const Json& j, const std::string& sou
   ATREX_TRY(r.required("provenance", m.provenance));
   ATREX_TRY(r.required("task_id", m.task_id));
   ATREX_TRY(r.required("shapes", m.shapes));
+  ATREX_TRY(r.optional("usage", m.usage));
   ATREX_TRY(r.finish());
   if (m.status == FinalStatus::kEvaluated && m.task_id.empty()) {
     return r.field().fail("an evaluated final marker needs the task_id of its evaluation");

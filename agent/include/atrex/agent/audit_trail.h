@@ -1,7 +1,9 @@
 // The audit trail of one (agent, operator): an append-only JSONL file
 // (<results>/audit/<agent>/<operator>.jsonl) of every event of its AKA loop — generation_start,
-// evaluated (proposal, source, rationale, per-shape results, decision), generation_end (reason:
-// dropout, budget, no_new_candidates), final. Reopening it recovers where the loop stopped: the
+// evaluated (proposal, source, rationale, per-shape results, decision, model usage),
+// proposal_failed (an iteration without a candidate: the provider's failure, model usage),
+// generation_end (reason: dropout, budget, no_new_candidates; the generation's model usage),
+// final (with the (agent, operator)'s model usage). Reopening it recovers where the loop stopped: the
 // generation to continue with, the iterations spent, the best correct candidate (its source is
 // in the trail) and the set of sources already evaluated. Thread-safe.
 #pragma once
@@ -26,6 +28,7 @@ class AuditTrail {
     int generation = 0;       // the generation to continue with
     int iterations_used = 0;  // evaluated candidates so far
     BestCandidate best;       // best correct candidate so far (source kept in the trail)
+    TokenUsage usage;         // model usage of every iteration in the trail
   };
 
   // Opens (creating folders) and replays the file. A torn last line (a killed run) is skipped:

@@ -14,6 +14,7 @@
 #include "atrex/common/json_io.h"
 #include "atrex/common/wire/agent_task.h"
 #include "atrex/common/wire/backend.h"
+#include "atrex/common/wire/eval_record.h"
 
 namespace atrex::agent {
 
@@ -26,6 +27,11 @@ struct Attempt {
   bool correct = false;
   double score = -1;    // quick-evaluation objective (median S_j), -1 when incorrect
   std::string summary;  // one line: scores or the first error
+  // The quick evaluation's records, one per quick shape (empty when nothing was evaluated):
+  // what a model-backed provider feeds back (compile errors, wrong elements, times, S_j).
+  std::vector<EvalRecord> records;
+  std::string failure;  // the provider's own failure this iteration (Proposal::failure)
+  TokenUsage usage;     // model usage of this iteration's proposal
 };
 
 struct ProposalContext {
@@ -37,6 +43,7 @@ struct ProposalContext {
   const std::vector<Attempt>* memory;  // this generation's attempts (not earlier ones)
   const std::set<std::string>* tried;  // sha256 of every source evaluated for (agent, op)
   const BestCandidate* best;           // best kernel so far, kept across generations
+  const AgentTask* task = nullptr;     // the generation's task (shapes, hardware, settings)
 };
 
 struct Proposal {
@@ -44,6 +51,13 @@ struct Proposal {
   std::string file_name;
   Json provenance;
   std::string rationale;  // why this candidate (for the audit trail)
+  // Model usage spent on this proposal (requests, tokens, cost); zero for the search provider.
+  TokenUsage usage;
+  // Non-empty: the provider produced no candidate this iteration (a model reply without a code
+  // block, a model server that kept failing). The loop evaluates nothing, counts the
+  // iteration (budget and patience), records it in the audit trail ("proposal_failed") and
+  // passes it back in the next context's memory; `source` is ignored.
+  std::string failure;
 };
 
 // One provider instance serves one agent task (one generation); not shared between threads.

@@ -1,7 +1,7 @@
 // How an agent's provider is chosen (DESIGN.md §7): the sweep file names it (`provider:`) and
 // gives its own settings next to the common ones; the registry validates them when the sweep
-// file is read and makes the provider when an agent task runs. Built in: `search`. New providers
-// (openai, cli) are a ProviderFactory registered in ProviderRegistry::builtin().
+// file is read and makes the provider when an agent task runs. Built in: `search` and `openai`.
+// New providers (cli) are a ProviderFactory registered in ProviderRegistry::builtin().
 #pragma once
 
 #include <memory>
@@ -33,7 +33,8 @@ class ProviderFactory {
 
 class ProviderRegistry {
  public:
-  // The providers this build has: search (the embedded kernel templates).
+  // The providers this build has: search (the embedded kernel templates) and openai
+  // (chat-completions servers, openai_provider.h).
   static Result<ProviderRegistry> builtin();
 
   void add(std::shared_ptr<ProviderFactory> factory);

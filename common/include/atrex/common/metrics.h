@@ -87,6 +87,9 @@ struct AgentMetrics {
   prometheus::Family<prometheus::Gauge>& best_score;
   // Evaluation tasks this worker found lost from the queue (gone without a record) and put back.
   prometheus::Counter& eval_tasks_lost;
+  prometheus::Family<prometheus::Counter>& model_tokens;    // {agent, kind}: prompt | completion
+  prometheus::Family<prometheus::Counter>& model_cost_usd;  // {agent}
+  prometheus::Family<prometheus::Counter>& model_requests;  // {agent}
 };
 
 // A sweep being followed (`atrex sweep run`, `atrex sweep wait`).

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "atrex/common/wire/agent_task.h"
 #include "atrex/common/wire/eval_record.h"
 #include "atrex/problems/suite.h"
 
@@ -46,6 +47,9 @@ struct AgentScore {
   double correctness_rate = 0;
   std::optional<double> dsl_adoption_rate;
   std::vector<OperatorScore> operators;  // every suite operator, in suite (weight) order
+  // Model tokens and cost over every (agent, operator) that ended (final markers' usage); zero
+  // for providers without a model. Filled in by the reducer.
+  TokenUsage usage;
 };
 
 // Median of a non-empty vector (mean of the two middle values for even sizes).

@@ -63,7 +63,11 @@ std::string render_markdown(const Report& report);
 // line break as `<br>`, so that free text (errors, agent names) never splits or ends a row.
 std::string markdown_cell(std::string_view text);
 
-// The per-operator table of one agent as fixed-width text (terminal output).
+// "model usage: P prompt + C completion tokens, X USD, R requests".
+std::string usage_text(const TokenUsage& u);
+
+// The per-operator table of one agent as fixed-width text (terminal output); the model usage
+// line when the agent's provider sent requests.
 std::string agent_table_text(const AgentScore& agent);
 
 }  // namespace atrex::scoring

@@ -45,6 +45,25 @@ struct BestCandidate {
 Json to_json(const BestCandidate& b);
 Result<void> read_value(const JsonField& f, BestCandidate& out);
 
+// Model usage of an LLM-backed provider (the `openai` chat-completions `usage` object): tokens
+// as the server counted them, cost = tokens x the agent's price (USD per million tokens).
+// Providers without a model (search) leave it at zero. Summed per iteration, generation,
+// (agent, operator) and agent.
+struct TokenUsage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  double cost_usd = 0;
+  int64_t requests = 0;  // HTTP requests sent, retries included
+  void add(const TokenUsage& o) {
+    prompt_tokens += o.prompt_tokens;
+    completion_tokens += o.completion_tokens;
+    cost_usd += o.cost_usd;
+    requests += o.requests;
+  }
+};
+Json to_json(const TokenUsage& u);
+Result<void> read_value(const JsonField& f, TokenUsage& out);
+
 struct AgentTask {
   std::string sweep_id;
   AgentSpec agent;
@@ -55,6 +74,7 @@ struct AgentTask {
   int iterations_used = 0;  // by earlier generations
   uint64_t seed = 0;        // randomness of the generation's direction
   BestCandidate best;       // kept across generations
+  TokenUsage usage;         // spent by earlier generations (optional member; absent = none)
   std::vector<std::string> quick_shapes;
   std::vector<std::string> full_shapes;
   EvalSettings quick_settings;

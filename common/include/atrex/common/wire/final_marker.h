@@ -9,6 +9,7 @@
 
 #include "atrex/common/error.h"
 #include "atrex/common/json_io.h"
+#include "atrex/common/wire/agent_task.h"
 
 namespace atrex {
 
@@ -34,6 +35,7 @@ struct FinalMarker {
   Json provenance = Json::object();  // the best candidate's, as its provider gave it
   std::string task_id;               // of the final evaluation (status evaluated)
   std::vector<std::string> shapes;   // of the final evaluation
+  TokenUsage usage;  // model tokens and cost over all generations (optional member; absent = none)
 };
 Json to_json(const FinalMarker& m);
 Result<FinalMarker> final_marker_from_json(const Json& j, const std::string& source);
