@@ -20,7 +20,12 @@
 #            illegal address, a hang and an out-of-memory: one `atrex runner --device 0` survives them.
 #   twogpu:  the embedded default sweep with one runner per GPU (the 2-GPU machine kind), GPU
 #            utilisation sampled per index.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|all]...
+#   sandbox: the evaluation sandbox on the GPU (docs/evaluation.md "Sandbox"): a CUDA template and
+#            the CUDA attack-free fault set with the sandbox and without, the records' `sandbox`
+#            field, and `atrex bench eval` with the sandbox on vs off. Before any step the script
+#            probes the sandbox; where bwrap cannot make its namespaces here every step runs with
+#            ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|all]...
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
 #          deploy/gpu/smoke-sweep.yaml, for a quick check within a few minutes.
 set -uo pipefail
@@ -48,6 +53,17 @@ stop_redis() { kill "$(cat "$rdir/redis.pid" 2>/dev/null)" 2>/dev/null; sleep 1;
 rc=0
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
+
+# The evaluation sandbox: the image's bwrap, else the bundle's (build/release/bin/bwrap, from
+# bundle.sh). One cpu evaluation tells whether it starts here.
+probe=$("$atrex" eval kernels/faults/rms_norm_correct.cpp --operator rms_norm --shapes 15 --no-perf --hardware H20 \
+  --unseen-shapes 0 --seeds 1 2>&1)
+if echo "$probe" | grep -q 'evaluation sandbox cannot start'; then
+  echo "sandbox: UNAVAILABLE here, every step runs with ATREX_NO_SANDBOX=1: $(echo "$probe" | grep -m1 'sandbox cannot start')" | tee "$out/sandbox-probe.txt"
+  export ATREX_NO_SANDBOX=1
+else
+  echo "sandbox: bwrap ($(command -v bwrap || echo "$root/build/release/bin/bwrap")); probe: $(echo "$probe" | tail -1)" | tee "$out/sandbox-probe.txt"
+fi
 
 if want tests; then
   echo "=== gpu test label"
@@ -277,6 +293,29 @@ PY
   } 2>&1 | tee "$out/twogpu.txt"
   stop_redis
   [ -n "${OUT:-}" ] && cp "$out/twogpu.txt" "$OUT/"
+fi
+if want sandbox; then
+  echo "=== sandbox: CUDA candidates with the sandbox and without"
+  for mode in bwrap none; do
+    flag=(); [ "$mode" = none ] && flag=(--no-sandbox)
+    for cand in kernels/templates/rms_norm/cuda/block_row.cu kernels/faults/rms_norm_illegal_address.cu \
+        kernels/faults/rms_norm_unjoined_stream.cu kernels/faults/rms_norm_cublas_fallback.cu; do
+      echo "--- $mode: $cand"
+      timeout 300 "$atrex" eval "$cand" --operator rms_norm --shapes smallest:3 "${flag[@]}" \
+        --out "$out/sandbox-$mode-$(basename "$cand" .cu).jsonl" 2>&1 | grep -v '^  shape ' | tee -a "$out/sandbox.txt"
+    done
+  done
+  echo "--- records per sandbox field (file: count)" | tee -a "$out/sandbox.txt"
+  grep -c '"sandbox":"bwrap"' "$out"/sandbox-*.jsonl | tee -a "$out/sandbox.txt"
+  echo "=== sandbox: atrex bench eval, sandbox on vs off (target: within 10%)" | tee -a "$out/sandbox.txt"
+  for op in fused_add_rms_norm l2_norm; do
+    for mode in bwrap none; do
+      flag=(); [ "$mode" = none ] && flag=(--no-sandbox)
+      echo "--- $op sandbox $mode" | tee -a "$out/sandbox.txt"
+      "$atrex" bench eval --operator "$op" "${flag[@]}" 2>&1 | tee -a "$out/sandbox.txt" || rc=1
+    done
+  done
+  [ -n "${OUT:-}" ] && cp "$out/sandbox.txt" "$OUT/"
 fi
 if want xcheck; then
   echo "=== xcheck: CUDA references vs independent PyTorch implementations"

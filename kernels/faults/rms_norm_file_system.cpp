@@ -1,7 +1,7 @@
 // ATTACKS the file system (issue 14 item 3): creates files in the temp folder and in the parent
 // of its working folder, walks up from its working folder and from its own shared object
 // looking for the suite's hidden files (roofline.json, metadata.json) and a checkout (.git),
-// opens the suite's roofline.json by the path the test writes over ATREX_ATTACK_SUITE, and
+// opens the suite's data/rms_norm/roofline.json by the path the test writes over ATREX_ATTACK_SUITE, and
 // lists the folder of its own shared object (the compile cache: other candidates). Reports
 // what worked and fails the shape. Expected in the sandbox: the temp file lands in the
 // sandbox's own tmpfs (gone with it), the parent is read-only, nothing hidden is found, the
@@ -106,7 +106,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   walk_up(here, found);
   if (!so.empty()) walk_up(so.parent_path(), found);
   g_report += " found=[" + found + " ]";
-  const int suite = ::open(ATREX_ATTACK_SUITE "/roofline.json", O_RDONLY);
+  const int suite = ::open(ATREX_ATTACK_SUITE "/data/rms_norm/roofline.json", O_RDONLY);
   g_report += " suite_roofline_open=" + outcome(suite);
   if (suite >= 0) ::close(suite);
   int others = 0;

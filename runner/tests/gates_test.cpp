@@ -47,6 +47,7 @@ class GatesTest : public ::testing::Test {
     o.include_dir = ATREX_TEST_INCLUDE_DIR;
     o.child_dir = ATREX_TEST_BIN_DIR;
     o.seed = 1234;
+    o.sandbox = sandbox_;
     return o;
   }
 
@@ -74,6 +75,7 @@ class GatesTest : public ::testing::Test {
     return r ? *r : std::vector<EvalRecord>{};
   }
 
+  SandboxMode sandbox_ = SandboxMode::kBwrap;
   static problems::Suite* suite_;
   static problems::HardwareProfile* hardware_;
   static fs::path* cache_;
@@ -268,6 +270,9 @@ TEST_F(GatesTest, HangIsRecordedAsTimeout) {
 TEST_F(GatesTest, OneChildPerTaskAndAFreshOneAfterATimeout) {
   const fs::path pid_log = fs::temp_directory_path() / fmt::format("atrex-pids-{}.txt", ::getpid());
   fs::remove(pid_log);
+  // The candidate logs its pid into the host's temp folder: without the sandbox (inside, every
+  // child is pid 2 of its own namespace and /tmp is its own).
+  sandbox_ = SandboxMode::kNone;
   ::setenv("ATREX_TEST_PID_LOG", pid_log.c_str(), 1);
   auto recs = evaluate("rms_norm_hangs_on_one_shape.cpp", {"15", "41", "5", "46"}, 3.0,
                        [](EvalSettings& s) { s.performance = false; });

@@ -10,31 +10,6 @@
 namespace atrex {
 namespace fs = std::filesystem;
 
-const char* sandbox_mode_name(SandboxMode m) {
-  switch (m) {
-    case SandboxMode::kBwrap:
-      return "bwrap";
-    case SandboxMode::kNone:
-      return "none";
-  }
-  ATREX_UNREACHABLE("SandboxMode");
-}
-
-Result<SandboxMode> parse_sandbox_mode(std::string_view s) {
-  if (s == "bwrap") return SandboxMode::kBwrap;
-  if (s == "none") return SandboxMode::kNone;
-  return make_error(ErrorCode::kInvalidInput,
-                    fmt::format("expected bwrap or none; got \"{}\"", std::string(s)));
-}
-
-Result<void> read_value(const JsonField& f, SandboxMode& out) {
-  if (!f.value().is_string()) return f.fail("expected a string (bwrap or none)");
-  auto m = parse_sandbox_mode(f.value().get<std::string>());
-  if (!m) return f.fail(m.error().message);
-  out = *m;
-  return ok();
-}
-
 fs::path bwrap_program(const fs::path& beside) {
   if (const char* env = std::getenv("ATREX_BWRAP"); env && *env) return env;
   if (!beside.empty()) {
@@ -76,6 +51,8 @@ std::vector<std::string> bwrap_argv(const fs::path& bwrap, const SandboxView& vi
   add({"--proc", "/proc", "--dev", "/dev"});
   if (view.sys) add({"--ro-bind", "/sys", "/sys"});
   for (const auto& d : view.devices) add({"--dev-bind-try", d.string(), d.string()});
+  // /dev itself read-only (device nodes stay usable), /dev/shm a small tmpfs of its own.
+  add({"--size", std::to_string(view.shm_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"});
   add({"--size", std::to_string(view.scratch_bytes), "--tmpfs", "/tmp"});
   // After the tmpfs: a bound path under /tmp (a compile cache there) stays visible.
   for (const auto& p : view.read_only) add({"--ro-bind-try", p.string(), p.string()});

@@ -13,24 +13,14 @@
 #include <filesystem>
 #include <map>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "atrex/common/error.h"
 #include "atrex/common/json_io.h"
 #include "atrex/common/process/subprocess.h"
+#include "atrex/common/wire/sandbox_mode.h"
 
 namespace atrex {
-
-// How an evaluation child ran: `bwrap` (namespaces, read-only view, seccomp) or `none` (the user
-// passed --no-sandbox: no namespaces, no seccomp; the cleaned environment, the resource limits
-// and the result channel's checks still apply). Every atrex.eval/1 record carries it.
-enum class SandboxMode { kBwrap, kNone };
-const char* sandbox_mode_name(SandboxMode m);
-// kInvalidInput "expected bwrap or none; got "<s>"".
-Result<SandboxMode> parse_sandbox_mode(std::string_view s);
-Result<void> read_value(const JsonField& f, SandboxMode& out);
-inline void to_json(Json& j, SandboxMode m) { j = sandbox_mode_name(m); }
 
 // What one sandboxed command may see. Paths are bound at the same place inside.
 struct SandboxView {
@@ -39,6 +29,7 @@ struct SandboxView {
   bool system_folders = true;                    // /usr and the /lib*, /bin, /sbin links
   bool sys = false;                              // /sys read-only (GPU runtimes read it)
   uint64_t scratch_bytes = 256ull << 20;         // the tmpfs at /tmp (the working folder)
+  uint64_t shm_bytes = 64ull << 20;              // the tmpfs at /dev/shm (the rest of /dev is read-only)
 };
 
 // The bwrap program: $ATREX_BWRAP, else `bwrap` next to `beside` (a bundle ships it in bin/),

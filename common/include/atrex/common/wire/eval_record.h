@@ -10,8 +10,8 @@
 
 #include "atrex/common/error.h"
 #include "atrex/common/json_io.h"
-#include "atrex/common/process/sandbox.h"
 #include "atrex/common/wire/eval_task.h"
+#include "atrex/common/wire/sandbox_mode.h"
 
 namespace atrex {
 
