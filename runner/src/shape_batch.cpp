@@ -169,12 +169,21 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
       return io_error(fmt::format("pipe: {}", std::strerror(errno)));
     }
     ::fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+    // A stop request: a byte on this pipe (the child checks it between shapes). In the sandbox
+    // SIGUSR1 would reach bwrap, which dies of it; without, the signal is sent as well.
+    int stop_fds[2];
+    if (::pipe2(stop_fds, O_CLOEXEC) != 0) {
+      ::close(*req_fd);
+      ::close(pipe_fds[0]);
+      ::close(pipe_fds[1]);
+      return io_error(fmt::format("pipe: {}", std::strerror(errno)));
+    }
     // The working folder: the sandbox's own tmpfs, else a folder of this child's, removed after.
     const fs::path scratch = sandboxed ? fs::path("/tmp") : ctx.work_dir / (stem + ".scratch");
     if (!sandboxed) fs::create_directories(scratch, ec);
     const fs::path child = ctx.child_dir / eval_child_name(task.candidate.backend);
     std::vector<std::string> argv = {child.string(), "--request-fd", "3", "--response-fd", "4",
-                                     "--device", std::to_string(ctx.device_index)};
+                                     "--stop-fd", "5", "--device", std::to_string(ctx.device_index)};
     SubprocessOptions opt;
     opt.argv = sandboxed ? bwrap_argv(ctx.sandbox.bwrap,
                                       eval_sandbox_view(task.candidate.backend, ctx.child_dir,
@@ -183,7 +192,8 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
                          : argv;
     opt.env = clean_child_environment(scratch);
     if (!sandboxed) opt.working_dir = scratch;
-    opt.inherit_fds = {{*req_fd, 3}, {pipe_fds[1], 4}};  // closed here once the child is forked
+    // Closed here once the child is forked.
+    opt.inherit_fds = {{*req_fd, 3}, {pipe_fds[1], 4}, {stop_fds[0], 5}};
     opt.policies = {&limits};
     // The limit is per shape: every verdict restarts it.
     opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(st.shape_timeout_s * 1000));
@@ -215,7 +225,12 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
       return any;
     };
     opt.progress = drain;
-    opt.should_stop = stopping;
+    opt.should_stop = [&] {
+      if (!stopping()) return false;
+      (void)!::write(stop_fds[1], "s", 1);
+      return true;
+    };
+    if (sandboxed) opt.stop_signal = 0;
     opt.should_abort = [&] { return channel.tampered(); };
     auto proc = run_subprocess(opt);
     if (proc && sandboxed) translate_bwrap_exit(*proc);
@@ -224,6 +239,7 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     drain();
     channel.finish();
     ::close(pipe_fds[0]);
+    ::close(stop_fds[1]);
     if (!sandboxed) fs::remove_all(scratch, ec);
     if (channel.tampered()) {
       tampering = channel.why();
@@ -235,7 +251,9 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     // Asked to stop: the child exits after the shape in hand (or dies of the signal if it came
     // before the child set its handler; in the sandbox, bwrap dies of it and takes the child
     // along); the rest of the task is given back.
-    const bool stopped = stopping() && proc && (proc->ok() || proc->term_signal == opt.stop_signal);
+    const bool stopped =
+        stopping() && proc &&
+        (proc->ok() || (opt.stop_signal != 0 && proc->term_signal == opt.stop_signal));
     // A child stops by itself after a failed unseen shape (stop_task_on_failure): the loop's
     // next turn records the rest.
     const bool gave_up = proc && proc->ok() && !abandon().empty();

@@ -185,7 +185,7 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
     if (r < 0 && errno != EINTR) return io_error(fmt::format("waitpid: {}", std::strerror(errno)));
     if (opt.progress && opt.progress()) deadline = std::chrono::steady_clock::now() + opt.timeout;
     if (!stop_sent && opt.should_stop && opt.should_stop()) {
-      ::kill(pid, opt.stop_signal);
+      if (opt.stop_signal != 0) ::kill(pid, opt.stop_signal);
       stop_sent = true;
     }
     if (opt.should_abort && opt.should_abort()) {

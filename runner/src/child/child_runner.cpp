@@ -1,6 +1,7 @@
 // The evaluation child's entry (child_runner.h). The work of one shape is ShapeRun's (shape_run.h).
 #include "child_runner.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ ChildArgs child_args(int argc, char** argv) {
     if (std::strcmp(argv[i], "--response") == 0) a.response = argv[i + 1];
     if (std::strcmp(argv[i], "--request-fd") == 0) a.request_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--response-fd") == 0) a.response_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--stop-fd") == 0) a.stop_fd = std::atoi(argv[i + 1]);
   }
   return a;
 }
@@ -75,8 +77,18 @@ Status write_response_line(int fd, const std::string& line) {
   return ok();
 }
 
+namespace {
+
+bool stop_fd_readable(int fd) {
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP)) != 0;
+}
+
+}  // namespace
+
 int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
-                   child::CandidateLoader& loader, int response_fd) {
+                   child::CandidateLoader& loader, int response_fd, int stop_fd) {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   ::sigaction(SIGUSR1, &sa, nullptr);
@@ -89,7 +101,7 @@ int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
     }
   }
   for (const ChildShape& item : task.shapes) {
-    if (g_stop_requested.load()) break;
+    if (g_stop_requested.load() || stop_fd_readable(stop_fd)) break;
     const auto t0 = std::chrono::steady_clock::now();
     ChildShapeResponse response = run_child_shape(task, item, device, loader);
     // steady_clock is CLOCK_MONOTONIC, shared with the runner: it charges the child's start to
@@ -133,7 +145,7 @@ int child_main(int argc, char** argv, ChildDevice& device) {
       return 2;
     }
     auto loader = child::make_shared_object_loader();
-    return run_child_task(*request->task, device, *loader, args.response_fd);
+    return run_child_task(*request->task, device, *loader, args.response_fd, args.stop_fd);
   }
   ATREX_ASSERT(request->dump.has_value(), "a request is a task or a dump");
   const ChildDumpResponse response = run_child_dump(*request->dump, device);

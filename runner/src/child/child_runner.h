@@ -28,16 +28,18 @@ ChildDumpResponse run_child_dump(const ChildDumpRequest& request, ChildDevice& d
 // line each (carrying task.nonce), written to `response_fd` as soon as it is known (the runner
 // sees progress and, after a crash or a timeout, which shape was in hand). Stops after a
 // crashed shape (the context may be unusable: the process exits without destructors), after a
-// wrong_result of an item with stop_task_on_failure, and on SIGUSR1 between shapes.
+// wrong_result of an item with stop_task_on_failure, and between shapes on SIGUSR1 or when
+// `stop_fd` is readable (in the sandbox a signal would reach bwrap, not this process).
 // Returns the exit code (0; 1 when the response cannot be written; 3 after a crash; 5 when the
 // seccomp filter cannot be installed: no candidate runs then).
 int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
-                   child::CandidateLoader& loader, int response_fd);
+                   child::CandidateLoader& loader, int response_fd, int stop_fd = -1);
 
 // The command line of the children (--device N is read by the device setup).
 struct ChildArgs {
   std::string request, response;     // dump mode: files
   int request_fd = -1, response_fd = -1;  // task mode: inherited fds
+  int stop_fd = -1;  // task mode: readable (a byte, or EOF) = stop after the shape in hand
 };
 ChildArgs child_args(int argc, char** argv);
 // The request from the fd (read to its end, then closed) or the file.

@@ -82,7 +82,7 @@ struct SubprocessOptions {
   // Polled like `progress`: once true, the whole group is killed at once (SIGKILL) and the
   // result says `aborted` (the runner found the child's result channel tampered with).
   std::function<bool()> should_abort;
-  int stop_signal = SIGUSR1;
+  int stop_signal = SIGUSR1;  // 0: no signal (the caller tells the child another way)
   // Applied in the child before exec, in order (not owned; must outlive the call).
   std::vector<const ChildPolicy*> policies;
 };
