@@ -305,6 +305,14 @@ if want sandbox; then
         --out "$out/sandbox-$mode-$(basename "$cand" .cu).jsonl" 2>&1 | grep -v '^  shape ' | tee -a "$out/sandbox.txt"
     done
   done
+  echo "--- the cpu attack candidates on this host (docs/evaluation.md \"Threat model\"; each reports what it could do)" | tee -a "$out/sandbox.txt"
+  for f in rms_norm_sandbox_honest rms_norm_forges_records rms_norm_network rms_norm_file_system \
+      rms_norm_fork_bomb rms_norm_huge_file rms_norm_reads_parent; do
+    "$atrex" eval "kernels/faults/$f.cpp" --operator rms_norm --shapes 15 --hardware H20 --no-perf \
+      --unseen-shapes 0 --seeds 1 --out "$out/sandbox-attack-$f.jsonl" > /dev/null 2>&1
+    python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); print(sys.argv[2], r["sandbox"], r["status"], r["error"][:300])' \
+      "$out/sandbox-attack-$f.jsonl" "$f" 2>&1 | tee -a "$out/sandbox.txt"
+  done
   echo "--- records per sandbox field (file: count)" | tee -a "$out/sandbox.txt"
   grep -c '"sandbox":"bwrap"' "$out"/sandbox-*.jsonl | tee -a "$out/sandbox.txt"
   echo "=== sandbox: atrex bench eval, sandbox on vs off (target: within 10%)" | tee -a "$out/sandbox.txt"

@@ -162,16 +162,16 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(
     unseen.decorate(r);
     emit(std::move(r), s);
   };
-  BatchContext ctx{&task,
-                   compiled.library,
-                   target.device_name,
-                   options_.child_dir,
-                   options_.work_dir,
-                   options_.device_index,
-                   num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id)),
-                   options_.stop,
-                   EvalSandbox{options_.sandbox, bwrap_program(options_.child_dir),
-                               options_.cpu_memory_bytes}};
+  BatchContext ctx{
+      &task,
+      compiled.library,
+      target.device_name,
+      options_.child_dir,
+      options_.work_dir,
+      options_.device_index,
+      num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id)),
+      options_.stop,
+      EvalSandbox{options_.sandbox, bwrap_program(options_.child_dir), options_.cpu_memory_bytes}};
   ATREX_TRY(run_shape_batch(ctx, items, checked_emit, [&] { return unseen.failure(); }));
   return out;
 }

@@ -161,8 +161,8 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     const std::string stem = fmt::format("{}-{}-{}-{:x}", task.operator_name, items[next].shape->id,
                                          ::getpid(), ctx.file_tag);
     auto req_fd = request_fd(req);
-    if (!req_fd) return io_error("runner could not pass the evaluation request: " +
-                                 req_fd.error().message);
+    if (!req_fd)
+      return io_error("runner could not pass the evaluation request: " + req_fd.error().message);
     int pipe_fds[2];
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
       ::close(*req_fd);
@@ -182,14 +182,21 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     const fs::path scratch = sandboxed ? fs::path("/tmp") : ctx.work_dir / (stem + ".scratch");
     if (!sandboxed) fs::create_directories(scratch, ec);
     const fs::path child = ctx.child_dir / eval_child_name(task.candidate.backend);
-    std::vector<std::string> argv = {child.string(), "--request-fd", "3", "--response-fd", "4",
-                                     "--stop-fd", "5", "--device", std::to_string(ctx.device_index)};
+    std::vector<std::string> argv = {child.string(),
+                                     "--request-fd",
+                                     "3",
+                                     "--response-fd",
+                                     "4",
+                                     "--stop-fd",
+                                     "5",
+                                     "--device",
+                                     std::to_string(ctx.device_index)};
     SubprocessOptions opt;
-    opt.argv = sandboxed ? bwrap_argv(ctx.sandbox.bwrap,
-                                      eval_sandbox_view(task.candidate.backend, ctx.child_dir,
-                                                        ctx.library),
-                                      argv)
-                         : argv;
+    opt.argv =
+        sandboxed ? bwrap_argv(
+                        ctx.sandbox.bwrap,
+                        eval_sandbox_view(task.candidate.backend, ctx.child_dir, ctx.library), argv)
+                  : argv;
     opt.env = clean_child_environment(scratch);
     if (!sandboxed) opt.working_dir = scratch;
     // Closed here once the child is forked.
@@ -211,9 +218,9 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
         apply_child_response(r, c);
         // The child's start (sandbox, context creation, loading) is charged to its first shape.
         if (emitted == 0) {
-          r.wall_s += std::max(
-              0.0, c.started_at_s -
-                       std::chrono::duration<double>(launched.time_since_epoch()).count());
+          r.wall_s +=
+              std::max(0.0, c.started_at_s -
+                                std::chrono::duration<double>(launched.time_since_epoch()).count());
         }
         clean = clean && (r.status == EvalStatus::kOk || r.status == EvalStatus::kWrongResult);
         crashed_verdict = r.status == EvalStatus::kCrashed;

@@ -59,8 +59,8 @@ class GpuGatesTest : public ::testing::Test {
     // In the sandbox like every evaluation, unless the GPU host cannot make one
     // (deploy/gpu/run-gpu-checks.sh sets ATREX_NO_SANDBOX=1 then and says so).
     const char* no_sandbox = std::getenv("ATREX_NO_SANDBOX");
-    o.sandbox = no_sandbox && std::string(no_sandbox) == "1" ? SandboxMode::kNone
-                                                            : SandboxMode::kBwrap;
+    o.sandbox =
+        no_sandbox && std::string(no_sandbox) == "1" ? SandboxMode::kNone : SandboxMode::kBwrap;
     Evaluator ev(o);
     auto r = ev.evaluate(t);
     EXPECT_TRUE(r) << r.error().message;

@@ -170,8 +170,7 @@ TEST_F(SandboxTest, FilesOutsideTheScratchFolderAreOutOfReach) {
   const std::map<std::string, std::string> defines = {
       {"ATREX_ATTACK_MARKER", "\"" + marker + "\""},
       {"ATREX_ATTACK_SUITE", "\"" + fs::absolute(ATREX_TEST_SUITE_DIR).string() + "\""}};
-  auto recs = evaluate("rms_norm_file_system.cpp",
-                       {.defines = defines, .work_dir = work});
+  auto recs = evaluate("rms_norm_file_system.cpp", {.defines = defines, .work_dir = work});
   ASSERT_EQ(recs.size(), 1u);
   const std::string& report = recs[0].error;
   EXPECT_NE(report.find("cwd=/tmp "), std::string::npos) << report;
@@ -249,10 +248,11 @@ TEST_F(SandboxTest, ParentProcessAndItsSecretsAreOutOfReach) {
   }
   ::setenv("ATREX_REDIS_PASSWORD", secret.c_str(), 1);
   const std::string quoted = "\"" + secret + "\"";
-  auto boxed = evaluate("rms_norm_reads_parent.cpp", {.defines = {{"ATREX_ATTACK_SECRET", quoted}}});
-  auto open = evaluate("rms_norm_reads_parent.cpp", {.sandbox = SandboxMode::kNone,
-                                                     .defines = {{"ATREX_ATTACK_SECRET", quoted},
-                                                                 {"ATREX_ATTACK_TRACE", "0"}}});
+  auto boxed =
+      evaluate("rms_norm_reads_parent.cpp", {.defines = {{"ATREX_ATTACK_SECRET", quoted}}});
+  auto open = evaluate("rms_norm_reads_parent.cpp",
+                       {.sandbox = SandboxMode::kNone,
+                        .defines = {{"ATREX_ATTACK_SECRET", quoted}, {"ATREX_ATTACK_TRACE", "0"}}});
   ::unsetenv("ATREX_REDIS_PASSWORD");
   ::kill(holder, SIGKILL);
   ::waitpid(holder, nullptr, 0);
@@ -318,7 +318,9 @@ TEST(ResponseChannel, EveryDeviationIsTampering) {
       {line("n1", "5"), "shape 5 where 15"},
       {line("n1", "15") + line("n1", "5") + line("n1", "5"), "for 2 requested"},
       {"not json\n", "not JSON"},
-      {R"({"nonce":"n1","schema":"atrex.child-response/1"})" "\n", "line 1"},
+      {R"({"nonce":"n1","schema":"atrex.child-response/1"})"
+       "\n",
+       "line 1"},
   };
   for (const auto& [text, why] : cases) {
     ResponseChannel ch("n1", {"15", "5"});

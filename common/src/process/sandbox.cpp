@@ -25,9 +25,9 @@ std::vector<std::string> bwrap_argv(const fs::path& bwrap, const SandboxView& vi
   std::vector<std::string> a = {bwrap.string(),
                                 // Every namespace: no network but a fresh loopback, no view of
                                 // the host's processes, IPC objects or hostname.
-                                "--unshare-user", "--unshare-pid", "--unshare-ipc",
-                                "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                                "--hostname", "atrex-sandbox",
+                                "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net",
+                                "--unshare-uts", "--unshare-cgroup-try", "--hostname",
+                                "atrex-sandbox",
                                 // SIGKILL when the runner's child (bwrap) dies; killing bwrap
                                 // ends the PID namespace and every process in it.
                                 "--die-with-parent",

@@ -32,13 +32,45 @@ Status install_candidate_seccomp() {
     return failed("TSYNC", rc);
   }
   const uint32_t deny = SCMP_ACT_ERRNO(EPERM);
-  static constexpr const char* kDenied[] = {
-      "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_open", "pidfd_getfd",
-      "io_uring_setup", "fork", "vfork", "unshare", "setns", "mount", "umount2", "pivot_root",
-      "chroot", "open_tree", "move_mount", "fsopen", "fsmount", "fsconfig", "fspick",
-      "mount_setattr", "bpf", "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load",
-      "init_module", "finit_module", "delete_module", "reboot", "swapon", "swapoff", "acct",
-      "keyctl", "add_key", "request_key", "open_by_handle_at", "personality"};
+  static constexpr const char* kDenied[] = {"ptrace",
+                                            "process_vm_readv",
+                                            "process_vm_writev",
+                                            "kcmp",
+                                            "pidfd_open",
+                                            "pidfd_getfd",
+                                            "io_uring_setup",
+                                            "fork",
+                                            "vfork",
+                                            "unshare",
+                                            "setns",
+                                            "mount",
+                                            "umount2",
+                                            "pivot_root",
+                                            "chroot",
+                                            "open_tree",
+                                            "move_mount",
+                                            "fsopen",
+                                            "fsmount",
+                                            "fsconfig",
+                                            "fspick",
+                                            "mount_setattr",
+                                            "bpf",
+                                            "perf_event_open",
+                                            "userfaultfd",
+                                            "kexec_load",
+                                            "kexec_file_load",
+                                            "init_module",
+                                            "finit_module",
+                                            "delete_module",
+                                            "reboot",
+                                            "swapon",
+                                            "swapoff",
+                                            "acct",
+                                            "keyctl",
+                                            "add_key",
+                                            "request_key",
+                                            "open_by_handle_at",
+                                            "personality"};
   for (const char* name : kDenied) {
     const int nr = seccomp_syscall_resolve_name(name);
     if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture

@@ -10,10 +10,8 @@ namespace atrex {
 
 const char* sandbox_mode_name(SandboxMode m) {
   switch (m) {
-    case SandboxMode::kBwrap:
-      return "bwrap";
-    case SandboxMode::kNone:
-      return "none";
+    case SandboxMode::kBwrap: return "bwrap";
+    case SandboxMode::kNone: return "none";
   }
   ATREX_UNREACHABLE("SandboxMode");
 }

@@ -37,7 +37,7 @@ int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
 
 // The command line of the children (--device N is read by the device setup).
 struct ChildArgs {
-  std::string request, response;     // dump mode: files
+  std::string request, response;          // dump mode: files
   int request_fd = -1, response_fd = -1;  // task mode: inherited fds
   int stop_fd = -1;  // task mode: readable (a byte, or EOF) = stop after the shape in hand
 };

@@ -112,10 +112,10 @@ Json to_json(const ChildRequest& req) {
   const ChildTaskRequest& t = *req.task;
   Json shapes = Json::array();
   for (const auto& s : t.shapes) shapes.push_back(to_json(s));
-  return Json{{"schema", kChildRequestSchema}, {"mode", "task"},  {"operator", t.operator_name},
-              {"library", t.library},          {"atol", t.atol},  {"rtol", t.rtol},
-              {"timing", to_json(t.timing)},   {"shapes", shapes},
-              {"nonce", t.nonce},              {"seccomp", t.seccomp}};
+  return Json{{"schema", kChildRequestSchema}, {"mode", "task"},   {"operator", t.operator_name},
+              {"library", t.library},          {"atol", t.atol},   {"rtol", t.rtol},
+              {"timing", to_json(t.timing)},   {"shapes", shapes}, {"nonce", t.nonce},
+              {"seccomp", t.seccomp}};
 }
 
 Result<ChildRequest> child_request_from_json(const Json& j, const std::string& source) {

@@ -55,7 +55,8 @@ struct EvaluatorOptions {
 // probe_bwrap() with the bwrap next to `child_dir` or on PATH (kUnavailable naming why and
 // --no-sandbox). Commands call it before starting work so that a host without user namespaces
 // is refused at once, not per task.
-Status sandbox_ready(SandboxMode mode, const std::filesystem::path& child_dir = default_child_dir());
+Status sandbox_ready(SandboxMode mode,
+                     const std::filesystem::path& child_dir = default_child_dir());
 
 class Evaluator {
  public:

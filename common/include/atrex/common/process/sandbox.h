@@ -29,7 +29,7 @@ struct SandboxView {
   bool system_folders = true;                    // /usr and the /lib*, /bin, /sbin links
   bool sys = false;                              // /sys read-only (GPU runtimes read it)
   uint64_t scratch_bytes = 256ull << 20;         // the tmpfs at /tmp (the working folder)
-  uint64_t shm_bytes = 64ull << 20;              // the tmpfs at /dev/shm (the rest of /dev is read-only)
+  uint64_t shm_bytes = 64ull << 20;              // the tmpfs at /dev/shm (/dev is read-only)
 };
 
 // The bwrap program: $ATREX_BWRAP, else `bwrap` next to `beside` (a bundle ships it in bin/),

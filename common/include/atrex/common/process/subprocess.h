@@ -72,7 +72,7 @@ struct SubprocessOptions {
   // close. Used for the evaluation children's request and result channel (no paths on their
   // command line).
   std::vector<std::pair<int, int>> inherit_fds;
-  size_t output_tail_bytes = 4096;               // how much of the output to keep in the result
+  size_t output_tail_bytes = 4096;  // how much of the output to keep in the result
   // Polled in the wait loop (about every 20 ms). `progress` returning true restarts the
   // timeout (a child working through many items gets `timeout` per item). When `should_stop`
   // first returns true, `stop_signal` is sent to the child alone (not its group): it is asked to
@@ -91,8 +91,8 @@ struct SubprocessResult {
   bool started = false;  // false when exec failed (e.g. program not found)
   bool timed_out = false;
   bool aborted = false;  // killed because should_abort returned true
-  int exit_code = -1;   // valid when exited normally
-  int term_signal = 0;  // non-zero when killed by a signal (SIGKILL on timeout)
+  int exit_code = -1;    // valid when exited normally
+  int term_signal = 0;   // non-zero when killed by a signal (SIGKILL on timeout)
   double wall_s = 0;
   std::string output_tail;
   bool ok() const { return started && !timed_out && term_signal == 0 && exit_code == 0; }
