@@ -10,13 +10,8 @@
 
 namespace atrex::agent {
 
-QueueEvalFn::QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream,
-                         int max_deliveries, const std::atomic<bool>* stop)
-    : queue_(queue),
-      results_(results),
-      stream_(std::move(stream)),
-      max_deliveries_(max_deliveries),
-      stop_(stop) {}
+QueueEvalFn::QueueEvalFn(TaskQueue& queue, ResultStore& results, QueueEvalOptions options)
+    : queue_(queue), results_(results), options_(std::move(options)) {}
 
 namespace {
 
@@ -30,53 +25,97 @@ EvalRecord missing_record(const EvalTask& task, const std::string& shape, EvalSt
 
 }  // namespace
 
+Result<std::optional<EvalRecord>> QueueEvalFn::stored(const EvalTask& task,
+                                                      const std::string& shape,
+                                                      std::chrono::milliseconds wait) const {
+  const std::string key = record_key(task.task_id, shape);
+  ATREX_ASSIGN_OR_RETURN(std::optional<Json> j, results_.wait(key, wait));
+  if (!j) return std::optional<EvalRecord>{};
+  ATREX_ASSIGN_OR_RETURN(EvalRecord r, eval_record_from_json(*j, "result " + key));
+  return std::optional<EvalRecord>{std::move(r)};
+}
+
+Result<bool> QueueEvalFn::all_stored(const EvalTask& task) const {
+  for (const auto& shape : task.shape_ids) {
+    ATREX_ASSIGN_OR_RETURN(std::optional<Json> j,
+                           results_.get(record_key(task.task_id, shape)));
+    if (!j) return false;
+  }
+  return true;
+}
+
+Result<std::optional<DeadLetter>> QueueEvalFn::dead_letter_of(const EvalTask& task) const {
+  ATREX_ASSIGN_OR_RETURN(auto dead, queue_.dead_letters(options_.stream));
+  for (auto& d : dead) {
+    // A dead letter's body may be anything (that may be why it died): no strict read here.
+    if (d.body.is_object() && d.body.contains("task_id") &&
+        d.body["task_id"] == task.task_id) {
+      return std::optional<DeadLetter>{std::move(d)};
+    }
+  }
+  return std::optional<DeadLetter>{};
+}
+
+Result<std::string> QueueEvalFn::recover_if_lost(const EvalTask& task,
+                                                 std::string message_id) const {
+  ATREX_ASSIGN_OR_RETURN(MessageState st, queue_.state(options_.stream, message_id));
+  if (st == MessageState::kQueued) return message_id;
+  // Gone is also how a finished task looks: its runner stores every record before it acks,
+  // so records read after the state are complete when it finished.
+  ATREX_ASSIGN_OR_RETURN(bool done, all_stored(task));
+  if (done) return message_id;
+  ATREX_ASSIGN_OR_RETURN(auto dead, dead_letter_of(task));
+  if (dead) return message_id;
+  ATREX_ASSIGN_OR_RETURN(std::string again,
+                         queue_.requeue_lost(options_.stream, message_id, to_json(task)));
+  spdlog::warn("evaluation task {} ({}) was lost from queue {} ({}): put back as {}",
+               task.task_id, task.operator_name, options_.stream, message_state_name(st), again);
+  if (options_.metrics) options_.metrics->eval_tasks_lost.Increment();
+  return again;
+}
+
 Result<std::vector<EvalRecord>> QueueEvalFn::operator()(const EvalTask& task) const {
-  auto stored = [&](const std::string& shape,
-                    std::chrono::milliseconds wait) -> Result<std::optional<EvalRecord>> {
-    const std::string key = record_key(task.task_id, shape);
-    ATREX_ASSIGN_OR_RETURN(std::optional<Json> j, results_.wait(key, wait));
-    if (!j) return std::optional<EvalRecord>{};
-    ATREX_ASSIGN_OR_RETURN(EvalRecord r, eval_record_from_json(*j, "result " + key));
-    return std::optional<EvalRecord>{std::move(r)};
-  };
   // A resumed sweep finds every record already stored: nothing is evaluated twice.
   std::vector<EvalRecord> out;
   for (const auto& shape : task.shape_ids) {
-    ATREX_ASSIGN_OR_RETURN(auto r, stored(shape, std::chrono::milliseconds(0)));
+    ATREX_ASSIGN_OR_RETURN(auto r, stored(task, shape, std::chrono::milliseconds(0)));
     if (!r) break;
     out.push_back(std::move(*r));
   }
   if (out.size() == task.shape_ids.size()) return out;
   out.clear();
-  ATREX_TRY(queue_.enqueue(stream_, to_json(task)));
+  ATREX_ASSIGN_OR_RETURN(std::string message_id, queue_.enqueue(options_.stream, to_json(task)));
   const double budget_s =
       task.settings.compile_timeout_s +
       static_cast<double>(task.shape_ids.size()) * task.settings.shape_timeout_s;
   const auto deadline =
       std::chrono::steady_clock::now() +
-      std::chrono::seconds(static_cast<int64_t>(budget_s * max_deliveries_ + 300));
+      std::chrono::seconds(static_cast<int64_t>(budget_s * options_.max_deliveries + 300));
+  auto next_loss_check = std::chrono::steady_clock::now() + options_.loss_check_every;
   for (const auto& shape : task.shape_ids) {
     for (;;) {
-      ATREX_ASSIGN_OR_RETURN(auto r, stored(shape, std::chrono::milliseconds(1000)));
+      ATREX_ASSIGN_OR_RETURN(auto r, stored(task, shape, std::chrono::milliseconds(1000)));
       if (r) {
         out.push_back(std::move(*r));
         break;
       }
-      if (stop_ && stop_->load())
+      if (options_.stop && options_.stop->load())
         return make_error(ErrorCode::kUnavailable, "interrupted while waiting for an evaluation");
       // Fail fast when the task was dead-lettered (its runners kept dying).
-      ATREX_ASSIGN_OR_RETURN(auto dead, queue_.dead_letters(stream_));
-      auto it = std::find_if(dead.begin(), dead.end(), [&](const DeadLetter& d) {
-        return d.body.value("task_id", "") == task.task_id;
-      });
-      if (it != dead.end()) {
+      ATREX_ASSIGN_OR_RETURN(auto dead, dead_letter_of(task));
+      if (dead) {
         out.push_back(
             missing_record(task, shape, EvalStatus::kCrashed,
                            fmt::format("evaluation task dead-lettered after {} deliveries: {}",
-                                       it->delivery_count, it->last_error)));
+                                       dead->delivery_count, dead->last_error)));
         break;
       }
-      if (std::chrono::steady_clock::now() > deadline) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= next_loss_check) {
+        next_loss_check = now + options_.loss_check_every;
+        ATREX_ASSIGN_OR_RETURN(message_id, recover_if_lost(task, std::move(message_id)));
+      }
+      if (now > deadline) {
         out.push_back(missing_record(task, shape, EvalStatus::kTimeout,
                                      "no evaluation record arrived in time"));
         break;
@@ -120,7 +159,11 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
   }
   ATREX_ASSIGN_OR_RETURN(const ProviderFactory* factory, providers_.require(task.agent.provider));
   ATREX_ASSIGN_OR_RETURN(std::unique_ptr<Provider> provider, factory->make(task.agent));
-  QueueEvalFn eval(queue_, results_, kEvalStream, options_.max_deliveries, stop);
+  QueueEvalOptions eo;
+  eo.max_deliveries = options_.max_deliveries;
+  eo.stop = stop;
+  eo.metrics = options_.metrics;
+  QueueEvalFn eval(queue_, results_, eo);
   metrics::AgentMetrics* m = options_.metrics;
   // Every evaluation a generation asks for is the quick evaluation of a newly proposed candidate.
   const EvalFn quick = [&](const EvalTask& t) {
@@ -128,7 +171,8 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
     return eval(t);
   };
   ATREX_ASSIGN_OR_RETURN(GenerationResult gen, run_generation(task, *provider, quick, *audit));
-  if (m)
+  // No correct candidate yet: the gauge stays absent (a -1 would read as a score).
+  if (m && gen.next.best.score >= 0)
     m->best_score.Add({{"agent", task.agent.name}, {"operator", task.op}}).Set(gen.next.best.score);
   if (gen.end == GenerationEnd::kDropout) {
     spdlog::info("[{} {}] dropout after generation {}: a fresh sub-agent continues from S = {:.4f}",

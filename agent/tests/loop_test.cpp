@@ -7,6 +7,7 @@
 
 #include "atrex/agent/loop.h"
 #include "atrex/agent/worker.h"
+#include "atrex/common/metrics.h"
 #include "atrex/common/inprocess_queue.h"
 #include "atrex/common/result_store.h"
 
@@ -219,7 +220,9 @@ TEST(QueueEvalFn, DeadLetteredTaskBecomesCrashedRecords) {
       return;
     }
   });
-  QueueEvalFn eval(q, store, "eval", 1);
+  QueueEvalOptions eo;
+  eo.max_deliveries = 1;
+  QueueEvalFn eval(q, store, eo);
   auto out = eval(t);
   runner.join();
   ASSERT_TRUE(out) << out.error().message;
@@ -227,6 +230,42 @@ TEST(QueueEvalFn, DeadLetteredTaskBecomesCrashedRecords) {
   EXPECT_EQ((*out)[0].status, EvalStatus::kCrashed);
   EXPECT_NE((*out)[0].error.find("dead-lettered"), std::string::npos);
   EXPECT_NE((*out)[0].error.find("SIGKILL"), std::string::npos);
+}
+
+// A task that leaves the queue without a record (here a broken runner acks it unrun; on Redis
+// an XDEL or a deleted consumer does the same) is seen as lost at the next check and put back,
+// instead of being waited for until the deadline and recorded as a timeout.
+TEST(QueueEvalFn, TaskGoneWithoutARecordIsPutBackAndCounted) {
+  InProcessQueue q;
+  MemoryResultStore store;
+  prometheus::Registry registry;
+  metrics::AgentMetrics m(registry);
+  EvalTask t;
+  t.task_id = "lost";
+  t.operator_name = "rms_norm";
+  t.shape_ids = {"0"};
+  std::thread runners([&] {
+    auto first = q.claim("eval", "broken", 1, std::chrono::milliseconds(5000));
+    if (!first || first->empty()) return;
+    (void)q.ack(first->front());  // test runner: acks without storing anything
+    auto second = q.claim("eval", "honest", 1, std::chrono::milliseconds(5000));
+    if (!second || second->empty()) return;
+    EvalRecord r = new_eval_record(t, "0");
+    r.status = EvalStatus::kOk;
+    (void)store.put(record_key("lost", "0"), to_json(r));
+    (void)q.ack(second->front());
+  });
+  QueueEvalOptions eo;
+  eo.loss_check_every = std::chrono::milliseconds(50);
+  eo.metrics = &m;
+  QueueEvalFn eval(q, store, eo);
+  auto out = eval(t);
+  runners.join();
+  ASSERT_TRUE(out) << out.error().message;
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].status, EvalStatus::kOk);
+  EXPECT_EQ(q.stats("eval")->lost_total, 1);
+  EXPECT_EQ(m.eval_tasks_lost.Value(), 1);
 }
 
 }  // namespace

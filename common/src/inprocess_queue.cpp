@@ -184,7 +184,36 @@ Result<QueueStats> InProcessQueue::stats(std::string_view stream) {
   st.dead = static_cast<int64_t>(s.dead.size());
   st.enqueued_total = s.enqueued_total;
   st.acked_total = s.acked_total;
+  st.lost_total = s.lost_total;
   return st;
+}
+
+Result<MessageState> InProcessQueue::state(std::string_view stream, std::string_view message_id) {
+  std::lock_guard lock(mu_);
+  Stream& s = stream_locked(stream);
+  reclaim_expired_locked(s);
+  if (s.pending.count(std::string(message_id))) return MessageState::kQueued;
+  for (const auto& m : s.ready) {
+    if (m.id == message_id) return MessageState::kQueued;
+  }
+  return MessageState::kGone;
+}
+
+Result<std::string> InProcessQueue::requeue_lost(std::string_view stream,
+                                                 std::string_view message_id, const Json& body) {
+  std::string id;
+  {
+    std::lock_guard lock(mu_);
+    Stream& s = stream_locked(stream);
+    s.pending.erase(std::string(message_id));
+    std::erase_if(s.ready, [&](const Message& m) { return m.id == message_id; });
+    id = fmt::format("{}-0", s.next_id++);
+    s.ready.push_back(Message{id, body, 0, {}});
+    ++s.enqueued_total;
+    ++s.lost_total;
+  }
+  cv_.notify_all();
+  return id;
 }
 
 }  // namespace atrex

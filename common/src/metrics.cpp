@@ -80,10 +80,15 @@ const std::vector<MetricSpec>& catalogue() {
       {"atrex_agent_best_score_ratio",
        Type::kGauge,
        "Best quick S_i (median S_j over the quick shapes) of (agent, operator) at the end of this "
-       "worker's last "
-       "generation of it",
+       "worker's last generation of it; absent while the pair has no correct candidate",
        {"agent", "operator"},
        "ratio"},
+      {"atrex_agent_eval_tasks_lost_total",
+       Type::kCounter,
+       "Evaluation tasks this worker found lost from the queue (deleted, trimmed or stranded "
+       "without a result) and put back",
+       {},
+       "tasks"},
       // sweep (scheduler: `atrex sweep run`, `atrex sweep wait`)
       {"atrex_sweep_operators_done",
        Type::kGauge,
@@ -103,9 +108,28 @@ const std::vector<MetricSpec>& catalogue() {
        "tasks"},
       {"atrex_sweep_s_agg_ratio",
        Type::kGauge,
-       "S_agg = sum_i w_i S_i of the written report, by agent",
+       "S_agg = sum_i w_i S_i by agent: over the final evaluations stored so far while the sweep "
+       "runs (operators not yet final count 0), from the written report at its end",
        {"agent"},
        "ratio"},
+      {"atrex_sweep_queue_lost_tasks",
+       Type::kGauge,
+       "Tasks found lost from the sweep's queues and put back since each stream was created "
+       "(QueueStats::lost_total), by queue",
+       {"queue"},
+       "tasks"},
+      {"atrex_sweep_queue_vanished_tasks",
+       Type::kGauge,
+       "Leases whose queue entry was deleted under them, seen by XAUTOCLAIM "
+       "(QueueStats::vanished_total), by queue",
+       {"queue"},
+       "tasks"},
+      {"atrex_sweep_agent_tasks_lost_total",
+       Type::kCounter,
+       "Agent tasks the sweep follower found lost (no final marker, nothing in flight) and put "
+       "back",
+       {},
+       "tasks"},
   };
   return table;
 }
@@ -168,13 +192,17 @@ RunnerMetrics::RunnerMetrics(prometheus::Registry& r)
 AgentMetrics::AgentMetrics(prometheus::Registry& r)
     : tasks(counter_family(r, "atrex_agent_tasks_total")),
       candidates(counter_family(r, "atrex_agent_candidates_total")),
-      best_score(gauge_family(r, "atrex_agent_best_score_ratio")) {}
+      best_score(gauge_family(r, "atrex_agent_best_score_ratio")),
+      eval_tasks_lost(counter_family(r, "atrex_agent_eval_tasks_lost_total").Add({})) {}
 
 SweepMetrics::SweepMetrics(prometheus::Registry& r)
     : operators_done(gauge_family(r, "atrex_sweep_operators_done").Add({})),
       operators_planned(gauge_family(r, "atrex_sweep_operators_planned").Add({})),
       queue_tasks(gauge_family(r, "atrex_sweep_queue_tasks")),
-      s_agg(gauge_family(r, "atrex_sweep_s_agg_ratio")) {}
+      s_agg(gauge_family(r, "atrex_sweep_s_agg_ratio")),
+      queue_lost(gauge_family(r, "atrex_sweep_queue_lost_tasks")),
+      queue_vanished(gauge_family(r, "atrex_sweep_queue_vanished_tasks")),
+      agent_tasks_lost(counter_family(r, "atrex_sweep_agent_tasks_lost_total").Add({})) {}
 
 void SweepMetrics::set_queue(const std::string& queue, int64_t queued, int64_t leased,
                              int64_t dead) {

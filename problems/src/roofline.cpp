@@ -42,10 +42,18 @@ Result<RooflineTime> roofline_time(const RooflineCounts& counts, const HardwareP
   return t;
 }
 
-ShapeScore score_shape(double t_roofline, double t_candidate) {
-  if (!(t_candidate > 0)) return ShapeScore{0.0, true};
-  const double ratio = t_roofline / t_candidate;
-  return ShapeScore{std::min(1.0, ratio), ratio > 1.0};
+ShapeScore score_shape(double t_roofline, double t_median, double t_slow, double margin) {
+  ShapeScore s;
+  if (!(t_median > 0)) {
+    s.above_roofline = true;
+    return s;
+  }
+  s.ratio = t_roofline / t_median;
+  s.s_j = std::min(1.0, s.ratio);
+  s.above_roofline = s.ratio > 1.0;
+  const double slow = std::max(t_slow, t_median);
+  s.impossible = t_roofline / slow > 1.0 + margin;
+  return s;
 }
 
 Result<RooflineCounts> roofline_counts(const Suite& suite, const std::string& op,

@@ -67,13 +67,26 @@ TEST(Roofline, MemoryAndComputeBound) {
   EXPECT_EQ(t->bound, "compute");
 }
 
-TEST(ShapeScore, CappedAtOneAndFlagged) {
+TEST(ShapeScore, CappedAtOneAndFlaggedWithinTheMargin) {
   EXPECT_DOUBLE_EQ(score_shape(2.0, 8.0).s_j, 0.25);
   EXPECT_FALSE(score_shape(2.0, 8.0).above_roofline);
-  auto fast = score_shape(2.0, 1.0);
-  EXPECT_DOUBLE_EQ(fast.s_j, 1.0);
-  EXPECT_TRUE(fast.above_roofline);
+  auto near = score_shape(2.0, 1.8);  // 11% above: a profile a little under the real ceiling
+  EXPECT_DOUBLE_EQ(near.s_j, 1.0);
+  EXPECT_TRUE(near.above_roofline);
+  EXPECT_FALSE(near.impossible);
   EXPECT_DOUBLE_EQ(score_shape(2.0, 0.0).s_j, 0.0);
+}
+
+// Issue 14 item 6: a candidate that slowed the child's clock 100x was timed far under the
+// roofline and got S_i = 1. Beyond the margin it is a verdict, judged at the slower quartile so
+// that a few fast samples of an honest kernel do not condemn it.
+TEST(ShapeScore, FarAboveTheRooflineIsImpossibleJudgedAtTheSlowerQuartile) {
+  auto bent = score_shape(342.0, 10.8, 11.0);
+  EXPECT_TRUE(bent.impossible);
+  EXPECT_NEAR(bent.ratio, 31.67, 0.01);
+  EXPECT_FALSE(score_shape(2.0, 1.0, 1.9).impossible) << "the 75th percentile is within 25%";
+  EXPECT_TRUE(score_shape(2.0, 1.0, 1.5).impossible);
+  EXPECT_TRUE(score_shape(2.0, 1.0).impossible) << "no quartile: the median decides";
 }
 
 }  // namespace

@@ -73,9 +73,22 @@ void Evaluator::finish_record(EvalRecord& r, const EvalSettings& settings,
   }
   r.t_roofline_us = t->roofline_s * 1e6;
   if (r.status == EvalStatus::kOk && r.timing && r.timing->n > 0) {
-    auto s = problems::score_shape(r.t_roofline_us, r.timing->time_us_median);
-    r.s_j = s.s_j;
+    auto s = problems::score_shape(r.t_roofline_us, r.timing->time_us_median,
+                                   r.timing->time_us_p75);
     r.above_roofline = s.above_roofline;
+    if (s.impossible) {
+      // A verdict, not a capped score: S_j stays absent, so it never reaches S_i or S_agg.
+      r.status = EvalStatus::kRejected;
+      r.error = fmt::format(
+          "impossible speed: {:.3g} us median ({:.3g} us at the 75th percentile) against "
+          "T_roofline {:.3g} us on {}, {:.2f}x the roofline, beyond the {:.0f}% a profile may be "
+          "off: the timing was bent or the work skipped (or the profile is wrong: `atrex "
+          "hardware measure`)",
+          r.timing->time_us_median, r.timing->time_us_p75, r.t_roofline_us,
+          options_.hardware.name, s.ratio, problems::kImpossibleSpeedMargin * 100);
+      return;
+    }
+    r.s_j = s.s_j;
   }
 }
 

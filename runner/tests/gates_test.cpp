@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -43,7 +44,7 @@ class GatesTest : public ::testing::Test {
   EvaluatorOptions options() {
     EvaluatorOptions o;
     o.suite = suite_;
-    o.hardware = *hardware_;
+    o.hardware = hardware_override_ ? *hardware_override_ : *hardware_;
     o.cache_dir = *cache_;
     o.include_dir = ATREX_TEST_INCLUDE_DIR;
     o.child_dir = ATREX_TEST_BIN_DIR;
@@ -77,6 +78,7 @@ class GatesTest : public ::testing::Test {
   }
 
   SandboxMode sandbox_ = SandboxMode::kBwrap;
+  std::optional<problems::HardwareProfile> hardware_override_;
   static problems::Suite* suite_;
   static problems::HardwareProfile* hardware_;
   static fs::path* cache_;
@@ -250,6 +252,28 @@ TEST_F(GatesTest, KernelThatNeverWritesItsOutputIsRejected) {
   auto recs = evaluate("rms_norm_no_write.cpp", {"15"});
   EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult);
   EXPECT_NE(recs[0].error.find("non-finite"), std::string::npos) << recs[0].error;
+}
+
+// S_j far above 1 cannot be a measurement (issue 14: a candidate that slowed the child's clock
+// 100x got S_i = 1 from capped S_j). Seen from the evaluator, a bent clock and a profile whose
+// ceilings are far too low look the same: an honest kernel measured far under T_roofline. It is
+// `rejected` with no S_j (never capped into S_i); against a sane profile the same kernel is ok.
+TEST_F(GatesTest, TimeFarUnderTheRooflineIsRejectedAsImpossibleNotCapped) {
+  problems::HardwareProfile slow = *hardware_;
+  slow.name = "slow-test-profile";
+  slow.hbm_bytes_per_s = 1e6;  // 1 MB/s: T_roofline of shape 15 is seconds
+  for (auto& [path, flops] : slow.p_peak_flops_per_s) flops = 1e6;
+  hardware_override_ = slow;
+  auto recs = evaluate("rms_norm_correct.cpp", {"15"});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("impossible speed"), std::string::npos) << recs[0].error;
+  EXPECT_FALSE(recs[0].s_j.has_value());
+  hardware_override_.reset();
+  auto honest = evaluate("rms_norm_correct.cpp", {"15"});
+  ASSERT_EQ(honest.size(), 1u);
+  EXPECT_EQ(honest[0].status, EvalStatus::kOk) << honest[0].error;
+  EXPECT_TRUE(honest[0].s_j.has_value());
 }
 
 TEST_F(GatesTest, KernelThatStopsWorkingWhenTimedIsRejected) {

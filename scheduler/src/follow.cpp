@@ -13,19 +13,44 @@ namespace atrex::scheduler {
 namespace {
 
 // The sweep's gauges from its queues and final markers. A queue that cannot be read now leaves
-// the gauges as they were (they are observations, not results).
-void observe(metrics::SweepMetrics* sm, TaskQueue& queue, int done, int total) {
-  if (!sm) return;
-  sm->operators_done.Set(done);
-  sm->operators_planned.Set(total);
+// the gauges as they were (they are observations, not results). Returns the leases held.
+int64_t observe(metrics::SweepMetrics* sm, TaskQueue& queue, int done, int total) {
+  int64_t leased = 0;
+  if (sm) {
+    sm->operators_done.Set(done);
+    sm->operators_planned.Set(total);
+  }
   for (const char* stream : kAllStreams) {
     auto s = queue.stats(stream);
     if (!s) {
       spdlog::warn("sweep metrics: {}", s.error().message);
       continue;
     }
+    leased += s->leased;
+    if (!sm) continue;
     sm->set_queue(stream, s->ready, s->leased, s->dead);
+    sm->queue_lost.Add({{"queue", stream}}).Set(static_cast<double>(s->lost_total));
+    sm->queue_vanished.Add({{"queue", stream}}).Set(static_cast<double>(s->vanished_total));
   }
+  return leased;
+}
+
+// S_agg per agent over the final evaluations stored so far.
+void observe_scores(const Manifest& sweep, ResultStore& store, const FollowOptions& o) {
+  if (!o.metrics || !o.suite) return;
+  auto report = scoring::reduce(sweep, store, *o.suite, utc_timestamp_now());
+  if (!report) {
+    spdlog::warn("sweep metrics: S_agg so far: {}", report.error().message);
+    return;
+  }
+  for (const auto& a : report->agents) o.metrics->s_agg.Add({{"agent", a.agent}}).Set(a.s_agg);
+}
+
+// Waits (up to o.drain) for the leases still held once every marker is there, then observes.
+void drain_leases(const FollowOptions& o, TaskQueue& queue, const FollowResult& r) {
+  const auto until = std::chrono::steady_clock::now() + o.drain;
+  while (observe(o.metrics, queue, r.done, r.total) > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::min(o.poll, std::chrono::milliseconds(100)));
 }
 
 }  // namespace
@@ -35,12 +60,20 @@ Result<FollowResult> follow_sweep(const Manifest& sweep, TaskQueue& queue, Resul
   FollowResult r;
   r.total = static_cast<int>(sweep.agents.size() * sweep.operators.size());
   std::set<std::string> seen;
+  std::set<std::string> suspects;  // pairs missing at the last loss check
   const auto t0 = std::chrono::steady_clock::now();
   auto last_line = t0;
+  auto next_loss_check = t0 + o.loss_check_every;
+  int scored = -1;
   for (;;) {
     ATREX_ASSIGN_OR_RETURN(r.done, count_finals(sweep, store, seen, o.say));
     observe(o.metrics, queue, r.done, r.total);
+    if (r.done != scored) {
+      scored = r.done;
+      observe_scores(sweep, store, o);
+    }
     if (r.done == r.total) {
+      drain_leases(o, queue, r);
       r.end = FollowEnd::kDone;
       return r;
     }
@@ -53,6 +86,12 @@ Result<FollowResult> follow_sweep(const Manifest& sweep, TaskQueue& queue, Resul
     if (o.deadline && now > *o.deadline) {
       r.end = FollowEnd::kTimedOut;
       return r;
+    }
+    if (o.loss_check_every.count() > 0 && now >= next_loss_check) {
+      next_loss_check = now + o.loss_check_every;
+      ATREX_ASSIGN_OR_RETURN(int lost,
+                             requeue_lost_agent_tasks(sweep, queue, store, suspects, o.say));
+      if (o.metrics && lost > 0) o.metrics->agent_tasks_lost.Increment(lost);
     }
     if (o.progress_line && o.say && now - last_line > o.progress_every) {
       last_line = now;

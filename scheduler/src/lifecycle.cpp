@@ -138,7 +138,9 @@ Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeou
                                 metrics::SweepMetrics* sm, const ClusterEnv& env) {
   ATREX_ASSIGN_OR_RETURN(Manifest m, read_cluster_manifest(dir));
   ATREX_ASSIGN_OR_RETURN(Connected c, connect(m, env));
+  ATREX_ASSIGN_OR_RETURN(problems::Suite suite, problems::load_suite_or_bundled(m.suite));
   FollowOptions fo;
+  fo.suite = &suite;
   fo.deadline = std::chrono::steady_clock::now() + timeout;
   fo.stop = stop;
   fo.metrics = sm;
@@ -154,7 +156,6 @@ Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeou
   ATREX_ASSIGN_OR_RETURN(auto entries, c.host->results().entries());
   ATREX_ASSIGN_OR_RETURN(auto local, MemoryResultStore::open_jsonl(dir / "results.jsonl"));
   for (const auto& [key, record] : entries) ATREX_TRY(local->put(key, record));
-  ATREX_ASSIGN_OR_RETURN(problems::Suite suite, problems::load_suite_or_bundled(m.suite));
   m.output = dir.string();
   ATREX_ASSIGN_OR_RETURN(SweepOutcome out,
                          finish_sweep(m, *local, &c.host->queue(), suite, sm, say));

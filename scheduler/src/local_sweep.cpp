@@ -81,6 +81,7 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   fo.poll = std::chrono::milliseconds(200);
   fo.stop = options.stop;
   fo.metrics = sm ? &*sm : nullptr;
+  fo.suite = &sweep.suite;
   fo.say = say;
   const auto t0 = std::chrono::steady_clock::now();
   fo.progress_line = [&](int done, int total) {

@@ -1,5 +1,7 @@
 #include "atrex/scheduler/reconcile.h"
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "atrex/agent/audit_trail.h"
@@ -75,8 +77,8 @@ Result<AgentTask> agent_task_for(const Manifest& sweep, const AgentSpec& a, cons
   return t;
 }
 
-Result<int> enqueue_missing(const Manifest& sweep, TaskQueue& queue, ResultStore& store,
-                            const ProgressFn& say) {
+Result<std::set<std::string>> missing_agent_tasks(const Manifest& sweep, TaskQueue& queue,
+                                                  ResultStore& store) {
   // A dead-lettered agent task is finished (it failed max_deliveries times), not missing:
   // without its `error` marker a resume would enqueue it again, and again after each death.
   ATREX_TRY(finalize_dead_agent_tasks(queue, store));
@@ -87,22 +89,61 @@ Result<int> enqueue_missing(const Manifest& sweep, TaskQueue& queue, ResultStore
     const auto s = scoring::summarize_dead_letter(kAgentStream, DeadLetter{"", body, 0, ""});
     busy.insert(s.agent + "/" + s.op);
   }
+  std::set<std::string> missing;
+  for (const auto& a : sweep.agents) {
+    for (const auto& op : sweep.operators) {
+      const std::string pair = a.name + "/" + op.name;
+      if (busy.count(pair)) continue;
+      ATREX_ASSIGN_OR_RETURN(auto done, store.get(final_key(a.name, op.name)));
+      if (!done) missing.insert(pair);
+    }
+  }
+  return missing;
+}
+
+namespace {
+
+// Enqueues the agent task of every pair in `pairs` from its audit trail.
+Result<int> enqueue_pairs(const Manifest& sweep, TaskQueue& queue,
+                          const std::set<std::string>& pairs, const ProgressFn& say,
+                          const char* verb) {
   int enqueued = 0;
   for (const auto& a : sweep.agents) {
     for (const auto& op : sweep.operators) {
-      ATREX_ASSIGN_OR_RETURN(auto done, store.get(final_key(a.name, op.name)));
-      if (done || busy.count(a.name + "/" + op.name)) continue;
+      if (!pairs.count(a.name + "/" + op.name)) continue;
       ATREX_ASSIGN_OR_RETURN(AgentTask t,
                              agent_task_for(sweep, a, op, fs::path(sweep.output) / "audit"));
-      if (t.iterations_used > 0 && say) {
-        say(fmt::format("resuming {} / {} at generation {}, {} iterations done", a.name, op.name,
-                        t.generation, t.iterations_used));
+      if (say && (t.iterations_used > 0 || std::string_view(verb) != "resuming")) {
+        say(fmt::format("{} {} / {} at generation {}, {} iterations done", verb, a.name,
+                        op.name, t.generation, t.iterations_used));
       }
       ATREX_TRY(queue.enqueue(kAgentStream, to_json(t)));
       ++enqueued;
     }
   }
   return enqueued;
+}
+
+}  // namespace
+
+Result<int> enqueue_missing(const Manifest& sweep, TaskQueue& queue, ResultStore& store,
+                            const ProgressFn& say) {
+  ATREX_ASSIGN_OR_RETURN(auto missing, missing_agent_tasks(sweep, queue, store));
+  return enqueue_pairs(sweep, queue, missing, say, "resuming");
+}
+
+Result<int> requeue_lost_agent_tasks(const Manifest& sweep, TaskQueue& queue, ResultStore& store,
+                                     std::set<std::string>& suspects, const ProgressFn& say) {
+  ATREX_ASSIGN_OR_RETURN(auto missing, missing_agent_tasks(sweep, queue, store));
+  std::set<std::string> lost;
+  for (const auto& p : missing) {
+    if (suspects.count(p)) lost.insert(p);
+  }
+  suspects.clear();
+  for (const auto& p : missing) {
+    if (!lost.count(p)) suspects.insert(p);
+  }
+  return enqueue_pairs(sweep, queue, lost, say, "lost from the queue, re-enqueued:");
 }
 
 Result<void> finalize_dead_agent_tasks(TaskQueue& queue, ResultStore& store) {

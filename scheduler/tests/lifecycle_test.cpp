@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include "atrex/common/result_store.h"
 #include "atrex/common/wire/final_marker.h"
 #include "atrex/common/wire/keys.h"
+#include "atrex/scheduler/follow.h"
 #include "atrex/scheduler/lifecycle.h"
 
 namespace atrex::scheduler {
@@ -204,6 +206,68 @@ TEST_F(LifecycleTest, WaitEndsWhenEveryPairHasAMarkerAndReportsTheDeadLetters) {
   EXPECT_EQ((*report)["dead_letters"][0]["kind"], "agent");
   EXPECT_EQ(read_manifest_file(dir_)->status, SweepStatus::kComplete);
   EXPECT_TRUE(fs::exists(dir_ / "results.jsonl"));
+}
+
+// An agent task removed from the queue behind its back (here acked by a broken worker without
+// a final marker; XDEL or a deleted consumer on Redis look the same) is found missing at two
+// loss checks in a row and enqueued again, counted; pairs still in flight are left alone.
+TEST_F(LifecycleTest, FollowPutsBackAnAgentTaskLostFromTheQueue) {
+  ASSERT_TRUE(submit_sweep(*sweep_, options_, nullptr, env_));
+  auto lease = host_->queue.claim(kAgentStream, "broken", 1, std::chrono::milliseconds(0));
+  ASSERT_TRUE(lease && lease->size() == 1u);
+  ASSERT_TRUE(*host_->queue.ack(lease->front()));
+  ASSERT_EQ(host_->queue.stats(kAgentStream)->ready, 3);
+  prometheus::Registry registry;
+  metrics::SweepMetrics sm(registry);
+  auto m = read_manifest_file(dir_);
+  ASSERT_TRUE(m);
+  FollowOptions fo;
+  fo.poll = std::chrono::milliseconds(5);
+  fo.loss_check_every = std::chrono::milliseconds(1);
+  fo.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  fo.metrics = &sm;
+  auto r = follow_sweep(*m, host_->queue, host_->results, fo);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->end, FollowEnd::kTimedOut);
+  EXPECT_EQ(host_->queue.stats(kAgentStream)->ready, 4) << "the lost one is back, once";
+  EXPECT_EQ(sm.agent_tasks_lost.Value(), 1);
+}
+
+// The gauges a dashboard reads: S_agg moves while the sweep runs (not only at its end), and the
+// leased count returns to 0 at the end although the last worker acks after writing its marker.
+TEST_F(LifecycleTest, FollowSetsSaggWhileRunningAndEndsWithNoLeaseCounted) {
+  ASSERT_TRUE(submit_sweep(*sweep_, options_, nullptr, env_));
+  auto suite = problems::load_suite_or_bundled(ATREX_TEST_SUITE_DIR);
+  ASSERT_TRUE(suite) << suite.error().message;
+  auto m = read_manifest_file(dir_);
+  ASSERT_TRUE(m);
+  prometheus::Registry registry;
+  metrics::SweepMetrics sm(registry);
+  FollowOptions fo;
+  fo.poll = std::chrono::milliseconds(5);
+  fo.metrics = &sm;
+  fo.suite = &*suite;
+  finish("a", "rms_norm");
+  fo.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  auto running = follow_sweep(*m, host_->queue, host_->results, fo);
+  ASSERT_TRUE(running && running->end == FollowEnd::kTimedOut);
+  ASSERT_TRUE(sm.s_agg.Has({{"agent", "a"}})) << "set while the sweep runs";
+  EXPECT_EQ(sm.s_agg.Add({{"agent", "a"}}).Value(), 0.0) << "nothing correct yet";
+  // Every pair done; one worker still holds its lease and acks it 100 ms later.
+  auto lease = host_->queue.claim(kAgentStream, "w", 1, std::chrono::milliseconds(0));
+  ASSERT_TRUE(lease && lease->size() == 1u);
+  finish("a", "l2_norm");
+  finish("b", "rms_norm");
+  finish("b", "l2_norm");
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (void)host_->queue.ack(lease->front());  // test: a failed ack shows as a leased gauge of 1
+  });
+  fo.deadline.reset();
+  auto done = follow_sweep(*m, host_->queue, host_->results, fo);
+  late.join();
+  ASSERT_TRUE(done && done->end == FollowEnd::kDone);
+  EXPECT_EQ(sm.queue_tasks.Add({{"queue", "agent"}, {"state", "leased"}}).Value(), 0.0);
 }
 
 TEST_F(LifecycleTest, WaitTimesOutWithWhatIsDone) {

@@ -52,6 +52,18 @@ const Script& reclaim_script() {
   static const Script s(kReclaim);
   return s;
 }
+const Script& state_script() {
+  static const Script s(kState);
+  return s;
+}
+const Script& in_flight_script() {
+  static const Script s(kInFlight);
+  return s;
+}
+const Script& requeue_lost_script() {
+  static const Script s(kRequeueLost);
+  return s;
+}
 const Script& ack_script() {
   static const Script s(std::string(kOwnerCheck) + kAckTail);
   return s;
@@ -158,7 +170,7 @@ Result<std::vector<Lease>> RedisQueue::reclaim(std::string_view stream, std::str
   ATREX_ASSIGN_OR_RETURN(
       RedisValue v,
       run_script(*conn, reclaim_script(),
-                 {key("q", stream), key("dlq", stream), key("err", stream)},
+                 {key("q", stream), key("dlq", stream), key("err", stream), key("cnt", stream)},
                  {kGroup, std::string(consumer), std::to_string(options_.lease_timeout.count()),
                   std::to_string(max_count), std::to_string(options_.max_deliveries)}));
   std::vector<Lease> out;
@@ -322,18 +334,40 @@ Result<std::vector<DeadLetter>> RedisQueue::dead_letters(std::string_view stream
 }
 
 Result<std::vector<Json>> RedisQueue::in_flight(std::string_view stream) {
-  // Acked entries are deleted (XDEL) and dead letters moved out, so the stream holds exactly
-  // the ready and leased messages.
+  // Acked entries are deleted (XDEL) and dead letters moved out; what is left is ready, leased
+  // or stranded, and the script leaves the stranded out.
+  ATREX_TRY(ensure_group(stream));
   ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
-  ATREX_ASSIGN_OR_RETURN(RedisValue v, conn->command({"XRANGE", key("q", stream), "-", "+"}));
+  ATREX_ASSIGN_OR_RETURN(RedisValue v,
+                         run_script(*conn, in_flight_script(), {key("q", stream)}, {kGroup}));
   std::vector<Json> out;
-  for (const auto& entry : v.elements) {
-    if (entry.elements.size() < 2 || entry.elements[1].elements.size() < 2) continue;
-    ATREX_ASSIGN_OR_RETURN(Json body,
-                           parse_body(entry.elements[1].elements[1].str, key("q", stream)));
-    out.push_back(std::move(body));
+  out.reserve(v.elements.size());
+  for (const auto& body : v.elements) {
+    ATREX_ASSIGN_OR_RETURN(Json j, parse_body(body.str, key("q", stream)));
+    out.push_back(std::move(j));
   }
   return out;
+}
+
+Result<MessageState> RedisQueue::state(std::string_view stream, std::string_view message_id) {
+  ATREX_TRY(ensure_group(stream));
+  ATREX_ASSIGN_OR_RETURN(int64_t r, eval(pool_, state_script(), {key("q", stream)},
+                                         {kGroup, std::string(message_id)}));
+  if (r == 1) return MessageState::kQueued;
+  if (r == 2) return MessageState::kStranded;
+  return MessageState::kGone;
+}
+
+Result<std::string> RedisQueue::requeue_lost(std::string_view stream, std::string_view message_id,
+                                             const Json& body) {
+  ATREX_TRY(ensure_group(stream));
+  ATREX_ASSIGN_OR_RETURN(auto conn, pool_.acquire());
+  ATREX_ASSIGN_OR_RETURN(
+      RedisValue v,
+      run_script(*conn, requeue_lost_script(),
+                 {key("q", stream), key("cnt", stream), key("err", stream)},
+                 {kGroup, std::string(message_id), body.dump()}));
+  return v.str;
 }
 
 Result<QueueStats> RedisQueue::stats(std::string_view stream) {
@@ -359,11 +393,16 @@ Result<QueueStats> RedisQueue::stats(std::string_view stream) {
   ATREX_ASSIGN_OR_RETURN(RedisValue dead, conn->command({"XLEN", key("dlq", stream)}));
   st.dead = dead.integer;
   ATREX_ASSIGN_OR_RETURN(RedisValue cnt,
-                         conn->command({"HMGET", key("cnt", stream), "enqueued", "acked"}));
-  if (cnt.elements.size() == 2) {
-    st.enqueued_total = cnt.elements[0].is_nil() ? 0 : std::stoll(cnt.elements[0].str);
-    st.acked_total = cnt.elements[1].is_nil() ? 0 : std::stoll(cnt.elements[1].str);
-  }
+                         conn->command({"HMGET", key("cnt", stream), "enqueued", "acked",
+                                        "lost", "vanished"}));
+  const auto count = [&](size_t i) -> int64_t {
+    if (cnt.elements.size() <= i || cnt.elements[i].is_nil()) return 0;
+    return std::stoll(cnt.elements[i].str);
+  };
+  st.enqueued_total = count(0);
+  st.acked_total = count(1);
+  st.lost_total = count(2);
+  st.vanished_total = count(3);
   return st;
 }
 

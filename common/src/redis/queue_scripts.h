@@ -44,11 +44,18 @@ redis.call('HINCRBY', KEYS[2], 'acked', #ids)
 return #ids
 )lua";
 
-// KEYS: stream, dlq, errors. ARGV: group, consumer, min_idle_ms, count, max_deliveries.
-// Claims leases idle longer than the lease timeout; those past their deliveries become dead
-// letters. Returns {id, body, deliveries} triples.
+// KEYS: stream, dlq, errors, counters. ARGV: group, consumer, min_idle_ms, count,
+// max_deliveries. Claims leases idle longer than the lease timeout; those past their deliveries
+// become dead letters. Leases whose entry was deleted behind the queue's back are dropped from
+// the pending list by XAUTOCLAIM itself (Redis >= 7.0 lists them as its third reply element):
+// they are counted as `vanished` (their owner re-enqueues them, see kRequeueLost). Returns
+// {id, body, deliveries} triples.
 constexpr const char* kReclaim = R"lua(
 local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], '0-0', 'COUNT', ARGV[4])
+if r[3] and #r[3] > 0 then
+  redis.call('HINCRBY', KEYS[4], 'vanished', #r[3])
+  redis.call('HDEL', KEYS[3], unpack(r[3]))
+end
 local out = {}
 for _, e in ipairs(r[2]) do
   local id = e[1]
@@ -108,5 +115,64 @@ else
 end
 return 1
 )lua";
+
+// Stream id order ("ms-seq", both parts numeric; ms fits a Lua double exactly).
+#define ATREX_LUA_ID_LE \
+  "local function id_le(a, b)\n" \
+  "  local am, as = string.match(a, '(%d+)-(%d+)')\n" \
+  "  local bm, bs = string.match(b, '(%d+)-(%d+)')\n" \
+  "  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)\n" \
+  "  return am < bm or (am == bm and as <= bs)\n" \
+  "end\n" \
+  "local function last_delivered(stream, group)\n" \
+  "  for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do\n" \
+  "    local name, last\n" \
+  "    for i = 1, #g, 2 do\n" \
+  "      if g[i] == 'name' then name = g[i + 1] end\n" \
+  "      if g[i] == 'last-delivered-id' then last = g[i + 1] end\n" \
+  "    end\n" \
+  "    if name == group then return last end\n" \
+  "  end\n" \
+  "  return '0-0'\n" \
+  "end\n"
+
+// KEYS: stream. ARGV: group, id. 1 = queued (pending, or not yet delivered to the group),
+// 0 = gone (no entry: acked, dead-lettered or deleted), 2 = stranded (an entry that was
+// delivered but is pending for nobody: its consumer was deleted).
+constexpr const char* kState = ATREX_LUA_ID_LE R"lua(
+if #redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2]) == 0 then return 0 end
+if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) > 0 then return 1 end
+if id_le(ARGV[2], last_delivered(KEYS[1], ARGV[1])) then return 2 end
+return 1
+)lua";
+
+// KEYS: stream. ARGV: group. The bodies a claim can still deliver, in id order: entries
+// pending for a consumer, or after the group's last-delivered id (a stranded entry is neither).
+constexpr const char* kInFlight = ATREX_LUA_ID_LE R"lua(
+local last = last_delivered(KEYS[1], ARGV[1])
+local pending = {}
+for _, p in ipairs(redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 2147483647)) do
+  pending[p[1]] = true
+end
+local out = {}
+for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do
+  if #e[2] >= 2 and (pending[e[1]] or not id_le(e[1], last)) then out[#out + 1] = e[2][2] end
+end
+return out
+)lua";
+
+// KEYS: stream, counters, errors. ARGV: group, id, body. Removes what is left of message `id`
+// (its pending entry, its stream entry, its last error) and appends `body` as a new message.
+constexpr const char* kRequeueLost = R"lua(
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+redis.call('HDEL', KEYS[3], ARGV[2])
+local id = redis.call('XADD', KEYS[1], '*', 'body', ARGV[3])
+redis.call('HINCRBY', KEYS[2], 'enqueued', 1)
+redis.call('HINCRBY', KEYS[2], 'lost', 1)
+return id
+)lua";
+
+#undef ATREX_LUA_ID_LE
 
 }  // namespace atrex::redis_queue_scripts

@@ -2,8 +2,9 @@
 // measure` and `atrex bench timing` (so the `atrex` binary never creates a GPU context). Prints
 // one JSON object on stdout.
 //
-//   --measure [--device N]   copy bandwidth (cudaMemcpyAsync device-to-device, bytes read +
-//                            written, best of several rounds over 2 GiB) and dense matrix rate per
+//   --measure [--device N]   memory ceiling (best of cudaMemcpy and read+write, read-only and
+//                            write-only kernels over 1-2 GiB: memory_ceiling()) and
+//                            dense matrix rate per
 //                            dtype path through cuBLASLt (bf16, fp16, fp8 e4m3, tf32, fp32), TN
 //                            layout, random operands, best of several rounds. Schema
 //                            atrex.gpu-measure/1.
@@ -31,6 +32,7 @@
 #include "atrex/common/error.h"
 #include "atrex/common/sample_stats.h"
 #include "atrex/problems/cuda_status.h"
+#include "bandwidth_bench.h"
 #include "cuda_timer.h"
 #include "cupti_trace.h"
 #include "nvml_clocks.h"
@@ -66,13 +68,6 @@ __global__ void fill_uniform(T* p, size_t n, unsigned seed) {
 
 __global__ void empty_kernel() {}
 
-__global__ void copy_kernel(const int4* __restrict__ src, int4* __restrict__ dst, size_t n) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    dst[i] = src[i];
-  }
-}
-
 struct Device {
   int index = 0;
   cudaDeviceProp prop{};
@@ -98,35 +93,6 @@ Json device_json(const Device& d) {
               {"l2_bytes", d.prop.l2CacheSize},
               {"memory_bytes", d.prop.totalGlobalMem},
               {"pci_bus_id", d.bus_id}};
-}
-
-// Device-to-device copy bandwidth in bytes/s (read + write), best of `rounds`.
-Result<double> copy_bandwidth(size_t bytes, int rounds) {
-  void *a = nullptr, *b = nullptr;
-  ATREX_TRY(check(cudaMalloc(&a, bytes), "cudaMalloc"));
-  ATREX_TRY(check(cudaMalloc(&b, bytes), "cudaMalloc"));
-  ATREX_TRY(check(cudaMemset(a, 1, bytes), "cudaMemset"));
-  cudaEvent_t s, e;
-  ATREX_TRY(check(cudaEventCreate(&s), "event"));
-  ATREX_TRY(check(cudaEventCreate(&e), "event"));
-  double best = 0;
-  for (int r = 0; r < rounds + 1; ++r) {
-    ATREX_TRY(check(cudaEventRecord(s), "record"));
-    for (int i = 0; i < 5; ++i)
-      ATREX_TRY(check(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice), "copy"));
-    ATREX_TRY(check(cudaEventRecord(e), "record"));
-    ATREX_TRY(check(cudaEventSynchronize(e), "sync"));
-    float ms = 0;
-    ATREX_TRY(check(cudaEventElapsedTime(&ms, s, e), "elapsed"));
-    if (r > 0)
-      best =
-          std::max(best, 5.0 * 2.0 * static_cast<double>(bytes) / (ms * 1e-3));  // round 0 warms up
-  }
-  cudaEventDestroy(s);
-  cudaEventDestroy(e);
-  cudaFree(a);
-  cudaFree(b);
-  return best;
 }
 
 // One cuBLASLt GEMM path: D(m x n) = op(A)(m x k) * B(k x n), A stored k x m (transposed), all
@@ -230,7 +196,9 @@ Result<Json> measure(const Device& dev) {
   Json out{{"schema", "atrex.gpu-measure/1"},
            {"device", device_json(dev)},
            {"clocks_before", nvml.sample()}};
-  ATREX_ASSIGN_OR_RETURN(out["copy_bytes_per_s"], copy_bandwidth(size_t{2} << 30, 5));
+  ATREX_ASSIGN_OR_RETURN(Json ceiling, memory_ceiling(dev.prop.multiProcessorCount, 3));
+  out["copy_bytes_per_s"] = ceiling["best_bytes_per_s"];
+  out["memory_ceiling"] = std::move(ceiling);
   cublasLtHandle_t lt = nullptr;
   ATREX_TRY(check(cublasLtCreate(&lt), "cublasLtCreate"));
   const std::vector<GemmPath> paths = {
@@ -374,8 +342,10 @@ Result<Json> timing(const Device& dev) {
   ATREX_TRY(check(cudaMemset(src, 7, copy_bytes), "cudaMemset"));
   const int blocks = dev.prop.multiProcessorCount * 8;
   auto copy = [&] {
-    copy_kernel<<<blocks, 512, 0, stream>>>(src, dst, copy_bytes / sizeof(int4));
-    return cudaGetLastError() == cudaSuccess ? 0 : 1;
+    return launch_copy(src, dst, copy_bytes / sizeof(int4), static_cast<unsigned>(blocks), 512,
+                       stream)
+               ? 0
+               : 1;
   };
   out["copy_kernel_bytes"] = copy_bytes;
   out["copy_kernel"] = Json::array();

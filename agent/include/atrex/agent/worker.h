@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "atrex/agent/loop.h"
@@ -25,22 +26,39 @@ struct AgentMetrics;  // atrex/common/metrics.h
 
 namespace atrex::agent {
 
+struct QueueEvalOptions {
+  std::string stream = kEvalStream;
+  int max_deliveries = 3;  // the sweep's delivery bound (how long a wait may last)
+  const std::atomic<bool>* stop = nullptr;  // when set, interrupts a wait (kUnavailable)
+  // How often a wait checks that its task can still arrive: a task deleted from the queue
+  // behind its back (XDEL, a trim, its consumer deleted) would otherwise be waited for until
+  // the deadline and recorded as a timeout although it never ran.
+  std::chrono::milliseconds loss_check_every{10'000};
+  metrics::AgentMetrics* metrics = nullptr;  // atrex_agent_eval_tasks_lost_total; may be null
+};
+
 // An EvalFn that goes through the queue: reuses stored records (a resumed sweep), else
-// enqueues the task on `stream` and waits for one record per shape. A task that was
-// dead-lettered, or that produced no record in time, yields `crashed` records saying why.
+// enqueues the task and waits for one record per shape. A task that was dead-lettered, or that
+// produced no record in time, yields `crashed` / `timeout` records saying why; a task found
+// lost (no longer queued, no record, not dead-lettered) is put back and counted.
 class QueueEvalFn {
  public:
-  // `stop`, when given and set, interrupts a wait with a kUnavailable error.
-  QueueEvalFn(TaskQueue& queue, ResultStore& results, std::string stream = kEvalStream,
-              int max_deliveries = 3, const std::atomic<bool>* stop = nullptr);
+  QueueEvalFn(TaskQueue& queue, ResultStore& results, QueueEvalOptions options = {});
   Result<std::vector<EvalRecord>> operator()(const EvalTask& task) const;
 
  private:
+  Result<std::optional<EvalRecord>> stored(const EvalTask& task, const std::string& shape,
+                                           std::chrono::milliseconds wait) const;
+  // kOk when every shape's record is stored.
+  Result<bool> all_stored(const EvalTask& task) const;
+  Result<std::optional<DeadLetter>> dead_letter_of(const EvalTask& task) const;
+  // Puts the task back when its message is gone or stranded and it left no record; the
+  // message id to watch from then on.
+  Result<std::string> recover_if_lost(const EvalTask& task, std::string message_id) const;
+
   TaskQueue& queue_;
   ResultStore& results_;
-  std::string stream_;
-  int max_deliveries_;
-  const std::atomic<bool>* stop_;
+  QueueEvalOptions options_;
 };
 
 struct AgentWorkerOptions {

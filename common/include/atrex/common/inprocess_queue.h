@@ -28,6 +28,10 @@ class InProcessQueue final : public TaskQueue {
   Result<std::vector<DeadLetter>> dead_letters(std::string_view stream) override;
   Result<std::vector<Json>> in_flight(std::string_view stream) override;
   Result<QueueStats> stats(std::string_view stream) override;
+  // Nothing deletes messages behind this queue's back: a message is queued or gone.
+  Result<MessageState> state(std::string_view stream, std::string_view message_id) override;
+  Result<std::string> requeue_lost(std::string_view stream, std::string_view message_id,
+                                   const Json& body) override;
 
  private:
   struct Message {
@@ -48,6 +52,7 @@ class InProcessQueue final : public TaskQueue {
     int64_t next_id = 1;
     int64_t enqueued_total = 0;
     int64_t acked_total = 0;
+    int64_t lost_total = 0;
   };
 
   Stream& stream_locked(std::string_view name);

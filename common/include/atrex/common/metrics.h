@@ -83,7 +83,10 @@ struct AgentMetrics {
       tasks;  // {agent, status}: done | dropout | released | error
   prometheus::Family<prometheus::Counter>&
       candidates;  // {agent}: quick evaluations of proposed candidates
-  prometheus::Family<prometheus::Gauge>& best_score;  // {agent, operator}: best quick S_i so far
+  // {agent, operator}: best quick S_i so far; absent until the pair has a correct candidate
+  prometheus::Family<prometheus::Gauge>& best_score;
+  // Evaluation tasks this worker found lost from the queue (gone without a record) and put back.
+  prometheus::Counter& eval_tasks_lost;
 };
 
 // A sweep being followed (`atrex sweep run`, `atrex sweep wait`).
@@ -93,7 +96,16 @@ struct SweepMetrics {
   prometheus::Gauge& operators_planned;  // agents x operators
   prometheus::Family<prometheus::Gauge>&
       queue_tasks;  // {queue: eval | agent, state: queued | leased | dead}
-  prometheus::Family<prometheus::Gauge>& s_agg;  // {agent}: S_agg of the written report
+  // {agent}: S_agg over the final evaluations stored so far; set while the sweep runs, and
+  // from the written report at its end
+  prometheus::Family<prometheus::Gauge>& s_agg;
+  // {queue}: tasks found lost (deleted from the queue without a result) and put back, as the
+  // queue counts them (QueueStats::lost_total, since the stream was created)
+  prometheus::Family<prometheus::Gauge>& queue_lost;
+  // {queue}: leases whose entry was deleted under them (QueueStats::vanished_total)
+  prometheus::Family<prometheus::Gauge>& queue_vanished;
+  // Agent tasks this follower found lost and put back.
+  prometheus::Counter& agent_tasks_lost;
 
   void set_queue(const std::string& queue, int64_t queued, int64_t leased, int64_t dead);
 };

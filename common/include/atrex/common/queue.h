@@ -16,6 +16,9 @@
 //     idempotent anyway (ResultStore: first write per task id wins).
 //   * release gives a message back before its lease expires (the consumer failed it); it is
 //     redelivered at once, or dead-lettered when its deliveries are used up.
+//   * A message can also be lost behind the queue's back: its entry deleted (XDEL, a trim) or
+//     the consumer holding it deleted (XGROUP DELCONSUMER). state() tells a reconciler that a
+//     message it waits for will never be delivered; requeue_lost() puts it back.
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -60,7 +63,20 @@ struct QueueStats {
   int64_t dead = 0;            // in the dead-letter list
   int64_t enqueued_total = 0;  // since the stream was created
   int64_t acked_total = 0;
+  int64_t lost_total = 0;      // put back by requeue_lost()
+  // Leased messages whose entry had been deleted behind the queue's back, found (and dropped
+  // from the pending list) when their lease expired: Redis XAUTOCLAIM's third reply element.
+  int64_t vanished_total = 0;
 };
+
+// Where one message stands, for a reconciler that must tell "still coming" from "lost".
+enum class MessageState {
+  kQueued,    // ready or leased: it will be, or is being, delivered
+  kGone,      // acked, dead-lettered, or deleted behind the queue's back (XDEL, a trim)
+  kStranded,  // still held, but delivered to a consumer that no longer exists (XGROUP
+              // DELCONSUMER): no claim will ever deliver it again
+};
+const char* message_state_name(MessageState s);  // "queued", "gone", "stranded"
 
 class TaskQueue {
  public:
@@ -106,9 +122,18 @@ class TaskQueue {
   virtual Result<bool> release(const Lease& lease, std::string_view error) = 0;
 
   virtual Result<std::vector<DeadLetter>> dead_letters(std::string_view stream) = 0;
-  // Bodies of every message not yet acked or dead-lettered (ready or leased): what a
-  // reconciler must not enqueue again.
+  // Bodies of every message not yet acked or dead-lettered that a claim can still deliver
+  // (ready or leased; not stranded): what a reconciler must not enqueue again. One consistent
+  // snapshot.
   virtual Result<std::vector<Json>> in_flight(std::string_view stream) = 0;
+  // Where message `message_id` (an id enqueue returned) stands. A gone message is either done
+  // or lost: the caller tells them apart by its results (a consumer stores them before it acks).
+  virtual Result<MessageState> state(std::string_view stream, std::string_view message_id) = 0;
+  // Puts `body` back as a new message after `message_id` was found gone or stranded, removing
+  // what is left of the old one first (so it is never delivered twice by this queue); counted
+  // in QueueStats::lost_total. Returns the new message id.
+  virtual Result<std::string> requeue_lost(std::string_view stream, std::string_view message_id,
+                                           const Json& body) = 0;
   virtual Result<QueueStats> stats(std::string_view stream) = 0;
 };
 

@@ -31,6 +31,15 @@ struct FollowOptions {
   // A line every `progress_every` (e.g. evaluations done); none when unset.
   std::function<std::string(int done, int total)> progress_line;
   std::chrono::seconds progress_every{30};
+  // With `metrics`: the S_agg gauge is recomputed from the stored records each time a final
+  // marker arrives (operators not yet final count 0), so it moves while the sweep runs.
+  const problems::Suite* suite = nullptr;
+  // How often agent tasks lost from the queue are looked for and put back
+  // (requeue_lost_agent_tasks); 0 = never.
+  std::chrono::milliseconds loss_check_every{30'000};
+  // When every marker is there, how long to wait for the last leases to be acked so the leased
+  // gauges read 0 at the end (the worker writes its marker before it acks).
+  std::chrono::milliseconds drain{5'000};
 };
 
 enum class FollowEnd { kDone, kStopped, kTimedOut };

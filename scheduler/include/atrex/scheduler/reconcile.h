@@ -41,6 +41,18 @@ Result<AgentTask> agent_task_for(const Manifest& sweep, const AgentSpec& agent,
 Result<int> enqueue_missing(const Manifest& sweep, TaskQueue& queue, ResultStore& store,
                             const ProgressFn& say);
 
+// The (agent, operator) pairs, as "agent/op", that have no final marker and no agent task in
+// flight (ready or leased). Dead-lettered agent tasks are finalized first.
+Result<std::set<std::string>> missing_agent_tasks(const Manifest& sweep, TaskQueue& queue,
+                                                  ResultStore& store);
+
+// The running sweep's loss check (issue 14, "no task lost"): an agent task deleted from the
+// queue behind its back never ends. Pairs missing now that were already missing at the last
+// check (`suspects`, updated here; one check apart so a task between two states is not taken
+// for lost) are enqueued again from their audit trails, told through `say`. Returns how many.
+Result<int> requeue_lost_agent_tasks(const Manifest& sweep, TaskQueue& queue, ResultStore& store,
+                                     std::set<std::string>& suspects, const ProgressFn& say);
+
 // Turns agent tasks that were dead-lettered into `error` final markers, so the sweep ends.
 Result<void> finalize_dead_agent_tasks(TaskQueue& queue, ResultStore& store);
 

@@ -264,4 +264,44 @@ TEST_P(QueueContractTest, MaxLengthRefusesEnqueueUntilAnAckMakesRoom) {
   EXPECT_EQ(st->enqueued_total, 4);
 }
 
+// What a reconciler sees: a message stays "queued" while ready or leased and is "gone" once
+// acked or dead-lettered; requeue_lost() puts a body back as a new message, delivered afresh and
+// counted.
+TEST_P(QueueContractTest, StateFollowsAMessageAndRequeueLostRedeliversItOnce) {
+  QueueOptions opt;
+  opt.max_deliveries = 1;
+  auto q = make(opt);
+  auto a = q->enqueue("s", Json{{"i", 0}});
+  auto b = q->enqueue("s", Json{{"i", 1}});
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(*q->state("s", *a), MessageState::kQueued);
+  auto leased = q->claim("s", "c1", 2, milliseconds(0));
+  ASSERT_EQ(leased->size(), 2u);
+  EXPECT_EQ(*q->state("s", *a), MessageState::kQueued) << "leased is still queued";
+  ASSERT_TRUE(*q->ack(leased->at(0)));
+  EXPECT_EQ(*q->state("s", *a), MessageState::kGone);
+  ASSERT_TRUE(*q->release(leased->at(1), "boom"));  // past max_deliveries: dead-lettered
+  EXPECT_EQ(*q->state("s", *b), MessageState::kGone);
+  auto again = q->requeue_lost("s", *a, Json{{"i", 0}, {"again", true}});
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_NE(*again, *a);
+  EXPECT_EQ(*q->state("s", *again), MessageState::kQueued);
+  auto redelivered = q->claim("s", "c2", 10, milliseconds(0));
+  ASSERT_TRUE(redelivered);
+  ASSERT_EQ(redelivered->size(), 1u);
+  EXPECT_TRUE(redelivered->front().body.at("again").get<bool>());
+  EXPECT_EQ(redelivered->front().delivery_count, 1);
+  auto st = q->stats("s");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->lost_total, 1);
+  EXPECT_EQ(st->enqueued_total, 3);
+  // Requeueing a message that is still held replaces it: it is never delivered twice.
+  auto c = q->enqueue("s", Json{{"i", 2}});
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(q->requeue_lost("s", *c, Json{{"i", 2}}));
+  auto once = q->claim("s", "c3", 10, milliseconds(0));
+  ASSERT_TRUE(once);
+  EXPECT_EQ(once->size(), 1u);
+}
+
 }  // namespace atrex

@@ -44,6 +44,9 @@ class RedisQueue final : public TaskQueue {
   Result<std::vector<DeadLetter>> dead_letters(std::string_view stream) override;
   Result<std::vector<Json>> in_flight(std::string_view stream) override;
   Result<QueueStats> stats(std::string_view stream) override;
+  Result<MessageState> state(std::string_view stream, std::string_view message_id) override;
+  Result<std::string> requeue_lost(std::string_view stream, std::string_view message_id,
+                                   const Json& body) override;
 
  private:
   RedisQueue(const RedisEndpoint& redis, QueueOptions options, std::string prefix)
