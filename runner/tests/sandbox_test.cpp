@@ -239,13 +239,20 @@ TEST_F(SandboxTest, HugeFileIsKilledAtTheSizeLimit) {
 // (e) and item 2's /proc/<parent>/cmdline: the runner's processes and memory are out of reach.
 TEST_F(SandboxTest, ParentProcessAndItsSecretsAreOutOfReach) {
   const std::string secret = unique_marker("redis-password");
-  // A process on the host with the secret on its command line, as a runner's --redis URL is.
+  // A process on the host with the secret on its command line, as a runner's --redis URL is: a
+  // shell blocked in its `read` builtin (no child of its own that would outlive it holding
+  // ctest's output pipe).
+  int block[2];
+  ASSERT_EQ(::pipe(block), 0);
   const pid_t holder = ::fork();
   ASSERT_GE(holder, 0);
   if (holder == 0) {
-    ::execl("/bin/sh", "sh", "-c", "sleep 120", secret.c_str(), static_cast<char*>(nullptr));
+    ::dup2(block[0], 0);
+    ::close(block[1]);
+    ::execl("/bin/sh", "sh", "-c", "read -r x", secret.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  ::close(block[0]);
   ::setenv("ATREX_REDIS_PASSWORD", secret.c_str(), 1);
   const std::string quoted = "\"" + secret + "\"";
   auto boxed =
@@ -256,6 +263,7 @@ TEST_F(SandboxTest, ParentProcessAndItsSecretsAreOutOfReach) {
   ::unsetenv("ATREX_REDIS_PASSWORD");
   ::kill(holder, SIGKILL);
   ::waitpid(holder, nullptr, 0);
+  ::close(block[1]);
   ASSERT_EQ(boxed.size(), 1u);
   const std::string& report = boxed[0].error;
   EXPECT_NE(report.find("ptrace=EPERM"), std::string::npos) << report;
