@@ -23,7 +23,8 @@
 #   sandbox: the evaluation sandbox on the GPU (docs/evaluation.md "Sandbox"): a CUDA template and
 #            three CUDA fault candidates with the sandbox and without, the cpu attack candidates on
 #            this host (what each could do), the records' `sandbox` field.
-#   sandboxBench: `atrex bench eval` (fused_add_rms_norm, l2_norm) with the sandbox on vs off.
+#   sandboxBench: `atrex bench eval` (fused_add_rms_norm, l2_norm; SANDBOX_BENCH_OPS="op ..."
+#            to choose) with the sandbox on vs off, alternating, twice each.
 #   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
 #   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
 # Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|all]...
@@ -320,7 +321,7 @@ if want sandbox; then
 fi
 if want sandboxBench; then
   echo "=== sandbox: atrex bench eval, sandbox on vs off, twice each (target: within 10%)" | tee "$out/sandbox-bench.txt"
-  for op in fused_add_rms_norm l2_norm; do
+  for op in ${SANDBOX_BENCH_OPS:-fused_add_rms_norm l2_norm}; do
     for mode in bwrap none bwrap none; do
       flag=(); [ "$mode" = none ] && flag=(--no-sandbox)
       echo "--- $op sandbox $mode" | tee -a "$out/sandbox-bench.txt"
