@@ -13,6 +13,8 @@ find_package(OpenSSL REQUIRED COMPONENTS Crypto SSL) # libssl-dev
 # hiredis 0.14 (libhiredis-dev) ships no CMake target; its pkg-config file does.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+# libseccomp 2.5 (libseccomp-dev): the evaluation child's syscall filter (common/process/seccomp.h).
+pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
 if(ATREX_BUILD_TESTS)
   find_package(GTest REQUIRED)                  # libgtest-dev, libgmock-dev
 endif()

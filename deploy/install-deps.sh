@@ -17,6 +17,9 @@ packages=(
   # libraries (docs/architecture.md / docs/architecture.md "Dependencies")
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev libexpected-dev
   libdlpack-dev libssl-dev libgtest-dev libgmock-dev libhiredis-dev
+  # the evaluation sandbox (docs/evaluation.md "Sandbox"): bubblewrap runs every evaluation
+  # child in its own namespaces; libseccomp builds the child's syscall filter
+  bubblewrap libseccomp-dev
   # Boost 1.74 headers: Beast/Asio HTTP client (common/http), header-only
   libboost-dev
   # prometheus-cpp 1.0.1: the metric registry (core) and the /metrics endpoint (pull)

@@ -190,10 +190,14 @@ TEST_F(ClusterSweep, SchedulerKilledMidSweepResumesAndCompletes) {
 TEST_F(ClusterSweep, EvaluationThatKillsEveryRunnerIsDeadLetteredAndTheSweepCompletesWithoutIt) {
   // The first candidate SIGKILLs the runner evaluating it. Three runners and --max-deliveries 2:
   // two die on the poisoned evaluation's two deliveries, the third dead-letters it on its next
-  // claim and evaluates the correct candidate.
+  // claim and evaluates the correct candidate. Only without the evaluation sandbox can a
+  // candidate reach its runner (in it, its parent is bwrap's init: see the next test), so the
+  // runners the launcher starts get ATREX_NO_SANDBOX=1 from this environment.
+  ::setenv("ATREX_NO_SANDBOX", "1", 1);
   auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "poison_sweep.yaml").string(),
                           "--redis", url_, "--out", (dir_ / "out").string(), "--runners", "3",
                           "--agent-workers", "1", "--lease-timeout", "3", "--max-deliveries", "2"});
+  ::unsetenv("ATREX_NO_SANDBOX");
   ASSERT_EQ(rc, 0) << out;
   auto [wrc, wout] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "120"});
   ASSERT_EQ(wrc, 0) << wout;
@@ -222,6 +226,27 @@ TEST_F(ClusterSweep, EvaluationThatKillsEveryRunnerIsDeadLetteredAndTheSweepComp
       << s.dump();
   auto [trc, text] = atrex({"sweep", "status", (dir_ / "out").string()});
   EXPECT_NE(text.find("dead-lettered eval task"), std::string::npos) << text;
+}
+
+// The same candidate in the sandbox: its parent is bwrap's init in the PID namespace, which the
+// kernel does not let it kill (SIGKILL to a namespace's init from inside is dropped); it then
+// waits forever and is killed at the shape's limit: `timeout`, acked by the runner that lives on.
+// Nothing is dead-lettered and the sweep completes with the correct candidate.
+TEST_F(ClusterSweep, CandidateThatKillsItsParentCannotReachTheRunnerInTheSandbox) {
+  auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "poison_sweep.yaml").string(),
+                          "--redis", url_, "--out", (dir_ / "out").string(), "--runners", "1",
+                          "--agent-workers", "1", "--lease-timeout", "3", "--max-deliveries", "2"});
+  ASSERT_EQ(rc, 0) << out;
+  auto [wrc, wout] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "120"});
+  ASSERT_EQ(wrc, 0) << wout;
+  auto report = read_json_file(dir_ / "out" / "report.json");
+  ASSERT_TRUE(report);
+  EXPECT_EQ(rms_norm_in(*report)["status"], "correct") << report->dump();
+  EXPECT_TRUE((*report)["dead_letters"].empty()) << report->dump();
+  const std::string results = read_text(dir_ / "out" / "results.jsonl");
+  EXPECT_NE(results.find("\"status\":\"timeout\""), std::string::npos) << results.substr(0, 2000);
+  EXPECT_NE(results.find("\"runner\":\"runner-0\""), std::string::npos);
+  EXPECT_EQ(results.find("\"sandbox\":\"none\""), std::string::npos);
 }
 
 TEST_F(ClusterSweep, DeadLetteredAgentTaskIsReportedAndNotReenqueuedByResume) {

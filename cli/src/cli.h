@@ -47,6 +47,12 @@ void add_worker_commands(CLI::App& app, GlobalOptions& g, int& rc);
 // naming the flag and the value (exit code 2).
 Result<std::optional<metrics::ListenAddress>> metrics_listen_flag(const std::string& value);
 
+// `--no-sandbox` on the commands that evaluate candidates (eval, runner, sweep run): untrusted
+// candidates then run without the evaluation sandbox (docs/evaluation.md "Sandbox"). Its
+// default is true when $ATREX_NO_SANDBOX is 1, so that the runners a launcher starts on a host
+// without user namespaces can be told too. Records say `sandbox: none`.
+void add_no_sandbox_flag(CLI::App& command, bool& no_sandbox);
+
 // Prints "atrex: <message>" to stderr and returns the exit code for the error.
 int fail(const Error& e);
 

@@ -57,6 +57,7 @@ Result<CandidateRef> candidate_from(const std::string& file, const std::string& 
 
 struct TimingArgs {
   int device = 0;
+  bool no_sandbox = false;
   int rounds = 3;
   std::string candidate;
   std::string shapes = "smallest:3";
@@ -84,6 +85,8 @@ int run_bench_timing(const GlobalOptions& g, const TimingArgs& a) {
   o.suite = &*suite;
   o.hardware = *hw;
   o.device_index = a.device;
+  o.sandbox = a.no_sandbox ? SandboxMode::kNone : SandboxMode::kBwrap;
+  if (auto ready = runner::sandbox_ready(o.sandbox); !ready) return fail(ready.error());
   runner::Evaluator ev(o);
   // medians[mode][shape] = per-round medians
   std::map<std::string, std::map<std::string, std::vector<double>>> medians;
@@ -184,6 +187,7 @@ int run_bench_timing(const GlobalOptions& g, const TimingArgs& a) {
 }
 
 struct EvalBenchArgs {
+  bool no_sandbox = false;
   std::string op = "fused_add_rms_norm";
   std::string candidate;
   std::string backend = "auto";
@@ -218,8 +222,9 @@ int run_bench_eval(const GlobalOptions& g, const EvalBenchArgs& a) {
   if (!g.json) {
     fmt::print(
         "full evaluation of {} ({} shapes, {} seeds, performance gate) on the {} backend, "
-        "candidate {}\n",
-        a.op, ids->size(), a.seeds, backend_name(backend), cand->file_name);
+        "candidate {}, sandbox {}\n",
+        a.op, ids->size(), a.seeds, backend_name(backend), cand->file_name,
+        a.no_sandbox ? "none" : "bwrap");
     fmt::print("{:<6} {:>9} {:>10} {:>12} {:>9}  {}\n", "cache", "wall s", "compile s",
                "per shape s", "ok", "per 15 shapes");
   }
@@ -229,6 +234,8 @@ int run_bench_eval(const GlobalOptions& g, const EvalBenchArgs& a) {
     o.hardware = *hw;
     o.cache_dir = cache;
     o.device_index = a.device;
+    o.sandbox = a.no_sandbox ? SandboxMode::kNone : SandboxMode::kBwrap;
+    if (auto ready = runner::sandbox_ready(o.sandbox); !ready) return fail(ready.error());
     runner::Evaluator ev(o);
     EvalTask t;
     t.candidate = *cand;
@@ -284,6 +291,7 @@ int run_bench_eval(const GlobalOptions& g, const EvalBenchArgs& a) {
   if (g.json) {
     fmt::print("{}\n", Json{{"schema", "atrex.bench-eval/1"},
                             {"operator", a.op},
+                            {"sandbox", a.no_sandbox ? "none" : "bwrap"},
                             {"backend", backend},
                             {"candidate", cand->file_name},
                             {"runs", runs}}
@@ -310,6 +318,7 @@ void add_gpu_bench_commands(CLI::App& bench, GlobalOptions& g, int& rc) {
                  "rms_norm CUDA candidate to time (default: the built-in template)");
   tc->add_option("--shapes", t.shapes, "rms_norm shapes (as `atrex eval --shapes`)")
       ->capture_default_str();
+  add_no_sandbox_flag(*tc, t.no_sandbox);
   tc->add_flag("--json", g.json, "Machine-readable output (atrex.bench-timing/1)");
   tc->callback([&] { rc = run_bench_timing(g, t); });
 
@@ -329,6 +338,7 @@ void add_gpu_bench_commands(CLI::App& bench, GlobalOptions& g, int& rc) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   ec->add_option("--device", e.device, "GPU index")->capture_default_str();
+  add_no_sandbox_flag(*ec, e.no_sandbox);
   ec->add_flag("--json", g.json, "Machine-readable output (atrex.bench-eval/1)");
   ec->callback([&] { rc = run_bench_eval(g, e); });
 }

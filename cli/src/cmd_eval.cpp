@@ -28,6 +28,7 @@ struct EvalArgs {
   std::string roofline = "released";
   int unseen_shapes = 2;
   bool no_range_probe = false;
+  bool no_sandbox = false;
 };
 
 Result<Backend> backend_for(const std::string& flag, const std::string& file) {
@@ -110,6 +111,8 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   runner::EvaluatorOptions o;
   o.suite = &*suite;
   o.hardware = *hw;
+  o.sandbox = a.no_sandbox ? SandboxMode::kNone : SandboxMode::kBwrap;
+  if (auto ready = runner::sandbox_ready(o.sandbox); !ready) return fail(ready.error());
   runner::Evaluator ev(o);
   // Said before the records (stdout may be JSON): every shape will be `rejected`.
   const auto available = runner::backend_available(*backend);
@@ -274,6 +277,7 @@ void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
   e->add_flag("--no-range-probe", a.no_range_probe,
               "Skip the range probe (an input set scaled past the fp16 range, for the operators "
               "that define one)");
+  add_no_sandbox_flag(*e, a.no_sandbox);
   e->add_flag("--json", g.json, "Machine-readable output (atrex.eval-summary/1)");
   e->callback([&] { rc = run_eval(g, a); });
 }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "atrex/agent/provider_registry.h"
+#include "atrex/runner/evaluator.h"
 #include "atrex/scheduler/local_sweep.h"
 #include "atrex/scoring/report.h"
 #include "cli.h"
@@ -21,6 +22,7 @@ struct SweepArgs {
   std::string hardware;
   int agent_workers = 0;
   std::string metrics_listen;
+  bool no_sandbox = false;
 };
 
 void print_scores(const std::vector<scoring::AgentScore>& agents) {
@@ -61,6 +63,8 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
   std::signal(SIGTERM, on_sigint);
   scheduler::LocalSweepOptions opt;
   opt.agent_workers = a.agent_workers;
+  opt.sandbox = a.no_sandbox ? SandboxMode::kNone : SandboxMode::kBwrap;
+  if (auto ready = runner::sandbox_ready(opt.sandbox); !ready) return fail(ready.error());
   opt.stop = &g_interrupted;
   opt.metrics = exposition ? exposition->registry.get() : nullptr;
   opt.progress = [&](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
@@ -119,6 +123,7 @@ void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc) {
                   "Serve Prometheus metrics at http://ADDR:PORT/metrics while the sweep runs (port "
                   "0: any free port; "
                   "its file_sd target goes to <results>/metrics/targets/)");
+  add_no_sandbox_flag(*run, a.no_sandbox);
   run->add_flag("--json", g.json, "Print the atrex.report/1 JSON at the end");
   run->callback([&] { rc = sweep_run(g, a); });
   add_cluster_commands(*sweep, g, rc);

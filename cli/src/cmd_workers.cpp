@@ -48,6 +48,7 @@ std::string default_name(const std::string& kind) {
 void add_worker_commands(CLI::App& app, GlobalOptions& /*g*/, int& rc) {
   static std::string redis_url, sweep_id, name, metrics_listen;
   static int device = 0;
+  static bool no_sandbox = false;
   auto* runner =
       app.add_subcommand("runner",
                          "Runner daemon: evaluates tasks of one sweep from Redis on one GPU "
@@ -65,6 +66,7 @@ void add_worker_commands(CLI::App& app, GlobalOptions& /*g*/, int& rc) {
       "file_sd target to <results>/metrics/targets/<name>.json (default: the sweep's "
       "cluster.metrics, else none)";
   runner->add_option("--metrics-listen", metrics_listen, listen_help);
+  add_no_sandbox_flag(*runner, no_sandbox);
   runner->callback([&] {
     auto listen = metrics_listen_flag(metrics_listen);
     if (!listen) {
@@ -78,7 +80,8 @@ void add_worker_commands(CLI::App& app, GlobalOptions& /*g*/, int& rc) {
       return;
     }
     rc = runner::run_runner_daemon(*redis, sweep_id, device,
-                                   name.empty() ? default_name("runner") : name, g_stop, *listen);
+                                   name.empty() ? default_name("runner") : name, g_stop, *listen,
+                                   no_sandbox ? SandboxMode::kNone : SandboxMode::kBwrap);
   });
   auto* worker = app.add_subcommand(
       "agent-worker", "Agent worker daemon: runs AKA generations of one sweep from Redis");

@@ -1,11 +1,22 @@
 // atrex — cluster-scale sweeps of kernel-writing agents on the Atrex-Bench suite.
 #include <csignal>
+#include <cstdlib>
 #include <fmt/format.h>
 
 #include "atrex/common/log.h"
 #include "cli.h"
 
 namespace atrex::cli {
+
+void add_no_sandbox_flag(CLI::App& command, bool& no_sandbox) {
+  const char* env = std::getenv("ATREX_NO_SANDBOX");
+  no_sandbox = env && std::string(env) == "1";
+  command.add_flag("--no-sandbox", no_sandbox,
+                   "Run candidates WITHOUT the evaluation sandbox (no namespaces, no seccomp: they "
+                   "can reach this user's files and the network); for hosts where bwrap cannot "
+                   "make user namespaces. Default from $ATREX_NO_SANDBOX=1. Records say "
+                   "`sandbox: none`");
+}
 
 int fail(const Error& e) {
   fmt::print(stderr, "atrex: {}\n", e.message);

@@ -1,8 +1,10 @@
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <thread>
 
@@ -160,6 +162,57 @@ TEST(Subprocess, PolicyThatCannotBePreparedFailsTheCall) {
   auto r = run_subprocess(opt);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message, "unprepared: no sandbox root");
+}
+
+}  // namespace
+}  // namespace atrex
+
+namespace atrex {
+namespace {
+
+// The evaluation children's channels: fds handed over at fixed numbers (not close-on-exec
+// there), this process's copies closed, so a pipe's reader sees EOF when the child is done.
+TEST(Subprocess, InheritedFdsReachTheChildAtTheirNumbers) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  SubprocessOptions opt;
+  opt.argv = {"sh", "-c", "echo through-fd-4 >&4; ls /proc/self/fd | wc -l"};
+  opt.inherit_fds = {{p[1], 4}};
+  auto r = run_subprocess(opt);
+  ASSERT_TRUE(r && r->ok()) << (r ? r->describe() + r->output_tail : r.error().message);
+  char buf[64] = {};
+  const ssize_t n = ::read(p[0], buf, sizeof buf - 1);  // EOF after the line: our copy is closed
+  ::close(p[0]);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "through-fd-4\n");
+  EXPECT_EQ(::fcntl(p[1], F_GETFD), -1) << "the parent's copy of an inherited fd is closed";
+}
+
+// A replaced environment: nothing of this process's reaches the child.
+TEST(Subprocess, ReplacedEnvironmentHoldsOnlyWhatIsGiven) {
+  ::setenv("ATREX_TEST_SECRET_URL", "redis://:password@host", 1);
+  SubprocessOptions opt;
+  opt.argv = {"/bin/sh", "-c", "env"};
+  opt.env = std::map<std::string, std::string>{{"ONLY", "this"}};
+  auto r = run_subprocess(opt);
+  ::unsetenv("ATREX_TEST_SECRET_URL");
+  ASSERT_TRUE(r && r->ok()) << (r ? r->describe() : r.error().message);
+  EXPECT_NE(r->output_tail.find("ONLY=this"), std::string::npos) << r->output_tail;
+  EXPECT_EQ(r->output_tail.find("ATREX_TEST_SECRET_URL"), std::string::npos) << r->output_tail;
+}
+
+// should_abort kills the whole group at once and says so (not a timeout, not a signal verdict).
+TEST(Subprocess, AbortKillsTheGroupAtOnce) {
+  SubprocessOptions opt;
+  opt.argv = {"sh", "-c", "sleep 30 & sleep 30"};
+  opt.timeout = std::chrono::seconds(20);
+  const auto t0 = std::chrono::steady_clock::now();
+  opt.should_abort = [&] { return std::chrono::steady_clock::now() - t0 > 200ms; };
+  auto r = run_subprocess(opt);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->aborted);
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_EQ(r->term_signal, 0);
+  EXPECT_LT(r->wall_s, 5.0);
 }
 
 }  // namespace

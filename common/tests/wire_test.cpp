@@ -197,6 +197,26 @@ TEST(Wire, WrongSchemaIsRefused) {
       << back.error().message;
 }
 
+// How the evaluation child ran is in every record, read strictly: absent or unknown fails.
+TEST(Wire, EvalRecordSandboxIsRequiredAndChecked) {
+  EvalRecord r;
+  r.sandbox = SandboxMode::kNone;
+  Json j = to_json(r);
+  EXPECT_EQ(j["sandbox"], "none");
+  auto back = eval_record_from_json(j, "result t/0");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->sandbox, SandboxMode::kNone);
+  j["sandbox"] = "chroot";
+  auto bad = eval_record_from_json(j, "result t/0");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("expected bwrap or none"), std::string::npos)
+      << bad.error().message;
+  j.erase("sandbox");
+  auto missing = eval_record_from_json(j, "result t/0");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("sandbox"), std::string::npos) << missing.error().message;
+}
+
 TEST(Wire, AgentTaskRoundTripsWithProviderOptionsAndBest) {
   AgentTask t;
   t.sweep_id = "abc";

@@ -17,6 +17,12 @@ for bin in build/release/bin/*; do
   ldd "$bin" | awk '/=> \// {print $3}'
 done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnvidia-ml)\.so' |
   while read -r lib; do cp -L "$lib" .gpu-bundle/lib/; done
+# bubblewrap for the evaluation sandbox (docs/evaluation.md "Sandbox"): the GPU image may have
+# none. atrex looks for bwrap next to its children (after $ATREX_BWRAP, before PATH); its
+# libraries (libselinux, libcap, libpcre2) go with the others.
+cp -L "$(command -v bwrap)" build/release/bin/bwrap
+ldd "$(command -v bwrap)" | awk '/=> \// {print $3}' | grep -Ev '/(libc|ld-linux[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" .gpu-bundle/lib/; done
 # redis-server for the `daemon` step (the GPU image has none), with the libraries it links in a
 # folder of its own so that they never shadow the GPU image's for other programs.
 mkdir -p .gpu-bundle/redis

@@ -21,7 +21,14 @@
 #            illegal address, a hang and an out-of-memory: one `atrex runner --device 0` survives them.
 #   twogpu:  the embedded default sweep with one runner per GPU (the 2-GPU machine kind), GPU
 #            utilisation sampled per index.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|all]...
+#   sandbox: the evaluation sandbox on the GPU (docs/evaluation.md "Sandbox"): a CUDA template and
+#            three CUDA fault candidates with the sandbox and without, the cpu attack candidates on
+#            this host (what each could do), the records' `sandbox` field.
+#   sandboxBench: `atrex bench eval` (fused_add_rms_norm, l2_norm; SANDBOX_BENCH_OPS="op ..."
+#            to choose) with the sandbox on vs off, alternating, twice each.
+#   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
+#   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|all]...
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
 #          deploy/gpu/smoke-sweep.yaml, for a quick check within a few minutes.
 set -uo pipefail
@@ -49,6 +56,17 @@ stop_redis() { kill "$(cat "$rdir/redis.pid" 2>/dev/null)" 2>/dev/null; sleep 1;
 rc=0
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
+
+# The evaluation sandbox: the image's bwrap, else the bundle's (build/release/bin/bwrap, from
+# bundle.sh). One cpu evaluation tells whether it starts here.
+probe=$("$atrex" eval kernels/faults/rms_norm_correct.cpp --operator rms_norm --shapes 15 --no-perf --hardware H20 \
+  --unseen-shapes 0 --seeds 1 2>&1)
+if echo "$probe" | grep -q 'evaluation sandbox cannot start'; then
+  echo "sandbox: UNAVAILABLE here, every step runs with ATREX_NO_SANDBOX=1: $(echo "$probe" | grep -m1 'sandbox cannot start')" | tee "$out/sandbox-probe.txt"
+  export ATREX_NO_SANDBOX=1
+else
+  echo "sandbox: bwrap ($(command -v bwrap || echo "$root/build/release/bin/bwrap")); probe: $(echo "$probe" | tail -1)" | tee "$out/sandbox-probe.txt"
+fi
 
 if want tests; then
   echo "=== gpu test label"
@@ -281,6 +299,40 @@ PY
   } 2>&1 | tee "$out/twogpu.txt"
   stop_redis
   [ -n "${OUT:-}" ] && cp "$out/twogpu.txt" "$OUT/"
+fi
+if want sandbox; then
+  echo "=== sandbox: CUDA candidates with the sandbox and without"
+  for mode in bwrap none; do
+    flag=(); [ "$mode" = none ] && flag=(--no-sandbox)
+    for cand in kernels/templates/rms_norm/cuda/block_row.cu kernels/faults/rms_norm_illegal_address.cu \
+        kernels/faults/rms_norm_unjoined_stream.cu kernels/faults/rms_norm_cublas_fallback.cu; do
+      echo "--- $mode: $cand"
+      timeout 300 "$atrex" eval "$cand" --operator rms_norm --shapes smallest:3 "${flag[@]}" \
+        --out "$out/sandbox-$mode-$(basename "$cand" .cu).jsonl" 2>&1 | grep -v '^  shape ' | tee -a "$out/sandbox.txt"
+    done
+  done
+  echo "--- the cpu attack candidates on this host (docs/evaluation.md \"Threat model\"; each reports what it could do)" | tee -a "$out/sandbox.txt"
+  for f in rms_norm_sandbox_honest rms_norm_forges_records rms_norm_network rms_norm_file_system \
+      rms_norm_fork_bomb rms_norm_huge_file rms_norm_reads_parent; do
+    "$atrex" eval "kernels/faults/$f.cpp" --operator rms_norm --shapes 15 --hardware H20 --no-perf \
+      --unseen-shapes 0 --seeds 1 --out "$out/sandbox-attack-$f.jsonl" > /dev/null 2>&1
+    python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); print(sys.argv[2], r["sandbox"], r["status"], r["error"][:300])' \
+      "$out/sandbox-attack-$f.jsonl" "$f" 2>&1 | tee -a "$out/sandbox.txt"
+  done
+  echo "--- records per sandbox field (file: count)" | tee -a "$out/sandbox.txt"
+  grep -c '"sandbox":"bwrap"' "$out"/sandbox-*.jsonl | tee -a "$out/sandbox.txt"
+  [ -n "${OUT:-}" ] && cp "$out/sandbox.txt" "$OUT/"
+fi
+if want sandboxBench; then
+  echo "=== sandbox: atrex bench eval, sandbox on vs off, twice each (target: within 10%)" | tee "$out/sandbox-bench.txt"
+  for op in ${SANDBOX_BENCH_OPS:-fused_add_rms_norm l2_norm}; do
+    for mode in bwrap none bwrap none; do
+      flag=(); [ "$mode" = none ] && flag=(--no-sandbox)
+      echo "--- $op sandbox $mode" | tee -a "$out/sandbox-bench.txt"
+      "$atrex" bench eval --operator "$op" "${flag[@]}" 2>&1 | tee -a "$out/sandbox-bench.txt" || rc=1
+    done
+  done
+  [ -n "${OUT:-}" ] && cp "$out/sandbox-bench.txt" "$OUT/"
 fi
 if want xcheck; then
   echo "=== xcheck: CUDA references vs independent PyTorch implementations"

@@ -22,7 +22,9 @@ int fail(const Error& e) {
 
 int run_runner_daemon(const RedisEndpoint& redis, const std::string& sweep_id, int device,
                       const std::string& name, const std::atomic<bool>& stop,
-                      const std::optional<metrics::ListenAddress>& metrics_listen) {
+                      const std::optional<metrics::ListenAddress>& metrics_listen,
+                      SandboxMode sandbox) {
+  if (auto ready = sandbox_ready(sandbox); !ready) return fail(ready.error());
   auto m = fetch_manifest(redis, sweep_id);
   if (!m) return fail(m.error());
   const ClusterOptions co = m->cluster.value_or(ClusterOptions{});
@@ -44,7 +46,8 @@ int run_runner_daemon(const RedisEndpoint& redis, const std::string& sweep_id, i
   eo.device_index = device;
   eo.runner = name;
   eo.work_dir = fs::path(m->output) / "work" / name;
-  eo.stop = &stop;  // SIGTERM/SIGUSR1: stop between shapes and give the lease back
+  eo.stop = &stop;
+  eo.sandbox = sandbox;  // SIGTERM/SIGUSR1: stop between shapes and give the lease back
   Evaluator evaluator(eo);
   RunnerLoopOptions ro{kEvalStream, name};
   ro.heartbeat = std::chrono::milliseconds(std::max(500, co.lease_timeout_s * 1000 / 6));

@@ -36,7 +36,22 @@ Evaluator::Evaluator(EvaluatorOptions options)
                              : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
   if (options_.work_dir.empty()) {
     options_.work_dir = fs::temp_directory_path() / fmt::format("atrex-eval-{}", ::getpid());
+    own_work_dir_ = true;
   }
+}
+
+Evaluator::~Evaluator() {
+  // Request and log files of children are removed as they end; what is left (the log of a
+  // crashed child) is in its record's error already.
+  if (own_work_dir_) {
+    std::error_code ec;
+    fs::remove_all(options_.work_dir, ec);
+  }
+}
+
+Status sandbox_ready(SandboxMode mode, const fs::path& child_dir) {
+  if (mode == SandboxMode::kNone) return ok();
+  return probe_bwrap(bwrap_program(child_dir));
 }
 
 namespace {
@@ -59,6 +74,7 @@ void Evaluator::finish_record(EvalRecord& r, const EvalSettings& settings,
                               const problems::Shape& shape) {
   r.hardware = options_.hardware.name;
   r.runner = options_.runner;
+  r.sandbox = options_.sandbox;
   r.created_at = utc_timestamp_now();
   auto counts =
       problems::roofline_counts(*options_.suite, r.operator_name, shape, settings.roofline);
@@ -135,6 +151,9 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(
     return out;
   };
   if (!target.reject.empty()) return emit_all(EvalStatus::kRejected, target.reject);
+  // Untrusted code runs only in the sandbox the options name (an atrex error, not a verdict:
+  // the candidate is not at fault).
+  ATREX_TRY(sandbox_ready(options_.sandbox, options_.child_dir));
   ATREX_ASSIGN_OR_RETURN(CompileOutcome compiled, cache_.compile(task.candidate, target.arch,
                                                                  task.settings.compile_timeout_s));
   if (options_.on_compile) options_.on_compile(compiled.cache_hit);
@@ -175,14 +194,16 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(
     unseen.decorate(r);
     emit(std::move(r), s);
   };
-  BatchContext ctx{&task,
-                   compiled.library,
-                   target.device_name,
-                   options_.child_dir,
-                   options_.work_dir,
-                   options_.device_index,
-                   num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id)),
-                   options_.stop};
+  BatchContext ctx{
+      &task,
+      compiled.library,
+      target.device_name,
+      options_.child_dir,
+      options_.work_dir,
+      options_.device_index,
+      num::mix64(seed_base_ ^ std::hash<std::string>{}(task.task_id)),
+      options_.stop,
+      EvalSandbox{options_.sandbox, bwrap_program(options_.child_dir), options_.cpu_memory_bytes}};
   ATREX_TRY(run_shape_batch(ctx, items, checked_emit, [&] { return unseen.failure(); }));
   return out;
 }

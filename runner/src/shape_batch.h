@@ -13,6 +13,7 @@
 #include "atrex/common/wire/eval_record.h"
 #include "atrex/problems/suite.h"
 #include "protocol/child_protocol.h"
+#include "sandbox/eval_sandbox.h"
 
 namespace atrex::runner {
 
@@ -33,14 +34,20 @@ struct BatchContext {
   int device_index = 0;
   uint64_t file_tag = 0;  // makes the request files' names unique
   const std::atomic<bool>* stop = nullptr;
+  EvalSandbox sandbox;  // the mode was checked usable (probe_bwrap) by the evaluator
 };
 
 // Evaluates `items` in order: one child takes them all; a crash or a timeout ends it, that shape
 // is recorded as such (crashed: the child died, with its output's tail; timeout: no verdict
 // within shape_timeout_s, restarted by every verdict), and a fresh child takes the rest. Once
 // `abandon` returns a reason, the shapes not evaluated yet are recorded wrong_result with it.
-// `emit` gets each record as the child writes it. kUnavailable after a stop request (between
-// shapes); kIo when the request file cannot be written.
+// Each child gets its request on an inherited memfd and writes its verdicts to an inherited
+// pipe, checked by a ResponseChannel (response_channel.h); a tampered channel makes every shape
+// of the task `rejected` ("tampering: ..."). `emit` gets the records of the task's own shapes
+// once the batch ends (so that tampering found late still decides every shape), those of
+// unseen shapes as they come (they decide whether the rest is evaluated). kUnavailable after a
+// stop request (between shapes, the records so far emitted); kIo when the request cannot be
+// passed on.
 Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchItem>& items,
                              const std::function<void(EvalRecord, const problems::Shape&)>& emit,
                              const std::function<std::string()>& abandon);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -48,6 +49,7 @@ class GatesTest : public ::testing::Test {
     o.include_dir = ATREX_TEST_INCLUDE_DIR;
     o.child_dir = ATREX_TEST_BIN_DIR;
     o.seed = 1234;
+    o.sandbox = sandbox_;
     return o;
   }
 
@@ -75,6 +77,7 @@ class GatesTest : public ::testing::Test {
     return r ? *r : std::vector<EvalRecord>{};
   }
 
+  SandboxMode sandbox_ = SandboxMode::kBwrap;
   std::optional<problems::HardwareProfile> hardware_override_;
   static problems::Suite* suite_;
   static problems::HardwareProfile* hardware_;
@@ -132,27 +135,44 @@ TEST_F(GatesTest, TimingRepeatsUntilTheRelativeStandardErrorTarget) {
 }
 
 // A stopping runner gives its task back between shapes instead of finishing it: the records of
-// the shapes done stay, evaluate() returns kUnavailable.
+// the shapes done stay, evaluate() returns kUnavailable. The stop comes while the first shape is
+// evaluated (the honest twin prints a line on its first call; the child's log shows it), and
+// reaches the child in the sandbox through its stop pipe (a signal would end bwrap).
 TEST_F(GatesTest, StopFlagEndsTheTaskBetweenShapes) {
   std::atomic<bool> stop{false};
   EvaluatorOptions o = options();
   o.stop = &stop;
+  o.work_dir = fs::temp_directory_path() / fmt::format("atrex-stop-test-{}", ::getpid());
+  fs::remove_all(o.work_dir);
   Evaluator ev(o);
   EvalTask t;
   t.task_id = "test-stop";
   t.operator_name = "rms_norm";
   t.shape_ids = {"15", "5", "0"};
-  t.candidate.source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / "rms_norm_correct.cpp");
+  t.candidate.source =
+      *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / "rms_norm_sandbox_honest.cpp");
   t.candidate.sha256 = sha256_hex(t.candidate.source);
   t.candidate.backend = Backend::kCpu;
   t.settings.performance = false;
-  std::vector<std::string> done;
-  auto r = ev.evaluate(t, [&](const EvalRecord& rec) {
-    done.push_back(rec.shape_id);
-    stop = true;  // the signal arrives while the first shape is evaluated
+  t.settings.unseen_shapes = 0;
+  std::atomic<bool> done_watching{false};
+  std::thread watcher([&] {
+    while (!done_watching && !stop) {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(o.work_dir, ec)) {
+        if (e.path().extension() != ".log") continue;
+        auto text = read_text_file(e.path());
+        if (text && text->find("honest candidate") != std::string::npos) stop = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   });
-  // The child evaluating the task is asked to stop when the first record arrives; it finishes
-  // the shape in hand (the second, at most) and exits.
+  std::vector<std::string> done;
+  auto r = ev.evaluate(t, [&](const EvalRecord& rec) { done.push_back(rec.shape_id); });
+  done_watching = true;
+  watcher.join();
+  fs::remove_all(o.work_dir);
+  // The child finishes the shape in hand (the second, at most) and exits.
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
   ASSERT_GE(done.size(), 1u);
@@ -292,6 +312,9 @@ TEST_F(GatesTest, HangIsRecordedAsTimeout) {
 TEST_F(GatesTest, OneChildPerTaskAndAFreshOneAfterATimeout) {
   const fs::path pid_log = fs::temp_directory_path() / fmt::format("atrex-pids-{}.txt", ::getpid());
   fs::remove(pid_log);
+  // The candidate logs its pid into the host's temp folder: without the sandbox (inside, every
+  // child is pid 2 of its own namespace and /tmp is its own).
+  sandbox_ = SandboxMode::kNone;
   ::setenv("ATREX_TEST_PID_LOG", pid_log.c_str(), 1);
   auto recs = evaluate("rms_norm_hangs_on_one_shape.cpp", {"15", "41", "5", "46"}, 3.0,
                        [](EvalSettings& s) { s.performance = false; });

@@ -3,7 +3,9 @@
 // tiny shapes); an illegal-address kernel kills only its child; an all-zero kernel, work left
 // on an unjoined stream and work launched later from a host thread are rejected; a kernel
 // computing in __half fails the range probe; a kernel that never runs is flagged.
+#include <cstdlib>
 #include <filesystem>
+#include <string>
 #include <functional>
 
 #include <gtest/gtest.h>
@@ -54,6 +56,11 @@ class GpuGatesTest : public ::testing::Test {
     o.suite = suite_.get();
     o.hardware = hardware_;
     o.cache_dir = fs::temp_directory_path() / "atrex_gpu_test_cache";
+    // In the sandbox like every evaluation, unless the GPU host cannot make one
+    // (deploy/gpu/run-gpu-checks.sh sets ATREX_NO_SANDBOX=1 then and says so).
+    const char* no_sandbox = std::getenv("ATREX_NO_SANDBOX");
+    o.sandbox =
+        no_sandbox && std::string(no_sandbox) == "1" ? SandboxMode::kNone : SandboxMode::kBwrap;
     Evaluator ev(o);
     auto r = ev.evaluate(t);
     EXPECT_TRUE(r) << r.error().message;

@@ -6,6 +6,7 @@
 //
 // Tests needing hipcc or atrex-eval-hip skip where they are missing, unless ATREX_REQUIRE_HIP=1
 // (.ci/run sets it: deploy/install-deps.sh installs the HIP packages), which makes that a failure.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -228,12 +229,20 @@ TEST_F(HipTest, ChildWithoutAnAmdGpuWritesARejectedVerdictPerShape) {
   task.operator_name = "rms_norm";
   task.library = (dir_ / "none.so").string();
   task.shapes = {ChildShape{"15", Json::object(), {1}}, ChildShape{"5", Json::object(), {2}}};
+  task.nonce = "0123456789abcdef";
   const Json request = to_json(ChildRequest{task, {}});
   ASSERT_TRUE(write_text_file_atomic(dir_ / "req.json", request.dump()));
+  // The request and the result channel on inherited fds, as the runner passes them.
+  const int req_fd = ::open((dir_ / "req.json").c_str(), O_RDONLY | O_CLOEXEC);
+  const int resp_fd =
+      ::open((dir_ / "resp.jsonl").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(req_fd, 0);
+  ASSERT_GE(resp_fd, 0);
   SubprocessOptions opt;
-  opt.argv = {child.string(), "--request", (dir_ / "req.json").string(), "--response",
-              (dir_ / "resp.jsonl").string()};
+  opt.argv = {child.string(), "--request-fd", "3", "--response-fd", "4"};
+  opt.inherit_fds = {{req_fd, 3}, {resp_fd, 4}};
   auto r = run_subprocess(opt);
+  opt.inherit_fds.clear();
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->term_signal, 0) << r->describe();
   EXPECT_EQ(r->exit_code, 4) << r->describe() << ": " << r->output_tail;
@@ -245,6 +254,7 @@ TEST_F(HipTest, ChildWithoutAnAmdGpuWritesARejectedVerdictPerShape) {
   EXPECT_EQ(lines[1].value("shape_id", ""), "5");
   for (const auto& j : lines) {
     EXPECT_EQ(j.value("status", ""), "rejected");
+    EXPECT_EQ(j.value("nonce", ""), "0123456789abcdef");
     EXPECT_NE(j.value("error", "").find("no AMD GPU / HIP runtime found"), std::string::npos)
         << j.dump();
   }

@@ -33,6 +33,7 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   InProcessQueue queue(qopt);
   ATREX_ASSIGN_OR_RETURN(agent::ProviderRegistry providers, agent::ProviderRegistry::builtin());
   runner::EvaluatorOptions eopt;
+  eopt.sandbox = options.sandbox;
   eopt.suite = &sweep.suite;
   eopt.hardware = sweep.hardware;
   eopt.work_dir = out / "work";

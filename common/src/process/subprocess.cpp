@@ -85,11 +85,17 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
   for (const auto& a : opt.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<std::string> env_storage;
-  for (char** e = environ; *e; ++e) {
-    std::string kv(*e);
-    const auto eq = kv.find('=');
-    if (eq != std::string::npos && opt.extra_env.count(kv.substr(0, eq))) continue;
-    env_storage.push_back(std::move(kv));
+  if (opt.env) {
+    for (const auto& [k, v] : *opt.env) {
+      if (!opt.extra_env.count(k)) env_storage.push_back(k + "=" + v);
+    }
+  } else {
+    for (char** e = environ; *e; ++e) {
+      std::string kv(*e);
+      const auto eq = kv.find('=');
+      if (eq != std::string::npos && opt.extra_env.count(kv.substr(0, eq))) continue;
+      env_storage.push_back(std::move(kv));
+    }
   }
   for (const auto& [k, v] : opt.extra_env) env_storage.push_back(k + "=" + v);
   std::vector<char*> envp;
@@ -110,9 +116,17 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
 
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t parent = ::getpid();
+  auto close_inherited = [&] {
+    for (const auto& [from, to] : opt.inherit_fds) ::close(from);
+  };
+  for (const auto& [from, to] : opt.inherit_fds) {
+    ATREX_ASSERT(from >= 0 && to > 2 && to < 64, "inherit_fds: a valid fd onto 3..63");
+  }
+  ATREX_ASSERT(opt.inherit_fds.size() <= 16, "at most 16 inherited fds");
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(out_fd);
+    close_inherited();
     return io_error(fmt::format("fork: {}", std::strerror(errno)));
   }
   if (pid == 0) {
@@ -129,6 +143,16 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
     ::dup2(devnull, 0);
     ::dup2(out_fd, 1);
     ::dup2(out_fd, 2);
+    // Inherited fds: first out of the way of every target number (F_DUPFD above them all),
+    // then onto their numbers, without close-on-exec.
+    int moved[16];
+    for (size_t i = 0; i < opt.inherit_fds.size(); ++i) {
+      moved[i] = ::fcntl(opt.inherit_fds[i].first, F_DUPFD_CLOEXEC, 64);
+      if (moved[i] < 0) _exit(126);
+    }
+    for (size_t i = 0; i < opt.inherit_fds.size(); ++i) {
+      if (::dup2(moved[i], opt.inherit_fds[i].second) < 0) _exit(126);  // dup2 clears CLOEXEC
+    }
     if (!opt.working_dir.empty() && ::chdir(opt.working_dir.c_str()) != 0) _exit(126);
     for (size_t i = 0; i < opt.policies.size(); ++i) {
       if (const int err = opt.policies[i]->apply_in_child(); err != 0) {
@@ -143,6 +167,7 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
     _exit(127);
   }
   ::setpgid(pid, pid);  // also here, so the group exists before we might need to kill it
+  close_inherited();
   ::close(exec_pipe[1]);
   ::close(out_fd);
   SpawnFailure spawn{};
@@ -160,8 +185,14 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
     if (r < 0 && errno != EINTR) return io_error(fmt::format("waitpid: {}", std::strerror(errno)));
     if (opt.progress && opt.progress()) deadline = std::chrono::steady_clock::now() + opt.timeout;
     if (!stop_sent && opt.should_stop && opt.should_stop()) {
-      ::kill(pid, opt.stop_signal);
+      if (opt.stop_signal != 0) ::kill(pid, opt.stop_signal);
       stop_sent = true;
+    }
+    if (opt.should_abort && opt.should_abort()) {
+      result.aborted = true;
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       result.timed_out = true;
@@ -176,7 +207,8 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
   ::kill(-pid, SIGKILL);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status) && !result.timed_out) result.term_signal = WTERMSIG(status);
+  if (WIFSIGNALED(status) && !result.timed_out && !result.aborted)
+    result.term_signal = WTERMSIG(status);
   if (result.timed_out) result.term_signal = 0;
   result.output_tail = read_tail(out_file, opt.output_tail_bytes);
   if (exec_failed && spawn.stage == SpawnFailure::kPolicy) {

@@ -117,6 +117,7 @@ Json to_json(const EvalRecord& r) {
          {"hardware", r.hardware},
          {"device", r.device},
          {"runner", r.runner},
+         {"sandbox", sandbox_mode_name(r.sandbox)},
          {"status", eval_status_name(r.status)},
          {"error", r.error},
          {"max_abs_error", r.max_abs_error},
@@ -151,6 +152,7 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
   ATREX_TRY(r.required("hardware", rec.hardware));
   ATREX_TRY(r.required("device", rec.device));
   ATREX_TRY(r.required("runner", rec.runner));
+  ATREX_TRY(r.required("sandbox", rec.sandbox));
   ATREX_TRY(r.required("status", rec.status));
   ATREX_TRY(r.required("error", rec.error));
   ATREX_TRY(r.required("max_abs_error", rec.max_abs_error));

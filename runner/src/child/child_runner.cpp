@@ -1,16 +1,20 @@
 // The evaluation child's entry (child_runner.h). The work of one shape is ShapeRun's (shape_run.h).
 #include "child_runner.h"
 
+#include <poll.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "atrex/common/process/seccomp.h"
 #include "shape_run.h"
 
 namespace atrex::runner {
@@ -26,49 +30,90 @@ namespace {
 std::atomic<bool> g_stop_requested{false};
 extern "C" void on_stop_signal(int) { g_stop_requested.store(true); }
 
-// Command-line arguments of the children: --request FILE --response FILE (--device N is read by
-// the device setup).
-struct ChildArgs {
-  std::string request, response;
-};
+}  // namespace
+
 ChildArgs child_args(int argc, char** argv) {
   ChildArgs a;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--request") == 0) a.request = argv[i + 1];
     if (std::strcmp(argv[i], "--response") == 0) a.response = argv[i + 1];
+    if (std::strcmp(argv[i], "--request-fd") == 0) a.request_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--response-fd") == 0) a.response_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--stop-fd") == 0) a.stop_fd = std::atoi(argv[i + 1]);
   }
   return a;
+}
+
+Result<ChildRequest> read_child_request(const ChildArgs& args) {
+  if (args.request_fd < 0) {
+    ATREX_ASSIGN_OR_RETURN(Json json, read_json_file(args.request));
+    return child_request_from_json(json, args.request);
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(args.request_fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error(fmt::format("reading the request: {}", std::strerror(errno)));
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  // Gone before any candidate code runs: the nonce stays only in this process's memory.
+  ::close(args.request_fd);
+  try {
+    return child_request_from_json(Json::parse(text), "request fd");
+  } catch (const Json::exception& e) {
+    return make_error(ErrorCode::kInvalidInput, fmt::format("request fd: {}", e.what()));
+  }
+}
+
+Status write_response_line(int fd, const std::string& line) {
+  for (size_t done = 0; done < line.size();) {
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return io_error(fmt::format("writing the response: {}", std::strerror(errno)));
+    done += static_cast<size_t>(n);
+  }
+  return ok();
+}
+
+namespace {
+
+bool stop_fd_readable(int fd) {
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP)) != 0;
 }
 
 }  // namespace
 
 int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
-                   child::CandidateLoader& loader, const std::string& response_path) {
+                   child::CandidateLoader& loader, int response_fd, int stop_fd) {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   ::sigaction(SIGUSR1, &sa, nullptr);
-  std::FILE* out = std::fopen(response_path.c_str(), "a");
-  if (!out) {
-    fmt::print(stderr, "{}: cannot open the response file: {}\n", response_path,
-               std::strerror(errno));
-    return 1;
+  // The device is set up (context, runtime threads); from here on the candidate may run.
+  if (task.seccomp) {
+    if (auto s = install_candidate_seccomp(); !s) {
+      fmt::print(stderr, "the evaluation child refuses to run the candidate: {}\n",
+                 s.error().message);
+      return 5;
+    }
   }
   for (const ChildShape& item : task.shapes) {
-    if (g_stop_requested.load()) break;
+    if (g_stop_requested.load() || stop_fd_readable(stop_fd)) break;
     const auto t0 = std::chrono::steady_clock::now();
     ChildShapeResponse response = run_child_shape(task, item, device, loader);
     // steady_clock is CLOCK_MONOTONIC, shared with the runner: it charges the child's start to
     // the first shape.
     response.started_at_s = std::chrono::duration<double>(t0.time_since_epoch()).count();
     response.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const std::string line = to_json(response).dump() + "\n";
-    if (std::fwrite(line.data(), 1, line.size(), out) != line.size() || std::fflush(out) != 0) {
-      fmt::print(stderr, "{}: cannot write the response: {}\n", response_path,
-                 std::strerror(errno));
+    response.nonce = task.nonce;
+    if (auto w = write_response_line(response_fd, to_json(response).dump() + "\n"); !w) {
+      fmt::print(stderr, "{}\n", w.error().message);
       return 1;
     }
     if (response.status == EvalStatus::kCrashed) {
-      std::fclose(out);
       std::_Exit(
           3);  // a crashed (sticky-error) context must not be reused, nor its destructors run
     }
@@ -76,26 +121,31 @@ int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
     // shapes after it are not evaluated.
     if (item.stop_task_on_failure && response.status == EvalStatus::kWrongResult) break;
   }
-  std::fclose(out);
   return 0;
 }
 
 int child_main(int argc, char** argv, ChildDevice& device) {
   const ChildArgs args = child_args(argc, argv);
-  if (args.request.empty() || args.response.empty()) {
-    fmt::print(stderr, "usage: {} --request FILE --response FILE [--device N]\n", argv[0]);
+  const bool task_mode = args.request_fd >= 0 && args.response_fd >= 0;
+  if (!task_mode && (args.request.empty() || args.response.empty())) {
+    fmt::print(stderr,
+               "usage: {0} --request-fd N --response-fd M [--device N] (task)\n"
+               "       {0} --request FILE --response FILE [--device N] (dump)\n",
+               argv[0]);
     return 2;
   }
-  auto json = read_json_file(args.request);
-  auto request = json ? child_request_from_json(*json, args.request)
-                      : Result<ChildRequest>(tl::unexpected(json.error()));
+  auto request = read_child_request(args);
   if (!request) {
     fmt::print(stderr, "{}\n", request.error().message);
     return 2;
   }
   if (request->task) {
+    if (!task_mode) {
+      fmt::print(stderr, "a task's results go to --response-fd, never to a file\n");
+      return 2;
+    }
     auto loader = child::make_shared_object_loader();
-    return run_child_task(*request->task, device, *loader, args.response);
+    return run_child_task(*request->task, device, *loader, args.response_fd, args.stop_fd);
   }
   ATREX_ASSERT(request->dump.has_value(), "a request is a task or a dump");
   const ChildDumpResponse response = run_child_dump(*request->dump, device);

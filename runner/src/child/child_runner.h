@@ -1,7 +1,8 @@
-// The evaluation child's entry (protocol/child_protocol.h): `<exe> --request FILE --response FILE
-// [--device N]`. A task request evaluates its shapes in order in this process and appends one
-// response line per shape as it completes; a dump request writes inputs and reference outputs.
-// Runs inside a sacrificial process (common/process/subprocess.h).
+// The evaluation child's entry (protocol/child_protocol.h): `<exe> --request-fd N --response-fd M
+// [--device N]` for a task (the request is read from fd N, which is closed after; one response
+// line per shape is written to the pipe M as it completes), `<exe> --request FILE --response
+// FILE` for a dump (inputs and reference outputs; no candidate runs). Runs inside a sacrificial
+// process (common/process/subprocess.h), for a task in the sandbox (common/process/sandbox.h).
 #pragma once
 
 #include <string>
@@ -23,13 +24,28 @@ ChildShapeResponse run_child_shape(const ChildTaskRequest& task, const ChildShap
 // status is "ok", "rejected" (a bad item), "crashed" (a device failure) or "skipped" (after one).
 ChildDumpResponse run_child_dump(const ChildDumpRequest& request, ChildDevice& device);
 
-// Task mode: the shapes in order, one response line each, appended as soon as it is known (the
-// runner sees progress and, after a crash or a timeout, which shape was in hand). Stops after a
+// Task mode: installs the seccomp filter (task.seccomp), then the shapes in order, one response
+// line each (carrying task.nonce), written to `response_fd` as soon as it is known (the runner
+// sees progress and, after a crash or a timeout, which shape was in hand). Stops after a
 // crashed shape (the context may be unusable: the process exits without destructors), after a
-// wrong_result of an item with stop_task_on_failure, and on SIGUSR1 between shapes.
-// Returns the exit code (0; 1 when the response file cannot be written; 3 after a crash).
+// wrong_result of an item with stop_task_on_failure, and between shapes on SIGUSR1 or when
+// `stop_fd` is readable (in the sandbox a signal would reach bwrap, not this process).
+// Returns the exit code (0; 1 when the response cannot be written; 3 after a crash; 5 when the
+// seccomp filter cannot be installed: no candidate runs then).
 int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
-                   child::CandidateLoader& loader, const std::string& response_path);
+                   child::CandidateLoader& loader, int response_fd, int stop_fd = -1);
+
+// The command line of the children (--device N is read by the device setup).
+struct ChildArgs {
+  std::string request, response;          // dump mode: files
+  int request_fd = -1, response_fd = -1;  // task mode: inherited fds
+  int stop_fd = -1;  // task mode: readable (a byte, or EOF) = stop after the shape in hand
+};
+ChildArgs child_args(int argc, char** argv);
+// The request from the fd (read to its end, then closed) or the file.
+Result<ChildRequest> read_child_request(const ChildArgs& args);
+// One whole line onto the result pipe (write(2) until done).
+Status write_response_line(int fd, const std::string& line);
 
 // The child executables' main after device setup. Bad usage or an unreadable request: exit 2.
 int child_main(int argc, char** argv, ChildDevice& device);

@@ -5,35 +5,38 @@
 #include <fmt/format.h>
 
 #include "atrex/common/json_io.h"
+#include "child_runner.h"
 #include "protocol/child_protocol.h"
 
 namespace atrex::runner {
 
 int child_main_unavailable(int argc, char** argv, EvalStatus status, const std::string& reason,
                            int exit_code) {
-  std::string request_path, response_path;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--request") == 0) request_path = argv[i + 1];
-    if (std::strcmp(argv[i], "--response") == 0) response_path = argv[i + 1];
-  }
+  const ChildArgs args = child_args(argc, argv);
   fmt::print(stderr, "{}: {}\n", argv[0], reason);
-  if (request_path.empty() || response_path.empty()) return exit_code;
-  auto json = read_json_file(request_path);
-  auto request = json ? child_request_from_json(*json, request_path)
-                      : Result<ChildRequest>(tl::unexpected(json.error()));
+  const bool task_mode = args.request_fd >= 0 && args.response_fd >= 0;
+  if (!task_mode && (args.request.empty() || args.response.empty())) return exit_code;
+  auto request = read_child_request(args);
   if (!request) {
     fmt::print(stderr, "{}\n", request.error().message);
     return 2;
   }
   std::string text;
   if (request->task) {
+    if (!task_mode) return 2;
     for (const ChildShape& item : request->task->shapes) {
       ChildShapeResponse line;
+      line.nonce = request->task->nonce;
       line.shape_id = item.shape_id;
       line.status = status;
       line.error = reason;
       text += to_json(line).dump() + "\n";
     }
+    if (auto w = write_response_line(args.response_fd, text); !w) {
+      fmt::print(stderr, "{}\n", w.error().message);
+      return 1;
+    }
+    return exit_code;
   } else {
     ChildDumpResponse dump;
     dump.crashed = status == EvalStatus::kCrashed;
@@ -43,7 +46,7 @@ int child_main_unavailable(int argc, char** argv, EvalStatus status, const std::
     }
     text = to_json(dump).dump();
   }
-  if (auto w = write_text_file_atomic(response_path, text); !w) {
+  if (auto w = write_text_file_atomic(args.response, text); !w) {
     fmt::print(stderr, "{}\n", w.error().message);
     return 1;
   }

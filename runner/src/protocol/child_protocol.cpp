@@ -112,9 +112,10 @@ Json to_json(const ChildRequest& req) {
   const ChildTaskRequest& t = *req.task;
   Json shapes = Json::array();
   for (const auto& s : t.shapes) shapes.push_back(to_json(s));
-  return Json{{"schema", kChildRequestSchema}, {"mode", "task"},  {"operator", t.operator_name},
-              {"library", t.library},          {"atol", t.atol},  {"rtol", t.rtol},
-              {"timing", to_json(t.timing)},   {"shapes", shapes}};
+  return Json{{"schema", kChildRequestSchema}, {"mode", "task"},   {"operator", t.operator_name},
+              {"library", t.library},          {"atol", t.atol},   {"rtol", t.rtol},
+              {"timing", to_json(t.timing)},   {"shapes", shapes}, {"nonce", t.nonce},
+              {"seccomp", t.seccomp}};
 }
 
 Result<ChildRequest> child_request_from_json(const Json& j, const std::string& source) {
@@ -134,6 +135,8 @@ Result<ChildRequest> child_request_from_json(const Json& j, const std::string& s
     ATREX_TRY(r.required("rtol", t.rtol));
     ATREX_TRY(r.required("timing", t.timing, timing_loop_from_json));
     ATREX_TRY(read_list(r, "shapes", t.shapes, child_shape_from_json));
+    ATREX_TRY(r.required("nonce", t.nonce));
+    ATREX_TRY(r.required("seccomp", t.seccomp));
   } else {
     ATREX_ASSIGN_OR_RETURN(JsonField m, r.field().at("mode"));
     return m.fail("expected task or dump");
@@ -144,6 +147,7 @@ Result<ChildRequest> child_request_from_json(const Json& j, const std::string& s
 
 Json to_json(const ChildShapeResponse& c) {
   Json j{{"schema", kChildResponseSchema},
+         {"nonce", c.nonce},
          {"shape_id", c.shape_id},
          {"status", eval_status_name(c.status)},
          {"error", c.error},
@@ -171,6 +175,7 @@ Result<ChildShapeResponse> child_shape_response_from_json(const Json& j,
   ChildShapeResponse c;
   ATREX_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::open(JsonField(j, source)));
   ATREX_TRY(r.schema(kChildResponseSchema));
+  ATREX_TRY(r.required("nonce", c.nonce));
   ATREX_TRY(r.required("shape_id", c.shape_id));
   ATREX_TRY(r.required("status", c.status));
   ATREX_TRY(r.required("error", c.error));

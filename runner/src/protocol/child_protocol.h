@@ -52,6 +52,11 @@ struct ChildTaskRequest {
   double rtol = 5e-2;
   TimingLoop timing;
   std::vector<ChildShape> shapes;
+  // Fresh per child process (response_channel.h): every response line carries it. The request
+  // reaches the child on an inherited fd only, never a path or its command line.
+  std::string nonce;
+  // Install the seccomp filter before loading the candidate (false only with --no-sandbox).
+  bool seccomp = true;
 };
 
 struct ChildDumpRequest {
@@ -68,6 +73,7 @@ Result<ChildRequest> child_request_from_json(const Json& j, const std::string& s
 
 // What the child says about one shape (one JSON line of the response file).
 struct ChildShapeResponse {
+  std::string nonce;  // the request's
   std::string shape_id;
   EvalStatus status = EvalStatus::kCrashed;
   std::string error;

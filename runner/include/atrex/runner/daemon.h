@@ -9,6 +9,7 @@
 #include <string>
 
 #include "atrex/common/metrics_server.h"
+#include "atrex/common/process/sandbox.h"
 #include "atrex/common/redis/endpoint.h"
 
 namespace atrex::runner {
@@ -18,8 +19,10 @@ namespace atrex::runner {
 // not hold or a bad --metrics-listen, 3 when Redis cannot be reached, 1 otherwise.
 // `metrics_listen` (--metrics-listen) overrides the manifest's cluster.metrics; with either,
 // the runner serves /metrics and writes its target file (removed when it returns).
+// `sandbox` (--no-sandbox): a runner whose sandbox cannot start here exits 3 at once, naming why.
 int run_runner_daemon(const RedisEndpoint& redis, const std::string& sweep_id, int device,
                       const std::string& name, const std::atomic<bool>& stop,
-                      const std::optional<metrics::ListenAddress>& metrics_listen = std::nullopt);
+                      const std::optional<metrics::ListenAddress>& metrics_listen = std::nullopt,
+                      SandboxMode sandbox = SandboxMode::kBwrap);
 
 }  // namespace atrex::runner

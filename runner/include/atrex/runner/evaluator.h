@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "atrex/common/error.h"
+#include "atrex/common/process/sandbox.h"
 #include "atrex/common/wire/eval_record.h"
 #include "atrex/problems/hardware.h"
 #include "atrex/problems/suite.h"
@@ -42,11 +43,28 @@ struct EvaluatorOptions {
   // Called after every compile-cache lookup (evaluate() and precompile()) with whether it was a
   // hit; the runner's compile-cache metrics. Must be thread-safe (precompile runs concurrently).
   std::function<void(bool cache_hit)> on_compile;
+  // How the evaluation children run (docs/evaluation.md "Sandbox"): kBwrap, or kNone only when
+  // the user said --no-sandbox. With kBwrap, evaluate() fails with kUnavailable where bwrap
+  // cannot make its namespaces (sandbox_ready()). Every record says which.
+  SandboxMode sandbox = SandboxMode::kBwrap;
+  // RLIMIT_AS of a cpu child; 0: three quarters of this machine's memory.
+  uint64_t cpu_memory_bytes = 0;
 };
+
+// Whether evaluation children can run in `mode` here: ok for kNone; for kBwrap the probe of
+// probe_bwrap() with the bwrap next to `child_dir` or on PATH (kUnavailable naming why and
+// --no-sandbox). Commands call it before starting work so that a host without user namespaces
+// is refused at once, not per task.
+Status sandbox_ready(SandboxMode mode,
+                     const std::filesystem::path& child_dir = default_child_dir());
 
 class Evaluator {
  public:
   explicit Evaluator(EvaluatorOptions options);
+  // Removes the temporary work folder when the evaluator chose it (atrex-eval-<pid>).
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   // Evaluates `task`. Returns one record per requested shape (in request order); calls
   // `on_record` as each completes. Errors only for atrex failures (unknown operator or shape
@@ -70,6 +88,7 @@ class Evaluator {
   EvaluatorOptions options_;
   CompileCache cache_;
   uint64_t seed_base_;
+  bool own_work_dir_ = false;
 };
 
 }  // namespace atrex::runner

@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 
+#include "atrex/common/process/sandbox.h"
 #include "atrex/problems/suite.h"
 #include "atrex/scheduler/follow.h"
 #include "atrex/scheduler/resolve.h"
@@ -31,6 +32,8 @@ struct LocalSweepOptions {
   // When set, the in-process runner, agent workers and the sweep itself register their metrics
   // here (atrex_runner_*, atrex_agent_*, atrex_sweep_*). Must outlive the run.
   prometheus::Registry* metrics = nullptr;
+  // The runner's evaluation children (--no-sandbox: kNone); checked usable before anything runs.
+  SandboxMode sandbox = SandboxMode::kBwrap;
 };
 
 Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSweepOptions& options);

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "atrex/common/error.h"
@@ -62,14 +63,26 @@ struct SubprocessOptions {
   std::filesystem::path output_file;             // stdout+stderr; empty = a temporary file
   std::filesystem::path working_dir;             // empty = inherit
   std::map<std::string, std::string> extra_env;  // added to the environment
-  size_t output_tail_bytes = 4096;               // how much of the output to keep in the result
+  // When set, the child's whole environment instead of this process's (plus extra_env): the
+  // evaluation children get a cleaned one (no credentials, no Redis URL).
+  std::optional<std::map<std::string, std::string>> env;
+  // File descriptors handed to the child: {fd in this process, fd number in the child}. The
+  // child gets them without close-on-exec at the given numbers (3 and up); this process's copies
+  // are closed once the child is forked, so a pipe's read end sees EOF when the child's copies
+  // close. Used for the evaluation children's request and result channel (no paths on their
+  // command line).
+  std::vector<std::pair<int, int>> inherit_fds;
+  size_t output_tail_bytes = 4096;  // how much of the output to keep in the result
   // Polled in the wait loop (about every 20 ms). `progress` returning true restarts the
   // timeout (a child working through many items gets `timeout` per item). When `should_stop`
   // first returns true, `stop_signal` is sent to the child alone (not its group): it is asked to
   // finish the item in hand and exit; the timeout still applies.
   std::function<bool()> progress;
   std::function<bool()> should_stop;
-  int stop_signal = SIGUSR1;
+  // Polled like `progress`: once true, the whole group is killed at once (SIGKILL) and the
+  // result says `aborted` (the runner found the child's result channel tampered with).
+  std::function<bool()> should_abort;
+  int stop_signal = SIGUSR1;  // 0: no signal (the caller tells the child another way)
   // Applied in the child before exec, in order (not owned; must outlive the call).
   std::vector<const ChildPolicy*> policies;
 };
@@ -77,8 +90,9 @@ struct SubprocessOptions {
 struct SubprocessResult {
   bool started = false;  // false when exec failed (e.g. program not found)
   bool timed_out = false;
-  int exit_code = -1;   // valid when exited normally
-  int term_signal = 0;  // non-zero when killed by a signal (SIGKILL on timeout)
+  bool aborted = false;  // killed because should_abort returned true
+  int exit_code = -1;    // valid when exited normally
+  int term_signal = 0;   // non-zero when killed by a signal (SIGKILL on timeout)
   double wall_s = 0;
   std::string output_tail;
   bool ok() const { return started && !timed_out && term_signal == 0 && exit_code == 0; }

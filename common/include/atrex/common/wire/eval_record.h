@@ -11,6 +11,7 @@
 #include "atrex/common/error.h"
 #include "atrex/common/json_io.h"
 #include "atrex/common/wire/eval_task.h"
+#include "atrex/common/wire/sandbox_mode.h"
 
 namespace atrex {
 
@@ -88,6 +89,9 @@ struct EvalRecord {
   std::string hardware;    // profile name
   std::string device;      // e.g. "NVIDIA H200" or the CPU model
   std::string runner;      // the runner (queue consumer) that produced it; "local" for `atrex eval`
+  // How the evaluation child ran: bwrap (namespaces, read-only view, seccomp) or none
+  // (--no-sandbox). docs/evaluation.md "Sandbox".
+  SandboxMode sandbox = SandboxMode::kBwrap;
   EvalStatus status = EvalStatus::kCrashed;
   std::string error;  // reason when status != ok
   double max_abs_error = 0;

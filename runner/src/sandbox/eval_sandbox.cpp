@@ -1,0 +1,63 @@
+#include "sandbox/eval_sandbox.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <sstream>
+
+namespace atrex::runner {
+namespace fs = std::filesystem;
+
+namespace {
+
+void add_path_list(const char* var, std::vector<fs::path>& out) {
+  const char* v = std::getenv(var);
+  if (!v) return;
+  std::stringstream ss(v);
+  std::string item;
+  while (std::getline(ss, item, ':')) {
+    if (!item.empty() && fs::path(item).is_absolute()) out.emplace_back(item);
+  }
+}
+
+}  // namespace
+
+SandboxView eval_sandbox_view(Backend backend, const fs::path& child_dir, const fs::path& library) {
+  SandboxView v;
+  std::error_code ec;
+  v.read_only.push_back(fs::weakly_canonical(child_dir, ec));
+  v.read_only.push_back(library);
+  add_path_list("LD_LIBRARY_PATH", v.read_only);
+  add_path_list("ATREX_SANDBOX_BIND", v.read_only);
+  if (backend == Backend::kCpu) {
+    v.read_only.emplace_back("/sys/devices/system/cpu");
+    return v;
+  }
+  v.sys = true;
+  if (backend == Backend::kCuda) {
+    for (const auto& e : fs::directory_iterator("/dev", ec)) {
+      if (e.path().filename().string().rfind("nvidia", 0) == 0) v.devices.push_back(e.path());
+    }
+  } else {
+    v.devices = {"/dev/kfd", "/dev/dri"};
+  }
+  return v;
+}
+
+ResourceLimits::Limits eval_child_limits(Backend backend, const EvalSandbox& sandbox) {
+  ResourceLimits::Limits l;
+  l.file_size_bytes = 64ull << 20;
+  l.open_files = 4096;
+  if (backend == Backend::kCpu) {
+    l.address_space_bytes = sandbox.cpu_memory_bytes;
+    if (l.address_space_bytes == 0) {
+      const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+      if (pages > 0 && page > 0) {
+        l.address_space_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4 * 3;
+      }
+    }
+  }
+  return l;
+}
+
+}  // namespace atrex::runner

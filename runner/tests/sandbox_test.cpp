@@ -1,0 +1,353 @@
+// The evaluation sandbox and the result channel against attacking candidates (issue 14 items
+// 1-4; docs/evaluation.md "Threat model"), on the cpu backend through the real children and
+// bwrap. Each attack reports what it could do in its error message (kernels/faults/*.cpp); where
+// it is safe, the same attack runs with `sandbox: none` too and is seen to work, so that each
+// test would catch the defense going away. rms_norm_sandbox_honest.cpp is the honest twin.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "atrex/common/hash.h"
+#include "atrex/common/json_io.h"
+#include "atrex/common/redis/connection.h"
+#include "atrex/runner/evaluator.h"
+#include "atrex/testing/redis_server.h"
+#include "protocol/response_channel.h"
+
+namespace atrex::runner {
+namespace {
+namespace fs = std::filesystem;
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
+    ASSERT_TRUE(suite) << suite.error().message;
+    suite_ = new problems::Suite(std::move(*suite));
+    auto profiles =
+        problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
+    ASSERT_TRUE(profiles);
+    hardware_ = new problems::HardwareProfile(*problems::find_hardware_profile(*profiles, "H20"));
+    cache_ = new fs::path(fs::temp_directory_path() /
+                          ("atrex_sandbox_cache_" + std::to_string(::getpid())));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*cache_);
+    delete suite_;
+    delete hardware_;
+    delete cache_;
+  }
+  void SetUp() override {
+    auto ready = sandbox_ready(SandboxMode::kBwrap, ATREX_TEST_BIN_DIR);
+    // deploy/install-deps.sh installs bubblewrap and CI has user namespaces: fail, never skip.
+    ASSERT_TRUE(ready) << ready.error().message;
+  }
+
+  struct Run {
+    SandboxMode sandbox = SandboxMode::kBwrap;
+    std::vector<std::string> shapes = {"15"};
+    std::map<std::string, std::string> defines;  // "#define NAME old" -> new value
+    uint64_t cpu_memory_bytes = 0;
+    fs::path work_dir;
+  };
+
+  std::vector<EvalRecord> evaluate(const std::string& file, const Run& run) {
+    std::string source = *read_text_file(fs::path(ATREX_TEST_DATA_DIR) / file);
+    for (const auto& [name, value] : run.defines) {
+      const std::string key = "#define " + name + " ";
+      const auto at = source.find(key);
+      EXPECT_NE(at, std::string::npos) << name;
+      if (at == std::string::npos) continue;
+      const auto eol = source.find('\n', at);
+      source.replace(at, eol - at, key + value);
+    }
+    EvalTask t;
+    t.task_id = "sandbox-" + file;
+    t.operator_name = "rms_norm";
+    t.shape_ids = run.shapes;
+    t.candidate.source = source;
+    t.candidate.sha256 = sha256_hex(source);
+    t.candidate.backend = Backend::kCpu;
+    t.candidate.agent = "test";
+    t.candidate.file_name = file;
+    t.settings.seeds = 2;
+    t.settings.min_iterations = 3;
+    t.settings.max_iterations = 5;
+    t.settings.min_time_s = 0;
+    t.settings.shape_timeout_s = 60;
+    t.settings.unseen_shapes = 0;
+    EvaluatorOptions o;
+    o.suite = suite_;
+    o.hardware = *hardware_;
+    o.cache_dir = *cache_;
+    o.include_dir = ATREX_TEST_INCLUDE_DIR;
+    o.child_dir = ATREX_TEST_BIN_DIR;
+    o.seed = 99;
+    o.sandbox = run.sandbox;
+    o.cpu_memory_bytes = run.cpu_memory_bytes;
+    o.work_dir = run.work_dir;
+    Evaluator ev(o);
+    auto r = ev.evaluate(t);
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? *r : std::vector<EvalRecord>{};
+  }
+
+  static problems::Suite* suite_;
+  static problems::HardwareProfile* hardware_;
+  static fs::path* cache_;
+};
+
+problems::Suite* SandboxTest::suite_ = nullptr;
+problems::HardwareProfile* SandboxTest::hardware_ = nullptr;
+fs::path* SandboxTest::cache_ = nullptr;
+
+std::string unique_marker(const char* what) {
+  return fmt::format("atrex-{}-{}-{}", what, ::getpid(), ::time(nullptr));
+}
+
+TEST_F(SandboxTest, HonestTwinPassesInTheSandboxAndWithout) {
+  for (SandboxMode mode : {SandboxMode::kBwrap, SandboxMode::kNone}) {
+    auto recs = evaluate("rms_norm_sandbox_honest.cpp", {.sandbox = mode, .shapes = {"15", "5"}});
+    ASSERT_EQ(recs.size(), 2u);
+    for (const auto& r : recs) {
+      EXPECT_EQ(r.status, EvalStatus::kOk) << sandbox_mode_name(mode) << ": " << r.error;
+      EXPECT_EQ(r.sandbox, mode) << "every record says how its child ran";
+      EXPECT_TRUE(r.timing && r.timing->n >= 3);
+    }
+  }
+}
+
+// (a) Forked copies of the child append "ok" lines: with the sandbox the forks fail and the
+// candidate's own forged lines are tampering; without it the copies' lines are.
+TEST_F(SandboxTest, ForgedRecordsRejectTheWholeTaskAsTampering) {
+  for (SandboxMode mode : {SandboxMode::kBwrap, SandboxMode::kNone}) {
+    auto recs = evaluate("rms_norm_forges_records.cpp", {.sandbox = mode, .shapes = {"15", "5"}});
+    ASSERT_EQ(recs.size(), 2u);
+    for (const auto& r : recs) {
+      EXPECT_EQ(r.status, EvalStatus::kRejected) << sandbox_mode_name(mode) << ": " << r.error;
+      EXPECT_EQ(r.error.rfind("tampering: ", 0), 0u) << r.error;
+      EXPECT_FALSE(r.timing) << "no verdict of a tampered channel survives";
+    }
+  }
+}
+
+// (b) The queue's Redis on the host's loopback: FLUSHALL from inside the sandbox never arrives.
+TEST_F(SandboxTest, RedisOnTheHostLoopbackIsOutOfReach) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  auto conn = RedisConnection::connect(redis.options());
+  ASSERT_TRUE(conn) << conn.error().message;
+  const std::string port = std::to_string(redis.options().port);
+  for (SandboxMode mode : {SandboxMode::kBwrap, SandboxMode::kNone}) {
+    ASSERT_TRUE((*conn)->command({"SET", "atrex:queue-key", "v"}));
+    auto recs = evaluate("rms_norm_network.cpp",
+                         {.sandbox = mode, .defines = {{"ATREX_ATTACK_PORT", port}}});
+    ASSERT_EQ(recs.size(), 1u);
+    const std::string& report = recs[0].error;
+    auto key = (*conn)->command({"EXISTS", "atrex:queue-key"});
+    ASSERT_TRUE(key);
+    if (mode == SandboxMode::kBwrap) {
+      EXPECT_EQ(key->integer, 1) << "FLUSHALL reached Redis from the sandbox: " << report;
+      EXPECT_NE(report.find("socket=EACCES"), std::string::npos) << report;
+      EXPECT_NE(report.find("listener_in_proc_net_tcp=no"), std::string::npos) << report;
+    } else {
+      // Without the sandbox the attack works: the test can tell.
+      EXPECT_EQ(key->integer, 0) << report;
+      EXPECT_NE(report.find("connect=ok"), std::string::npos) << report;
+    }
+  }
+}
+
+// (c) Temp folder, the parent of the working folder, the suite's hidden files, the cache.
+TEST_F(SandboxTest, FilesOutsideTheScratchFolderAreOutOfReach) {
+  const std::string marker = unique_marker("fs");
+  const fs::path work = fs::temp_directory_path() / (marker + "-work");
+  const std::map<std::string, std::string> defines = {
+      {"ATREX_ATTACK_MARKER", "\"" + marker + "\""},
+      {"ATREX_ATTACK_SUITE", "\"" + fs::absolute(ATREX_TEST_SUITE_DIR).string() + "\""}};
+  auto recs = evaluate("rms_norm_file_system.cpp", {.defines = defines, .work_dir = work});
+  ASSERT_EQ(recs.size(), 1u);
+  const std::string& report = recs[0].error;
+  EXPECT_NE(report.find("cwd=/tmp "), std::string::npos) << report;
+  EXPECT_NE(report.find("parent_create=EROFS"), std::string::npos) << report;
+  EXPECT_NE(report.find("found=[ ]"), std::string::npos) << report;
+  EXPECT_NE(report.find("suite_roofline_open=ENOENT"), std::string::npos) << report;
+  EXPECT_NE(report.find("cache_neighbours=0"), std::string::npos) << report;
+  // What it created inside landed in the sandbox's own tmpfs, gone with it.
+  EXPECT_FALSE(fs::exists(fs::temp_directory_path() / (marker + ".tmp")));
+  EXPECT_FALSE(fs::exists(work / (marker + ".parent")));
+  EXPECT_FALSE(fs::exists(fs::temp_directory_path() / (marker + ".parent")));
+  // Without the sandbox it finds the suite (the attack is real) and writes next to its folder.
+  auto open = evaluate("rms_norm_file_system.cpp",
+                       {.sandbox = SandboxMode::kNone, .defines = defines, .work_dir = work});
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_NE(open[0].error.find("suite_roofline_open=ok"), std::string::npos) << open[0].error;
+  EXPECT_TRUE(fs::exists(work / (marker + ".parent")));
+  std::error_code ec;
+  fs::remove(fs::temp_directory_path() / (marker + ".tmp"), ec);
+  fs::remove_all(work, ec);
+}
+
+// (d) A fork bomb: not one fork, and no process outlives the child.
+TEST_F(SandboxTest, ForkBombCannotFork) {
+  auto recs = evaluate("rms_norm_fork_bomb.cpp", {});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("forks=0 last=EPERM"), std::string::npos) << recs[0].error;
+}
+
+// (d) Memory: the cpu child's address-space limit stops the hog; the runner carries on.
+TEST_F(SandboxTest, MemoryHogStopsAtTheLimit) {
+  auto recs = evaluate("rms_norm_memory_hog.cpp", {.cpu_memory_bytes = 2ull << 30});
+  ASSERT_EQ(recs.size(), 1u);
+  ASSERT_NE(recs[0].status, EvalStatus::kOk);
+  const auto at = recs[0].error.find("allocated_mib=");
+  if (recs[0].status == EvalStatus::kWrongResult) {
+    ASSERT_NE(at, std::string::npos) << recs[0].error;
+    EXPECT_LT(std::stoll(recs[0].error.substr(at + 14)), 2048) << recs[0].error;
+  } else {
+    EXPECT_EQ(recs[0].status, EvalStatus::kCrashed) << recs[0].error;  // the child ran out itself
+  }
+  auto honest = evaluate("rms_norm_sandbox_honest.cpp", {.cpu_memory_bytes = 2ull << 30});
+  ASSERT_EQ(honest.size(), 1u);
+  EXPECT_EQ(honest[0].status, EvalStatus::kOk) << "the limit leaves room: " << honest[0].error;
+}
+
+// (d) Disk: a 4 GiB file is cut at the file-size limit (SIGXFSZ), nothing stays behind.
+TEST_F(SandboxTest, HugeFileIsKilledAtTheSizeLimit) {
+  const fs::path work = fs::temp_directory_path() / unique_marker("file-work");
+  for (SandboxMode mode : {SandboxMode::kBwrap, SandboxMode::kNone}) {
+    auto recs = evaluate("rms_norm_huge_file.cpp", {.sandbox = mode, .work_dir = work});
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].status, EvalStatus::kCrashed) << recs[0].error;
+    EXPECT_NE(recs[0].error.find("SIGXFSZ"), std::string::npos) << recs[0].error;
+    // The per-child scratch folder (without the sandbox) is removed with the child.
+    std::error_code ec;
+    for (const auto& e : fs::recursive_directory_iterator(work, ec)) {
+      EXPECT_NE(e.path().filename(), "huge.bin") << e.path();
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(work, ec);
+}
+
+// (e) and item 2's /proc/<parent>/cmdline: the runner's processes and memory are out of reach.
+TEST_F(SandboxTest, ParentProcessAndItsSecretsAreOutOfReach) {
+  const std::string secret = unique_marker("redis-password");
+  // A process on the host with the secret on its command line, as a runner's --redis URL is: a
+  // shell blocked in its `read` builtin (no child of its own that would outlive it holding
+  // ctest's output pipe).
+  int block[2];
+  ASSERT_EQ(::pipe(block), 0);
+  const pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    ::dup2(block[0], 0);
+    ::close(block[1]);
+    ::execl("/bin/sh", "sh", "-c", "read -r x", secret.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(block[0]);
+  ::setenv("ATREX_REDIS_PASSWORD", secret.c_str(), 1);
+  const std::string quoted = "\"" + secret + "\"";
+  auto boxed =
+      evaluate("rms_norm_reads_parent.cpp", {.defines = {{"ATREX_ATTACK_SECRET", quoted}}});
+  auto open = evaluate("rms_norm_reads_parent.cpp",
+                       {.sandbox = SandboxMode::kNone,
+                        .defines = {{"ATREX_ATTACK_SECRET", quoted}, {"ATREX_ATTACK_TRACE", "0"}}});
+  ::unsetenv("ATREX_REDIS_PASSWORD");
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  ::close(block[1]);
+  ASSERT_EQ(boxed.size(), 1u);
+  const std::string& report = boxed[0].error;
+  EXPECT_NE(report.find("ptrace=EPERM"), std::string::npos) << report;
+  EXPECT_NE(report.find("vm_readv=EPERM"), std::string::npos) << report;
+  EXPECT_NE(report.find("secret_in_cmdline=no"), std::string::npos) << report;
+  EXPECT_NE(report.find("secret_in_env=no"), std::string::npos) << report;
+  // bwrap's init and the child: nothing of the host.
+  EXPECT_NE(report.find("pids_visible=2 "), std::string::npos) << report;
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_NE(open[0].error.find("secret_in_cmdline=yes"), std::string::npos) << open[0].error;
+  // The environment is cleaned with or without the sandbox.
+  EXPECT_NE(open[0].error.find("secret_in_env=no"), std::string::npos) << open[0].error;
+}
+
+// `atrex eval`'s evaluator chose its own temp folder: it is gone with the evaluator.
+TEST_F(SandboxTest, TemporaryWorkFolderIsRemoved) {
+  const fs::path work = fs::temp_directory_path() / fmt::format("atrex-eval-{}", ::getpid());
+  fs::remove_all(work);
+  auto recs = evaluate("rms_norm_sandbox_honest.cpp", {});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kOk) << recs[0].error;
+  EXPECT_FALSE(fs::exists(work)) << work;
+}
+
+TEST(SandboxReady, MissingBwrapIsUnavailableAndNamesNoSandbox) {
+  ::setenv("ATREX_BWRAP", "/nonexistent/bwrap", 1);
+  auto r = sandbox_ready(SandboxMode::kBwrap, ATREX_TEST_BIN_DIR);
+  ::unsetenv("ATREX_BWRAP");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message.find("--no-sandbox"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(sandbox_ready(SandboxMode::kNone, ATREX_TEST_BIN_DIR));
+}
+
+// The runner's checks of the result channel, line by line.
+std::string line(const std::string& nonce, const std::string& shape) {
+  ChildShapeResponse c;
+  c.nonce = nonce;
+  c.shape_id = shape;
+  c.status = EvalStatus::kOk;
+  return to_json(c).dump() + "\n";
+}
+
+TEST(ResponseChannel, TakesOneVerdictPerShapeInOrderAcrossReads) {
+  ResponseChannel ch("n1", {"15", "5"});
+  const std::string both = line("n1", "15") + line("n1", "5");
+  auto first = ch.feed(both.substr(0, 10));
+  EXPECT_TRUE(first.empty());
+  auto rest = ch.feed(both.substr(10));
+  ch.finish();
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[1].shape_id, "5");
+  EXPECT_FALSE(ch.tampered()) << ch.why();
+}
+
+TEST(ResponseChannel, EveryDeviationIsTampering) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {line("forged", "15"), "nonce"},
+      {line("n1", "15") + line("n1", "15"), "shape 15 where 5"},
+      {line("n1", "5"), "shape 5 where 15"},
+      {line("n1", "15") + line("n1", "5") + line("n1", "5"), "for 2 requested"},
+      {"not json\n", "not JSON"},
+      {R"({"nonce":"n1","schema":"atrex.child-response/1"})"
+       "\n",
+       "line 1"},
+  };
+  for (const auto& [text, why] : cases) {
+    ResponseChannel ch("n1", {"15", "5"});
+    auto got = ch.feed(text);
+    ch.finish();
+    EXPECT_TRUE(ch.tampered()) << text;
+    EXPECT_TRUE(got.empty()) << "a tampered feed returns nothing: " << text;
+    EXPECT_NE(ch.why().find(why), std::string::npos) << ch.why();
+  }
+  ResponseChannel partial("n1", {"15"});
+  (void)partial.feed(line("n1", "15").substr(0, 20));
+  partial.finish();
+  EXPECT_NE(partial.why().find("unfinished"), std::string::npos) << partial.why();
+  ResponseChannel flood("n1", {"15"}, 100);
+  (void)flood.feed(std::string(101, 'x'));
+  EXPECT_TRUE(flood.tampered());
+  EXPECT_NE(make_nonce(), make_nonce());
+  EXPECT_EQ(make_nonce().size(), 32u);
+}
+
+}  // namespace
+}  // namespace atrex::runner
