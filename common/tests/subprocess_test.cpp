@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "atrex/common/process/sandbox.h"
 #include "atrex/common/process/subprocess.h"
 
 namespace atrex {
@@ -213,6 +214,32 @@ TEST(Subprocess, AbortKillsTheGroupAtOnce) {
   EXPECT_FALSE(r->timed_out);
   EXPECT_EQ(r->term_signal, 0);
   EXPECT_LT(r->wall_s, 5.0);
+}
+
+}  // namespace
+}  // namespace atrex
+
+namespace atrex {
+namespace {
+
+// The GPU image's /usr/local/cuda is a link through /etc/alternatives, which the sandbox does
+// not bind: the child's LD_LIBRARY_PATH must name the resolved folder (H200 run, 2026-12-01:
+// "bwrap: Can't mkdir /usr/local/cuda/lib64").
+TEST(ChildEnvironment, LibrarySearchPathIsResolvedThroughSymlinks) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("atrex_env_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "real" / "lib64");
+  fs::create_directory_symlink(root / "real", root / "link");
+  const std::string before = std::getenv("LD_LIBRARY_PATH") ? std::getenv("LD_LIBRARY_PATH") : "";
+  const std::string missing = (root / "missing").string();
+  ::setenv("LD_LIBRARY_PATH", ((root / "link" / "lib64").string() + ":" + missing).c_str(), 1);
+  const auto env = clean_child_environment(root);
+  ::setenv("LD_LIBRARY_PATH", before.c_str(), 1);
+  fs::remove_all(root);
+  ASSERT_TRUE(env.count("LD_LIBRARY_PATH"));
+  EXPECT_EQ(env.at("LD_LIBRARY_PATH"),
+            fs::weakly_canonical(root / "real" / "lib64").string() + ":" + missing);
 }
 
 }  // namespace

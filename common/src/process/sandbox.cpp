@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -95,6 +96,30 @@ void translate_bwrap_exit(SubprocessResult& r) {
   }
 }
 
+namespace {
+
+// A search path with every existing entry's symlinks resolved: in the sandbox only the bound
+// trees exist, so a link through a folder that is not bound (/usr/local/cuda ->
+// /etc/alternatives/cuda -> /usr/local/cuda-13.0 on a CUDA image) would dangle there.
+std::string resolved_search_path(std::string_view list) {
+  std::string out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(':', start), list.size());
+    std::string item(list.substr(start, end - start));
+    std::error_code ec;
+    if (!item.empty() && fs::exists(item, ec)) {
+      const fs::path c = fs::canonical(item, ec);
+      if (!ec) item = c.string();
+    }
+    if (!item.empty()) out += (out.empty() ? "" : ":") + item;
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::map<std::string, std::string> clean_child_environment(const fs::path& scratch) {
   std::map<std::string, std::string> env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
                                             {"HOME", scratch.string()},
@@ -109,7 +134,10 @@ std::map<std::string, std::string> clean_child_environment(const fs::path& scrat
     // ATREX_TEST_PID_LOG: a test fixture's log file name (GatesTest.OneChildPerTask...), no secret.
     bool pass = key == "LD_LIBRARY_PATH" || key == "ATREX_NO_CUPTI" || key == "ATREX_TEST_PID_LOG";
     for (auto p : kPrefixes) pass = pass || key.substr(0, p.size()) == p;
-    if (pass) env[std::string(key)] = std::string(kv.substr(eq + 1));
+    if (!pass) continue;
+    const std::string_view value = kv.substr(eq + 1);
+    env[std::string(key)] =
+        key == "LD_LIBRARY_PATH" ? resolved_search_path(value) : std::string(value);
   }
   return env;
 }

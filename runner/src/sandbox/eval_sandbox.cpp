@@ -16,7 +16,12 @@ void add_path_list(const char* var, std::vector<fs::path>& out) {
   std::stringstream ss(v);
   std::string item;
   while (std::getline(ss, item, ':')) {
-    if (!item.empty() && fs::path(item).is_absolute()) out.emplace_back(item);
+    if (item.empty() || !fs::path(item).is_absolute()) continue;
+    // Bound at its resolved path, the one the child's LD_LIBRARY_PATH names
+    // (clean_child_environment): a symlink on the way may point outside the bound trees.
+    std::error_code ec;
+    const fs::path c = fs::canonical(item, ec);
+    out.push_back(ec ? fs::path(item) : c);
   }
 }
 
