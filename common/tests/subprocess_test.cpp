@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "atrex/common/json_io.h"
 #include "atrex/common/process/sandbox.h"
 #include "atrex/common/process/subprocess.h"
 
@@ -186,6 +187,34 @@ TEST(Subprocess, InheritedFdsReachTheChildAtTheirNumbers) {
   ::close(p[0]);
   EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "through-fd-4\n");
   EXPECT_EQ(::fcntl(p[1], F_GETFD), -1) << "the parent's copy of an inherited fd is closed";
+}
+
+// A descriptor the parent opened without close-on-exec (hiredis opens its sockets that way) does
+// not reach the child: the attack round of 2026-12-01 drove the runner's authenticated Redis
+// connection from a sandboxed candidate through such an inherited fd.
+TEST(Subprocess, OnlyTheNamedFdsCrossExec) {
+  int leaky[2];
+  ASSERT_EQ(::pipe(leaky), 0);  // no O_CLOEXEC, as hiredis' socket
+  ASSERT_GT(leaky[1], 2);
+  SubprocessOptions opt;
+  opt.argv = {"sh", "-c", "test -e /proc/self/fd/" + std::to_string(leaky[1]) +
+                              " && echo leaked || echo closed"};
+  auto r = run_subprocess(opt);
+  ::close(leaky[0]);
+  ::close(leaky[1]);
+  ASSERT_TRUE(r && r->ok()) << (r ? r->describe() : r.error().message);
+  EXPECT_NE(r->output_tail.find("closed"), std::string::npos) << r->output_tail;
+}
+
+// Bytes that are not UTF-8 on the child's output become '?': the tail ends up in records and
+// messages serialised as JSON, and a raw byte made the runner throw (attack round, 2026-12-01).
+TEST(Subprocess, OutputTailIsValidUtf8WhateverTheChildPrints) {
+  SubprocessOptions opt;
+  opt.argv = {"sh", "-c", "printf 'ok \\303\\251 bad \\377\\376 \\300\\200 end'"};
+  auto r = run_subprocess(opt);
+  ASSERT_TRUE(r && r->ok()) << (r ? r->describe() : r.error().message);
+  EXPECT_EQ(r->output_tail, "ok \xc3\xa9 bad ?? ?? end");
+  EXPECT_NO_THROW((void)Json(r->output_tail).dump());
 }
 
 // A replaced environment: nothing of this process's reaches the child.

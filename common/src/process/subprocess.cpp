@@ -3,11 +3,15 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <linux/close_range.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -29,6 +33,32 @@ std::string SubprocessResult::describe() const {
 
 namespace {
 
+// `s` with every byte that is not part of a well-formed UTF-8 sequence (RFC 3629: no overlong
+// forms, no surrogates, at most U+10FFFF) replaced by '?'.
+std::string valid_utf8(std::string s) {
+  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = b[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) ok = (b[i + k] & 0xC0) == 0x80;
+    if (ok && len > 1) {
+      uint32_t cp = c & (0xFF >> (len + 1));
+      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (b[i + k] & 0x3F);
+      static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    }
+    if (!ok) {
+      s[i] = '?';
+      len = 1;
+    }
+    i += len;
+  }
+  return s;
+}
+
 std::string read_tail(const fs::path& file, size_t bytes) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return {};
@@ -38,7 +68,10 @@ std::string read_tail(const fs::path& file, size_t bytes) {
   in.seekg(static_cast<std::streamoff>(start));
   std::string s(size - start, '\0');
   in.read(s.data(), static_cast<std::streamsize>(s.size()));
-  return s;
+  // The output is the child's (a candidate may print anything): it goes into records and
+  // messages serialised as JSON, which must be UTF-8. Invalid bytes become '?' (attack round,
+  // 2026-12-01: raw bytes on stdout made the runner throw while writing the record).
+  return valid_utf8(std::move(s));
 }
 
 // What the child reports through the close-on-exec pipe when it could not exec.
@@ -149,6 +182,14 @@ Result<SubprocessResult> run_subprocess(const SubprocessOptions& opt) {
     for (size_t i = 0; i < opt.inherit_fds.size(); ++i) {
       moved[i] = ::fcntl(opt.inherit_fds[i].first, F_DUPFD_CLOEXEC, 64);
       if (moved[i] < 0) _exit(126);
+    }
+    // Nothing else of the parent's crosses exec: a runner's Redis connection (hiredis opens it
+    // without close-on-exec) reached sandboxed candidates as an authenticated socket (attack
+    // round, 2026-12-01). Every fd from 3 up becomes close-on-exec, then the inherited ones are
+    // put on their numbers (dup2 clears the flag on the copy).
+    if (::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) != 0) {
+      const long max_fd = std::min<long>(::sysconf(_SC_OPEN_MAX), 1 << 16);
+      for (int fd = 3; fd < max_fd; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
     }
     for (size_t i = 0; i < opt.inherit_fds.size(); ++i) {
       if (::dup2(moved[i], opt.inherit_fds[i].second) < 0) _exit(126);  // dup2 clears CLOEXEC
