@@ -25,6 +25,8 @@ struct GlobalOptions {
 
 // Each add_* registers a subcommand whose callback stores the exit code in `rc`.
 void add_problems_commands(CLI::App& app, GlobalOptions& g, int& rc);
+// `problems signal` (the low-signal rule's reach), under `problems`.
+void add_problems_signal_command(CLI::App& problems, GlobalOptions& g, int& rc);
 void add_roofline_command(CLI::App& app, GlobalOptions& g, int& rc);
 void add_hardware_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc);

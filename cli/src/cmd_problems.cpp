@@ -375,6 +375,7 @@ void add_problems_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   dp->add_flag("--json", g.json, "Machine-readable summary (atrex.dump-summary/1)");
   dp->add_flag("--list", d.list, "Only list the selected shapes and their sizes; write nothing");
   dp->callback([&] { rc = dump(g, d); });
+  add_problems_signal_command(*problems, g, rc);
 }
 
 }  // namespace atrex::cli

@@ -56,7 +56,7 @@ CompareResult compare_output(const TensorDesc& desc, const void* cand, const voi
       if (std::fabs(r) > atol + rtol * std::fabs(r)) zero_passes = false;
     }
   }
-  res.low_signal = zero_passes && n > 0;
+  res.low_signal = !integer && n > 0 && is_low_signal(zero_passes, ref_max, atol);
   const double abs_tol = res.low_signal ? atol * ref_max : atol;
   for (int64_t i = 0; i < n; ++i) {
     const double c = element_as_double(desc.dtype, cand, i);

@@ -63,6 +63,40 @@ TEST(Compare, LowSignalOutputIsJudgedRelativeToItsMagnitude) {
   EXPECT_TRUE(compare_output(d, close, ref, 1e-2, 5e-2).pass);
 }
 
+TEST(Compare, AtolThatIsALargeFractionOfTheOutputMakesItLowSignal) {
+  // fused_moe-like outputs: peak 0.02, many elements well below atol 1e-2. Zeros would fail on
+  // the peaks, so the old rule did not engage, and an output that drops half of every
+  // contribution (half the experts skipped) passed the absolute tolerance almost everywhere.
+  TensorDesc d{"out", DType::kF32, {6}};
+  float ref[] = {0.02f, -0.015f, 0.004f, -0.002f, 0.011f, 0.0005f};
+  float half[6], honest[6];
+  for (int i = 0; i < 6; ++i) {
+    half[i] = ref[i] * 0.5f;
+    honest[i] = ref[i] * 1.004f + 1e-5f;  // a bf16 rounding step and an fp32 ordering difference
+  }
+  auto h = compare_output(d, half, ref, 1e-2, 5e-2);
+  EXPECT_TRUE(h.low_signal);
+  EXPECT_FALSE(h.pass) << "dropping half of every contribution must fail a low-signal output";
+  EXPECT_TRUE(compare_output(d, honest, ref, 1e-2, 5e-2).pass);
+  // The same output scaled up 100x (max 2.0: atol is 0.5% of it) is judged by plain allclose.
+  float big[6], big_half[6];
+  for (int i = 0; i < 6; ++i) big[i] = ref[i] * 100, big_half[i] = half[i] * 100;
+  auto b = compare_output(d, big_half, big, 1e-2, 5e-2);
+  EXPECT_FALSE(b.low_signal);
+  EXPECT_FALSE(b.pass);
+}
+
+TEST(Compare, LowSignalEngagesAtTheDocumentedFraction) {
+  TensorDesc d{"out", DType::kF32, {2}};
+  float below[] = {0.05f, -0.2f};  // atol 1e-2 is 5% of max|r| = 0.2: allclose
+  float above[] = {0.05f, -0.09f};  // atol 1e-2 is 11% of max|r| = 0.09: low-signal
+  EXPECT_FALSE(compare_output(d, below, below, 1e-2, 5e-2).low_signal);
+  EXPECT_TRUE(compare_output(d, above, above, 1e-2, 5e-2).low_signal);
+  EXPECT_TRUE(is_low_signal(false, 0.1, 0.1 * kLowSignalFraction));
+  EXPECT_FALSE(is_low_signal(false, 0.1, 0.099 * kLowSignalFraction));
+  EXPECT_FALSE(is_low_signal(false, 0.0, 1e-2)) << "an all-zero reference is decided by zeros";
+}
+
 TEST(Compare, NormalOutputIsNotLowSignal) {
   TensorDesc d{"out", DType::kF32, {2}};
   float ref[] = {0.5f, 1.0f};

@@ -96,6 +96,21 @@ TEST_F(GpuCompareTest, NonFiniteValuesAndLowSignal) {
   EXPECT_FALSE(ls.pass);
 }
 
+TEST_F(GpuCompareTest, AtolALargeFractionOfTheOutputIsLowSignalOnBothSides) {
+  // Peak 0.02 under atol 1e-2 (fused_moe's outputs): zeros fail on the peaks, yet the output is
+  // low-signal by the fraction rule; halving every element must fail, as on the host.
+  std::vector<float> ref(4096), half(4096);
+  for (int i = 0; i < 4096; ++i) {
+    ref[i] = 0.02f * static_cast<float>((i * 37) % 101 - 50) / 50.f;
+    half[i] = ref[i] * 0.5f;
+  }
+  TensorDesc d{"out", DType::kF32, {4096}};
+  const CompareResult r = both(d, bytes_of(half), bytes_of(ref));
+  EXPECT_TRUE(r.low_signal);
+  EXPECT_FALSE(r.pass);
+  EXPECT_TRUE(both(d, bytes_of(ref), bytes_of(ref)).pass);
+}
+
 TEST_F(GpuCompareTest, IntegersAndFp8) {
   std::vector<int32_t> ref(10'000), cand;
   for (int i = 0; i < 10'000; ++i) ref[i] = i * 7 % 1013;

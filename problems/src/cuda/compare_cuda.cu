@@ -112,9 +112,9 @@ __global__ void compare_pass(DType dtype, bool integer, const void* cand, const 
 // passes need no host round trip.
 __global__ void choose_tolerance(bool integer, int64_t n, double atol, const Stats* s,
                                  double* abs_tol) {
-  const bool low_signal = !integer && n > 0 && s->ref_not_zero_ok == 0;
-  *abs_tol =
-      low_signal ? atol * __longlong_as_double(static_cast<long long>(s->ref_max_bits)) : atol;
+  const double ref_max = __longlong_as_double(static_cast<long long>(s->ref_max_bits));
+  const bool low_signal = !integer && n > 0 && is_low_signal(s->ref_not_zero_ok == 0, ref_max, atol);
+  *abs_tol = low_signal ? atol * ref_max : atol;
 }
 
 __global__ void first_difference_kernel(const uint8_t* a, const uint8_t* b, size_t bytes,
@@ -196,7 +196,8 @@ Status compare_output(const TensorDesc& desc, const void* candidate, const void*
     std::memcpy(&d, &b, sizeof d);
     return d;
   };
-  result.low_signal = !integer && host.ref_not_zero_ok == 0;
+  result.low_signal =
+      !integer && is_low_signal(host.ref_not_zero_ok == 0, as_double(host.ref_max_bits), atol);
   result.max_abs_error = as_double(host.max_abs_bits);
   result.max_rel_error = as_double(host.max_rel_bits);
   result.bad_count = static_cast<int64_t>(host.bad_count);
