@@ -251,7 +251,9 @@ TEST(Fp8Compare, OneStepFlipPassesTwoStepsAndPoisonFail) {
 }
 
 // A candidate quantising with the e4m3fn range (amax / 448) dequantises almost as well, so only
-// the scale comparison can catch it; the sweep's atol alone (scales ~0.017) would not.
+// the scale comparison can catch it. The sweep's atol alone (scales ~0.017) did not, before the
+// low-signal rule judged outputs whose max is under 10 x atol against their own scale; now the
+// plain comparison rejects it too.
 TEST(Fp8Compare, ScaleFromThe448RangeIsRejected) {
   const QuantCase ref = quantise(5);
   std::vector<float> s448(ref.scale);
@@ -259,7 +261,10 @@ TEST(Fp8Compare, ScaleFromThe448RangeIsRejected) {
   const std::vector<const void*> cand{ref.q.data(), s448.data()}, r{ref.q.data(), ref.scale.data()},
       in{ref.x.data()};
   EXPECT_FALSE(ops::compare_scale_relative(ref.s, 1, cand, r, in, 1e-2, 5e-2).pass);
-  EXPECT_TRUE(compare_output(ref.s.outputs[1], s448.data(), ref.scale.data(), 1e-2, 5e-2).pass);
+  const CompareResult plain =
+      compare_output(ref.s.outputs[1], s448.data(), ref.scale.data(), 1e-2, 5e-2);
+  EXPECT_TRUE(plain.low_signal);
+  EXPECT_FALSE(plain.pass);
   std::vector<float> ulp(ref.scale);
   for (float& v : ulp) v = std::nextafter(v, 1.0f);
   const std::vector<const void*> near{ref.q.data(), ulp.data()};
