@@ -61,7 +61,8 @@ TEST(Templates, EmbeddedCatalogCoversTheAgentOperatorsOnBothBackends) {
   for (const auto& t : cat->all()) EXPECT_TRUE(problems::require_native_operator(t.op)) << t.path;
   for (const char* op :
        {"rms_norm", "fused_add_rms_norm", "silu_and_mul", "l2_norm", "moe_sum_reduce",
-        "reshape_and_cache", "paged_attention_decode", "mla_decode_attention"}) {
+        "reshape_and_cache", "paged_attention_decode", "mla_decode_attention",
+        "unified_attention", "attention_forward"}) {
     for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
       auto ts = cat->find(op, backend);
       EXPECT_GE(ts.size(), 2u) << op << " " << backend_name(backend);
