@@ -2,6 +2,7 @@
 // atrex-description: FlashAttention-2 on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulators) for varlen prefill without a mask: a CTA per (BLOCK_M query rows of one sequence, head), found on the device from cu_seqlens_q (no host sync); BLOCK_N-key tiles of K and V of the sequence (cu_seqlens_k) by 16-byte cp.async into a STAGES-deep shared-memory ring, ldmatrix fragments, online softmax in registers with exp2, the tail mask only on a sequence's last tile; when the grid is far below the SM count each CTA's key range is split in up to MAX_SPLITS parts whose (max, sum, partial output) a second kernel merges
 // atrex-param: BLOCK_M = 64 | 16, 32, 64, 128
 // atrex-param: BLOCK_N = 64 | 16, 32, 64, 128
+// atrex-param: WARP_ROWS = 16 | 16, 32
 // atrex-param: STAGES = 2 | 1, 2, 3
 // atrex-param: MAX_SPLITS = 8 | 1, 2, 4, 8, 16
 #ifndef BLOCK_M
@@ -9,6 +10,9 @@
 #endif
 #ifndef BLOCK_N
 #define BLOCK_N 64
+#endif
+#ifndef WARP_ROWS
+#define WARP_ROWS 16
 #endif
 #ifndef STAGES
 #define STAGES 2
@@ -26,6 +30,7 @@
 
 static_assert(BLOCK_M % 16 == 0 && BLOCK_M >= 16 && BLOCK_M <= 256, "BLOCK_M: whole warps of 16 rows");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 16 && BLOCK_N <= 256, "BLOCK_N: pairs of 8-key mma tiles");
+static_assert(WARP_ROWS == 16 || WARP_ROWS == 32, "WARP_ROWS: one or two m16 tiles per warp");
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES");
 static_assert(MAX_SPLITS >= 1 && MAX_SPLITS <= 64, "MAX_SPLITS");
 
@@ -37,8 +42,14 @@ using atrex::cand::fail;
 using atrex::cand::kBF16;
 using atrex::cand::kI32;
 
-constexpr int kWarps = BLOCK_M / 16;
-constexpr int kThreads = kWarps * 32;
+// Rows per warp: WARP_ROWS (two m16 tiles reuse every K/V fragment twice) where the
+// accumulators fit in registers (head dims up to 128) and BLOCK_M allows, else 16.
+__host__ __device__ constexpr int mtiles_for(int d) {
+  return WARP_ROWS == 32 && d <= 128 && BLOCK_M % 32 == 0 ? 2 : 1;
+}
+__host__ __device__ constexpr int threads_for(int d) { return BLOCK_M / (16 * mtiles_for(d)) * 32; }
+// Q's mma fragments stay in registers for the whole key loop when they are few.
+__host__ __device__ constexpr bool q_in_registers(int d) { return mtiles_for(d) * d <= 128; }
 constexpr size_t kSmemLimit = 227 * 1024;
 
 // Shared memory rows hold D (the head dim padded to 16) + 8 bf16: the 16-byte skew puts the 8
@@ -116,7 +127,7 @@ __device__ int find_sequence(const int32_t* cu_q, int n, int bx) {
 // Tile `tile` of the sequence's keys into stage buffers ks/vs: row r is key k_start + tile *
 // BLOCK_N + r of head h; chunks past the head dim and keys past n_keys are zero-filled (a zero
 // key column times a zero q column stays 0, never NaN).
-template <int D>
+template <int D, int kThreads>
 __device__ void load_kv(const Args& a, int k_start, int h, int tile, int n_keys,
                         __nv_bfloat16* ks, __nv_bfloat16* vs) {
   constexpr int kChunks = D / 8, kRow = D + 8;
@@ -133,8 +144,10 @@ __device__ void load_kv(const Args& a, int k_start, int h, int tile, int n_keys,
 }
 
 template <int D>
-__global__ void __launch_bounds__(kThreads) forward_flash_kernel(Args a) {
+__global__ void __launch_bounds__(threads_for(D)) forward_flash_kernel(Args a) {
   constexpr int S = stages_for(D), kRow = D + 8, kNT = BLOCK_N / 8, kDT = D / 8;
+  constexpr int kMT = mtiles_for(D), kWarpRows = 16 * kMT, kThreads = threads_for(D);
+  constexpr bool kQRegs = q_in_registers(D);
   extern __shared__ uint4 smem_raw[];
   __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* ks = qs + BLOCK_M * kRow;
@@ -163,105 +176,151 @@ __global__ void __launch_bounds__(kThreads) forward_flash_kernel(Args a) {
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) {
     if (t_begin + i < t_end)
-      load_kv<D>(a, k_start, h, t_begin + i, key_end, ks + i * BLOCK_N * kRow,
-                 vs + i * BLOCK_N * kRow);
+      load_kv<D, kThreads>(a, k_start, h, t_begin + i, key_end, ks + i * BLOCK_N * kRow,
+                           vs + i * BLOCK_N * kRow);
     cp_async_commit();
   }
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
-  float o[kDT][4];
+  // This warp's rows: warp * kWarpRows + mt * 16 + {g, g + 8} of the tile, mt < kMT.
+  const int wrow = warp * kWarpRows;
+  float o[kMT][kDT][4];
 #pragma unroll
-  for (int i = 0; i < kDT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int i = 0; i < kDT; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+  float m[kMT][2], l[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+  // Q fragments kept in registers when they fit (small head dims), else re-read per tile.
+  uint32_t qreg[kQRegs ? kMT : 1][kQRegs ? D / 16 : 1][4];
 
   for (int t = t_begin; t < t_end; ++t) {
     const int pre = t + S - 1;
     if (S > 1 && pre < t_end) {
       const int st = (pre - t_begin) % S;
-      load_kv<D>(a, k_start, h, pre, key_end, ks + st * BLOCK_N * kRow, vs + st * BLOCK_N * kRow);
+      load_kv<D, kThreads>(a, k_start, h, pre, key_end, ks + st * BLOCK_N * kRow,
+                           vs + st * BLOCK_N * kRow);
     } else if (S == 1) {
-      load_kv<D>(a, k_start, h, t, key_end, ks, vs);
+      load_kv<D, kThreads>(a, k_start, h, t, key_end, ks, vs);
     }
     cp_async_commit();
     cp_async_wait<S - 1>();
     __syncthreads();
-    const int st = (t - t_begin) % S;
-    const __nv_bfloat16* kt = ks + st * BLOCK_N * kRow;
-    const __nv_bfloat16* vt = vs + st * BLOCK_N * kRow;
-
-    // S = Q K^T for this warp's 16 rows and the tile's BLOCK_N keys.
-    float sc[kNT][4];
+    if constexpr (kQRegs) {
+      if (t == t_begin) {
 #pragma unroll
-    for (int i = 0; i < kNT; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
+        for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t qa[4];
-      ldmatrix_x4(qa, qs + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRow + kk * 16 +
-                          (lane >> 4) * 8);
-#pragma unroll
-      for (int nn = 0; nn < BLOCK_N / 16; ++nn) {
-        uint32_t kb[4];
-        ldmatrix_x4(kb, kt + (nn * 16 + (lane & 7) + (lane >> 4) * 8) * kRow + kk * 16 +
-                            ((lane >> 3) & 1) * 8);
-        mma16816(sc[2 * nn], qa, kb[0], kb[1]);
-        mma16816(sc[2 * nn + 1], qa, kb[2], kb[3]);
+          for (int kk = 0; kk < D / 16; ++kk)
+            ldmatrix_x4(qreg[mt][kk], qs + (wrow + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) *
+                                               kRow + kk * 16 + (lane >> 4) * 8);
       }
     }
-    // The tail mask: keys past the sequence, only on its last tile.
     const int k0 = t * BLOCK_N;
-    const bool need_mask = k0 + BLOCK_N > key_end;
+    {
+      const int st = (t - t_begin) % S;
+      const __nv_bfloat16* kt = ks + st * BLOCK_N * kRow;
+      const __nv_bfloat16* vt = vs + st * BLOCK_N * kRow;
+
+      // S = Q K^T for this warp's rows and the tile's BLOCK_N keys.
+      float sc[kMT][kNT][4];
 #pragma unroll
-    for (int i = 0; i < kNT; ++i) {
+      for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = sc[i][e] * a.scale_log2;
-        if (need_mask) {
-          const int j = k0 + i * 8 + 2 * tq + (e & 1);
-          if (j >= key_end) x = -INFINITY;
+        for (int i = 0; i < kNT; ++i) sc[mt][i][0] = sc[mt][i][1] = sc[mt][i][2] = sc[mt][i][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qa[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          if constexpr (kQRegs) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) qa[mt][e] = qreg[mt][kk][e];
+          } else {
+            ldmatrix_x4(qa[mt], qs + (wrow + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRow +
+                                    kk * 16 + (lane >> 4) * 8);
+          }
         }
-        sc[i][e] = x;
+#pragma unroll
+        for (int nn = 0; nn < BLOCK_N / 16; ++nn) {
+          uint32_t kb[4];
+          ldmatrix_x4(kb, kt + (nn * 16 + (lane & 7) + (lane >> 4) * 8) * kRow + kk * 16 +
+                              ((lane >> 3) & 1) * 8);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma16816(sc[mt][2 * nn], qa[mt], kb[0], kb[1]);
+            mma16816(sc[mt][2 * nn + 1], qa[mt], kb[2], kb[3]);
+          }
+        }
       }
-    }
-    // Online softmax per row (rows g and g + 8; a row's 4 threads are a quad).
+      // The tail mask: keys past the sequence, only on its last tile.
+      const bool need_mask = k0 + BLOCK_N > key_end;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
+      for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-      for (int i = 0; i < kNT; ++i) mx = fmaxf(mx, fmaxf(sc[i][2 * r], sc[i][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[r], mx);
-      const float base = m_new == -INFINITY ? 0.f : m_new;  // a row masked so far stays 0
-      const float alpha = exp2f(m[r] - base);
-      float sum = 0.f;
+        for (int i = 0; i < kNT; ++i) {
 #pragma unroll
-      for (int i = 0; i < kNT; ++i) {
-        sc[i][2 * r] = exp2f(sc[i][2 * r] - base);
-        sc[i][2 * r + 1] = exp2f(sc[i][2 * r + 1] - base);
-        sum += sc[i][2 * r] + sc[i][2 * r + 1];
+          for (int e = 0; e < 4; ++e) {
+            float x = sc[mt][i][e] * a.scale_log2;
+            if (need_mask) {
+              const int j = k0 + i * 8 + 2 * tq + (e & 1);
+              if (j >= key_end) x = -INFINITY;
+            }
+            sc[mt][i][e] = x;
+          }
+        }
+        // Online softmax per row (rows g and g + 8 of the m tile; a row's 4 threads are a quad).
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int i = 0; i < kNT; ++i)
+            mx = fmaxf(mx, fmaxf(sc[mt][i][2 * r], sc[mt][i][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float m_new = fmaxf(m[mt][r], mx);
+          const float base = m_new == -INFINITY ? 0.f : m_new;  // a row masked so far stays 0
+          const float alpha = exp2f(m[mt][r] - base);
+          float sum = 0.f;
+#pragma unroll
+          for (int i = 0; i < kNT; ++i) {
+            sc[mt][i][2 * r] = exp2f(sc[mt][i][2 * r] - base);
+            sc[mt][i][2 * r + 1] = exp2f(sc[mt][i][2 * r + 1] - base);
+            sum += sc[mt][i][2 * r] + sc[mt][i][2 * r + 1];
+          }
+          // This thread's part of the row sum; the quad adds its parts at the end.
+          l[mt][r] = l[mt][r] * alpha + sum;
+          m[mt][r] = m_new;
+#pragma unroll
+          for (int i = 0; i < kDT; ++i) {
+            o[mt][i][2 * r] *= alpha;
+            o[mt][i][2 * r + 1] *= alpha;
+          }
+        }
       }
-      l[r] = l[r] * alpha + sum;  // this thread's part of the row sum; the quad adds at the end
-      m[r] = m_new;
+      // O += P V: P's accumulator layout is the A fragment layout of the next mma.
 #pragma unroll
-      for (int i = 0; i < kDT; ++i) {
-        o[i][2 * r] *= alpha;
-        o[i][2 * r + 1] *= alpha;
-      }
-    }
-    // O += P V: P's accumulator layout is the A fragment layout of the next mma.
+      for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+        uint32_t pa[kMT][4];
 #pragma unroll
-    for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-      const uint32_t pa[4] = {pack_bf16(sc[2 * kk][0], sc[2 * kk][1]),
-                              pack_bf16(sc[2 * kk][2], sc[2 * kk][3]),
-                              pack_bf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                              pack_bf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+        for (int mt = 0; mt < kMT; ++mt) {
+          pa[mt][0] = pack_bf16(sc[mt][2 * kk][0], sc[mt][2 * kk][1]);
+          pa[mt][1] = pack_bf16(sc[mt][2 * kk][2], sc[mt][2 * kk][3]);
+          pa[mt][2] = pack_bf16(sc[mt][2 * kk + 1][0], sc[mt][2 * kk + 1][1]);
+          pa[mt][3] = pack_bf16(sc[mt][2 * kk + 1][2], sc[mt][2 * kk + 1][3]);
+        }
 #pragma unroll
-      for (int dn = 0; dn < D / 16; ++dn) {
-        uint32_t vb[4];
-        ldmatrix_x4_trans(vb, vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRow +
-                                  dn * 16 + (lane >> 4) * 8);
-        mma16816(o[2 * dn], pa, vb[0], vb[1]);
-        mma16816(o[2 * dn + 1], pa, vb[2], vb[3]);
+        for (int dn = 0; dn < D / 16; ++dn) {
+          uint32_t vb[4];
+          ldmatrix_x4_trans(vb, vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRow +
+                                    dn * 16 + (lane >> 4) * 8);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma16816(o[mt][2 * dn], pa[mt], vb[0], vb[1]);
+            mma16816(o[mt][2 * dn + 1], pa[mt], vb[2], vb[3]);
+          }
+        }
       }
     }
     __syncthreads();  // the stage is refilled next iteration
@@ -269,35 +328,36 @@ __global__ void __launch_bounds__(kThreads) forward_flash_kernel(Args a) {
   cp_async_wait<0>();
 
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
+  for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int pr = warp * 16 + g + r * 8;
-    if (pr >= rows) continue;
-    const int64_t row = int64_t(q_start + p0 + pr) * a.hq + h;
-    if (a.splits == 1) {
-      const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // no keys: zeros, as the reference
-      __nv_bfloat16* dst = a.out + row * a.dim;
+    for (int r = 0; r < 2; ++r) {
+      float lr = l[mt][r];
+      lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+      lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+      const int pr = wrow + mt * 16 + g + r * 8;
+      if (pr >= rows) continue;
+      const int64_t row = int64_t(q_start + p0 + pr) * a.hq + h;
+      if (a.splits == 1) {
+        const float inv = lr > 0.f ? 1.f / lr : 0.f;  // no keys: zeros, as the reference
+        __nv_bfloat16* dst = a.out + row * a.dim;
 #pragma unroll
-      for (int i = 0; i < kDT; ++i) {
-        const int col = i * 8 + 2 * tq;
-        if (col < a.dim)
-          *reinterpret_cast<__nv_bfloat162*>(dst + col) =
-              __floats2bfloat162_rn(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+        for (int i = 0; i < kDT; ++i) {
+          const int col = i * 8 + 2 * tq;
+          if (col < a.dim)
+            *reinterpret_cast<__nv_bfloat162*>(dst + col) =
+                __floats2bfloat162_rn(o[mt][i][2 * r] * inv, o[mt][i][2 * r + 1] * inv);
+        }
+      } else {
+        const int64_t prow = int64_t(split) * a.tokens * a.hq + row;
+        float* dst = a.part_o + prow * a.dim;
+#pragma unroll
+        for (int i = 0; i < kDT; ++i) {
+          const int col = i * 8 + 2 * tq;
+          if (col < a.dim)
+            *reinterpret_cast<float2*>(dst + col) = make_float2(o[mt][i][2 * r], o[mt][i][2 * r + 1]);
+        }
+        if (tq == 0) a.part_ml[prow] = make_float2(m[mt][r], lr);
       }
-    } else {
-      const int64_t prow = int64_t(split) * a.tokens * a.hq + row;
-      float* dst = a.part_o + prow * a.dim;
-#pragma unroll
-      for (int i = 0; i < kDT; ++i) {
-        const int col = i * 8 + 2 * tq;
-        if (col < a.dim)
-          *reinterpret_cast<float2*>(dst + col) = make_float2(o[i][2 * r], o[i][2 * r + 1]);
-      }
-      if (tq == 0) a.part_ml[prow] = make_float2(m[r], l[r]);
     }
   }
 }
@@ -390,8 +450,8 @@ int launch(Args a, cudaStream_t stream) {
     if (splits < 1) splits = 1;
   }
   a.splits = static_cast<int>(splits);
-  forward_flash_kernel<D><<<dim3(static_cast<unsigned>(qblocks), a.hq, a.splits), kThreads, smem,
-                            stream>>>(a);
+  forward_flash_kernel<D><<<dim3(static_cast<unsigned>(qblocks), a.hq, a.splits),
+                            threads_for(D), smem, stream>>>(a);
   if (a.splits > 1)
     merge_kernel<<<static_cast<unsigned>(int64_t(a.tokens) * a.hq), 128, 0, stream>>>(a);
   const cudaError_t err = cudaGetLastError();

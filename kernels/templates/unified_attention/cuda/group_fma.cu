@@ -53,6 +53,7 @@ struct Args {
   float* part_o;    // [splits, T, Hq, d] unnormalised partial outputs (splits > 1)
   float2* part_ml;  // [splits, T, Hq] (running max in log2 units, sum)
   int num_seqs, tokens, hq, hkv, group, dim, bs, max_blocks, splits;
+  int qblocks;  // q blocks in the grid: T / rows per block + num_seqs
   int q_tokens, heads_per_cta, head_blocks;  // a CTA's rows: q_tokens x heads_per_cta
   float scale_log2;                          // 1/sqrt(d) * log2(e)
 };
@@ -77,11 +78,16 @@ __global__ void __launch_bounds__(kMaxThreads) group_fma_kernel(Args a) {
   __nv_bfloat162* kt = reinterpret_cast<__nv_bfloat162*>(smem_raw);  // [KEY_TILE][D / 2]
   __nv_bfloat162* vt = kt + KEY_TILE * D / 2;
 
-  const int s = find_sequence(a.cu_q, a.num_seqs, blockIdx.x, a.q_tokens);
+  // blockIdx.x = (q block, kv head, head block) with the heads fastest; q blocks in reverse, so
+  // the longest causal blocks start first.
+  const int hy = a.hkv * a.head_blocks;
+  const int qb = a.qblocks - 1 - static_cast<int>(blockIdx.x / hy);
+  const int kvh = static_cast<int>(blockIdx.x % hy) / a.head_blocks;
+  const int hb = static_cast<int>(blockIdx.x % hy) % a.head_blocks, split = blockIdx.y;
+  const int s = find_sequence(a.cu_q, a.num_seqs, qb, a.q_tokens);
   const int q_start = a.cu_q[s], q_len = a.cu_q[s + 1] - q_start;
-  const int p0 = (blockIdx.x - (q_start / a.q_tokens + s)) * a.q_tokens;
+  const int p0 = (qb - (q_start / a.q_tokens + s)) * a.q_tokens;
   if (p0 >= q_len) return;
-  const int kvh = blockIdx.y / a.head_blocks, hb = blockIdx.y % a.head_blocks, split = blockIdx.z;
   const int used = a.used_k[s];
   const int n_kv = min(max(used, 0), a.max_blocks * a.bs);
   const bool causal = q_len == used;  // the reference's is_causal = (q_len == kv_len)
@@ -279,10 +285,10 @@ int launch(Args a, cudaStream_t stream) {
     if (splits < 1) splits = 1;
   }
   a.splits = static_cast<int>(splits);
-  if (qblocks > 0x7fffffff || int64_t(a.hkv) * a.head_blocks > 65535)
+  a.qblocks = static_cast<int>(qblocks);
+  if (qblocks * a.hkv * a.head_blocks > 0x7fffffff)
     return fail("unified_attention: too large for the grid");
-  group_fma_kernel<DT><<<dim3(static_cast<unsigned>(qblocks),
-                              static_cast<unsigned>(a.hkv * a.head_blocks), a.splits),
+  group_fma_kernel<DT><<<dim3(static_cast<unsigned>(qblocks * a.hkv * a.head_blocks), a.splits),
                          threads, smem, stream>>>(a);
   if (a.splits > 1)
     merge_kernel<<<static_cast<unsigned>(int64_t(a.tokens) * a.hq), 128, 0, stream>>>(a);
