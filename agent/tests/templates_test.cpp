@@ -1,5 +1,7 @@
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -61,7 +63,8 @@ TEST(Templates, EmbeddedCatalogCoversTheAgentOperatorsOnBothBackends) {
   for (const auto& t : cat->all()) EXPECT_TRUE(problems::require_native_operator(t.op)) << t.path;
   for (const char* op :
        {"rms_norm", "fused_add_rms_norm", "silu_and_mul", "l2_norm", "moe_sum_reduce",
-        "reshape_and_cache", "paged_attention_decode", "mla_decode_attention"}) {
+        "reshape_and_cache", "paged_attention_decode", "mla_decode_attention",
+        "unified_attention", "attention_forward"}) {
     for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
       auto ts = cat->find(op, backend);
       EXPECT_GE(ts.size(), 2u) << op << " " << backend_name(backend);
@@ -145,6 +148,66 @@ TEST(TemplatesIntegration, CpuTemplatesPassTheGatesAtTheirCorners) {
     }
   }
   fs::remove_all(o.cache_dir);
+}
+
+// The released attention_forward and unified_attention shapes small enough for CI hold one
+// sequence each; these batches exercise what they do not: several sequences of unaligned
+// lengths (q blocks and key tiles ending mid-block, a 1-token sequence beside long ones), GQA
+// groups of 3, head dims 72 and 80, block size 32. A copy of the suite with shape "3" of each
+// operator replaced by such a batch goes through the real gates.
+TEST(TemplatesIntegration, CpuAttentionTemplatesPassTheGatesOnMixedBatches) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("atrex_tpl_mixed_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(ATREX_TEST_SUITE_DIR, dir, fs::copy_options::recursive);
+  const std::map<std::string, std::string> batches = {
+      {"unified_attention",
+       R"({"3": {"init_kwargs": null, "input_kwargs": {"num_seqs": 4, "seq_lens": [37, 1, 70, 16],
+           "num_query_heads": 6, "num_kv_heads": 2, "head_size": 72, "block_size": 32}}})"},
+      {"attention_forward",
+       R"({"3": {"init_kwargs": null, "input_kwargs": {"num_heads": 3, "head_dim": 80,
+           "seq_lens": [1, 45, 130]}}})"}};
+  for (const auto& [op, json] : batches) {
+    std::ofstream(dir / "data" / op / "shapes.json") << json;
+  }
+  auto suite = problems::Suite::load(dir);
+  ASSERT_TRUE(suite) << suite.error().message;
+  auto profiles = problems::load_hardware_profiles({dir / "configs" / "hardware"});
+  runner::EvaluatorOptions o;
+  o.suite = &*suite;
+  o.hardware = *problems::find_hardware_profile(*profiles, "H20");
+  o.cache_dir = dir / "cache";
+  o.include_dir = ATREX_TEST_INCLUDE_DIR;
+  o.child_dir = ATREX_TEST_BIN_DIR;
+  runner::Evaluator ev(o);
+  auto cat = TemplateCatalog::embedded();
+  ASSERT_TRUE(cat);
+  int evaluated = 0;
+  for (const auto& [op, json] : batches) {
+    for (const auto* t : cat->find(op, Backend::kCpu)) {
+      for (const auto& pt : corner_points(*t)) {
+        EvalTask task;
+        task.task_id = t->path + format_params(pt);
+        task.operator_name = op;
+        task.shape_ids = {"3"};
+        task.candidate.source = render(*t, pt);
+        task.candidate.sha256 = sha256_hex(task.candidate.source);
+        task.candidate.backend = Backend::kCpu;
+        task.candidate.agent = "test";
+        task.settings.seeds = 2;
+        task.settings.performance = false;
+        task.settings.unseen_shapes = 0;
+        auto recs = ev.evaluate(task);
+        ASSERT_TRUE(recs) << recs.error().message;
+        ASSERT_EQ(recs->size(), 1u);
+        EXPECT_EQ(recs->front().status, EvalStatus::kOk)
+            << t->path << " " << format_params(pt) << ": " << recs->front().error;
+        ++evaluated;
+      }
+    }
+  }
+  EXPECT_GE(evaluated, 4) << "no attention cpu templates in the catalogue";
+  fs::remove_all(dir);
 }
 
 #ifdef ATREX_TEST_HAVE_NVCC

@@ -19,7 +19,7 @@ TEST(SweepSpec, EmbeddedDefaultParses) {
   EXPECT_EQ(s->name, "local-default");
   ASSERT_EQ(s->agents.size(), 1u);
   EXPECT_EQ(s->agents[0].provider, "search");
-  EXPECT_EQ(s->operators.size(), 8u);
+  EXPECT_EQ(s->operators.size(), 10u);
   EXPECT_FALSE(s->shapes.at(Backend::kCpu).all);
   EXPECT_TRUE(s->shapes.at(Backend::kCuda).all);
   EXPECT_EQ(s->evaluation.seeds, 5);
@@ -102,7 +102,7 @@ TEST(Resolve, DefaultCpuSubsetRespectsCapsAndKeepsSmallestWhenNoneFit) {
   auto s = parse_sweep(embedded_default_sweep(), "<embedded default>", providers());
   auto r = resolve_sweep(*s, cpu_h20());
   ASSERT_TRUE(r) << r.error().message;
-  ASSERT_EQ(r->manifest.operators.size(), 8u);
+  ASSERT_EQ(r->manifest.operators.size(), 10u);
   for (const auto& op : r->manifest.operators) {
     EXPECT_GE(op.shapes.size(), 1u) << op.name;
     EXPECT_LE(op.shapes.size(), 3u) << op.name;
@@ -112,7 +112,16 @@ TEST(Resolve, DefaultCpuSubsetRespectsCapsAndKeepsSmallestWhenNoneFit) {
                                   [](auto& o) { return o.name == "moe_sum_reduce"; });
   ASSERT_EQ(moe.shapes.size(), 1u);
   EXPECT_EQ(moe.shapes[0], "6");  // 4195 tokens: the smallest
-  EXPECT_EQ(r->manifest.not_covered.size(), 22u);
+  // attention_forward by explicit ids (its shapes under the cap reach 2.4 GFLOP per call);
+  // unified_attention by the cap: its three shapes under 3M input elements, in suite order.
+  const auto shapes_of = [&](const char* name) {
+    return std::find_if(r->manifest.operators.begin(), r->manifest.operators.end(),
+                        [&](auto& o) { return o.name == name; })
+        ->shapes;
+  };
+  EXPECT_EQ(shapes_of("attention_forward"), (std::vector<std::string>{"11", "12", "20"}));
+  EXPECT_EQ(shapes_of("unified_attention"), (std::vector<std::string>{"3", "14", "15"}));
+  EXPECT_EQ(r->manifest.not_covered.size(), 20u);
   EXPECT_EQ(r->sweep_id().size(), 12u);
 }
 
