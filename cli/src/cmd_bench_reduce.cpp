@@ -2,6 +2,7 @@
 // (30 operators x their shapes x agents x candidates, one final evaluation per (agent,
 // operator)), written by the real writers; prints the time and peak memory of the reduction.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>

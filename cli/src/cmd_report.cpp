@@ -119,26 +119,23 @@ int regress_cmd(const GlobalOptions& g, const RegressArgs& a) {
   if (auto v = scoring::validate(a.options); !v) return fail(v.error());
   auto suite = load_suite(g);
   if (!suite) return fail(suite.error());
-  scoring::Reducer reducer(*suite, reduce_options(0.9));
-  for (const auto& b : a.baselines) {
-    if (auto r = reducer.add_folder(b); !r) return fail(r.error());
-  }
-  const size_t nights = reducer.sweeps().size();
-  if (auto r = reducer.add_folder(a.current); !r) return fail(r.error());
-  if (reducer.sweeps().size() != nights + 1) {
-    return fail(Error{ErrorCode::kInvalidInput,
-                      fmt::format("--current {}: holds a sweep (id {}) that a --baseline folder "
-                                  "holds too; compare different runs",
-                                  a.current, reducer.sweeps().back()->manifest.sweep_id)});
-  }
-  if (nights < a.baselines.size()) {
-    return fail(Error{ErrorCode::kInvalidInput,
-                      "--baseline: two of the folders hold the same sweep (same sweep id): each "
-                      "night must be its own run"});
-  }
+  // One reducer per folder: the nights of one nightly sweep file share its sweep id, and a
+  // reducer merges what shares a sweep id.
+  std::vector<std::unique_ptr<scoring::Reducer>> nights;
   std::vector<const scoring::ReducedSweep*> base;
-  for (size_t i = 0; i < nights; ++i) base.push_back(reducer.sweeps()[i].get());
-  const scoring::RegressResult r = scoring::regress(base, *reducer.sweeps().back(), a.options);
+  auto read = [&](const std::string& dir) -> Result<const scoring::ReducedSweep*> {
+    nights.push_back(std::make_unique<scoring::Reducer>(*suite, reduce_options(0.9)));
+    ATREX_TRY(nights.back()->add_folder(dir));
+    return nights.back()->sweeps().front().get();
+  };
+  for (const auto& b : a.baselines) {
+    auto s = read(b);
+    if (!s) return fail(s.error());
+    base.push_back(*s);
+  }
+  auto current = read(a.current);
+  if (!current) return fail(current.error());
+  const scoring::RegressResult r = scoring::regress(base, **current, a.options);
   if (!a.out.empty()) {
     const fs::path out(a.out);
     std::error_code ec;

@@ -160,6 +160,11 @@ Result<void> Reducer::add_jsonl_pass(ReducedSweep& s, const fs::path& file, bool
     }
     if (finals) {
       ATREX_ASSIGN_OR_RETURN(FinalMarker m, final_marker_from_json(entry["record"], where));
+      if (final_key(m.agent, m.op) != key) {
+        return invalid_input(fmt::format(
+            "{}: field \"record.agent\"/\"record.operator\": the marker says {} but its key is {}",
+            where, final_key(m.agent, m.op), key));
+      }
       add_final(s, std::move(m));
       continue;
     }
@@ -201,17 +206,23 @@ Result<void> Reducer::add_store(const Manifest& manifest, ResultStore& store,
       ATREX_ASSIGN_OR_RETURN(auto stored, store.get(key));
       if (!stored) continue;
       ++s.summary.lines_read;
+      ATREX_ASSIGN_OR_RETURN(FinalMarker fin, final_marker_from_json(*stored, "result " + key));
+      if (final_key(fin.agent, fin.op) != key) {
+        return invalid_input(fmt::format("result {}: field \"agent\"/\"operator\": the marker "
+                                         "says {}",
+                                         key, final_key(fin.agent, fin.op)));
+      }
       if (!seen_keys_.insert(manifest.sweep_id + "\n" + key).second) {
         ++s.summary.duplicates_dropped;
-        continue;
+      } else {
+        add_final(s, std::move(fin));
       }
-      ATREX_ASSIGN_OR_RETURN(FinalMarker fin, final_marker_from_json(*stored, "result " + key));
-      std::vector<std::string> shapes =
-          fin.status == FinalStatus::kEvaluated ? fin.shapes : std::vector<std::string>{};
-      const std::string task = fin.task_id;
-      add_final(s, std::move(fin));
-      for (const auto& shape : shapes) {
-        const std::string rkey = record_key(task, shape);
+      // The records of the marker read first (this one or an earlier source's); those an
+      // earlier source lacked are taken from here.
+      const FinalMarker& first = s.finals.at({agent, op});
+      if (first.status != FinalStatus::kEvaluated) continue;
+      for (const auto& shape : first.shapes) {
+        const std::string rkey = record_key(first.task_id, shape);
         ATREX_ASSIGN_OR_RETURN(auto rec, store.get(rkey));
         if (!rec) continue;
         ++s.summary.lines_read;
