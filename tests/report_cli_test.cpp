@@ -1,6 +1,10 @@
 // `atrex report`, `atrex reduce` and `atrex regress` end to end, on results folders made by real
 // CPU sweeps (`atrex sweep run`): the same fixed kernels measured twice, and once with rms_norm
-// slowed by 20% (tests/fixtures/regress).
+// ten times slower (tests/fixtures/regress). Why not 20%: on this project's shared 2-core
+// development machine, CPU timings of the same, unchanged kernel moved by up to 79% between two
+// runs a minute apart (measured 2026-12-01 while other builds ran), so a 20% change is inside the
+// noise there; the statistics of a 20% change are tested with controlled noise in
+// scoring/tests/regress_test.cpp. --min-effect 1.0 (2x) below for the same reason.
 #include <filesystem>
 #include <fstream>
 
@@ -68,8 +72,7 @@ TEST_F(ReportCli, SweepRunWritesTheHtmlAndJunitReportsToo) {
 }
 
 TEST_F(ReportCli, TheSameKernelsMeasuredTwiceAreNoRegression) {
-  // --min-effect 0.1: CPU timing on a shared 2-core machine drifts by a few percent between runs.
-  auto r = atrex({"regress", "--baseline", "a", "--current", "b", "--min-effect", "0.1", "--out",
+  auto r = atrex({"regress", "--baseline", "a", "--current", "b", "--min-effect", "1.0", "--out",
                   "reg-ab", "--json"});
   ASSERT_EQ(r.rc, 0) << r.output;
   auto j = read_json_file(root() / "reg-ab" / "regress.json");
@@ -77,10 +80,15 @@ TEST_F(ReportCli, TheSameKernelsMeasuredTwiceAreNoRegression) {
   EXPECT_EQ((*j)["schema"], "atrex.regress/1");
   EXPECT_EQ((*j)["regressions"], 0) << j->dump(1);
   EXPECT_EQ((*j)["changes"].size(), 4u) << j->dump(1);  // 2 shapes x 2 operators
+  // Two nights as the baseline: still no regression (flaky at worst).
+  auto two = atrex({"regress", "--baseline", "a", "b", "--current", "b", "--min-effect", "1.0"});
+  EXPECT_EQ(two.rc, 0) << two.output;
 }
 
-TEST_F(ReportCli, ATwentyPercentSlowerKernelIsExactlyItsOperatorsShapesAndExitCode1) {
-  auto r = atrex({"regress", "--baseline", "a", "b", "--current", "c", "--min-effect", "0.1",
+TEST_F(ReportCli, ASlowerKernelIsExactlyItsOperatorsShapesAndExitCode1) {
+  // One baseline night, the run just before: with two, this loaded 2-core machine's night-to-night
+  // spread (11% measured once) makes the shapes `flaky`, as designed, instead of regressions.
+  auto r = atrex({"regress", "--baseline", "b", "--current", "c", "--min-effect", "1.0",
                   "--out", "reg-c"});
   EXPECT_EQ(r.rc, 1) << r.output;
   EXPECT_NE(r.output.find("REGRESSION"), std::string::npos) << r.output;
@@ -90,7 +98,7 @@ TEST_F(ReportCli, ATwentyPercentSlowerKernelIsExactlyItsOperatorsShapesAndExitCo
   for (const auto& c : (*j)["changes"]) {
     if (c["operator"] == "rms_norm") {
       EXPECT_EQ(c["verdict"], "regression") << c.dump();
-      EXPECT_NEAR(c["ratio"].get<double>(), 1.2, 0.1) << c.dump();
+      EXPECT_GT(c["ratio"].get<double>(), 3) << c.dump();
       ++rms;
     } else {
       EXPECT_FALSE(c["regression"].get<bool>()) << c.dump();
