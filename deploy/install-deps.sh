@@ -34,6 +34,9 @@ packages=(
   # test and debug helpers; iproute2's `ip netns` makes the multi-host test's hosts
   # (deploy/netns-hosts.sh)
   procps iproute2
+  # headless Chromium renders the HTML report in its test (scoring/tests/html_chromium_test.cpp:
+  # plots laid out, no script errors, sorting) and takes the docs/ screenshot
+  chromium
   # openssl makes the certificates of the Redis TLS tests (common/tests/redis_tls_test.cpp)
   openssl
   # HIP backend (HIP 5.2.3): hipcc compiles .hip candidates (pulls clang-15, lld-15,

@@ -37,7 +37,10 @@ void add_bench_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_gpu_bench_commands(CLI::App& bench, GlobalOptions& g, int& rc);
 // `bench connections` (idle workers parked on one Redis), under `bench`.
 void add_bench_connections_command(CLI::App& bench, int& rc);
+// `bench reduce` (the reducer over synthetic records), under `bench`.
+void add_bench_reduce_command(CLI::App& bench, GlobalOptions& g, int& rc);
 void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc);
+// `report`, `reduce` and `regress` (cmd_report.cpp).
 void add_report_command(CLI::App& app, GlobalOptions& g, int& rc);
 // `sweep submit|status|wait|cancel|resume` (under `sweep`) and the `runner` / `agent-worker`
 // daemons.

@@ -361,6 +361,7 @@ void add_bench_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   qc->callback([&] { rc = run_bench_queue(g, q); });
   add_bench_connections_command(*bench, rc);
   add_gpu_bench_commands(*bench, g, rc);
+  add_bench_reduce_command(*bench, g, rc);
 }
 
 }  // namespace atrex::cli

@@ -1,4 +1,4 @@
-// `atrex sweep run [FILE]` and `atrex report DIR`.
+// `atrex sweep run [FILE]` (`atrex report DIR` is in cmd_report.cpp).
 #include <csignal>
 
 #include <fmt/format.h>
@@ -88,22 +88,6 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
   return 0;
 }
 
-int report(const GlobalOptions& g, const std::string& dir) {
-  auto suite = load_suite(g);
-  if (!suite) return fail(suite.error());
-  auto outcome = scheduler::write_reports(dir, *suite);
-  if (!outcome) return fail(outcome.error());
-  if (g.json) {
-    auto report = read_json_file(outcome->report_json);
-    if (!report) return fail(report.error());
-    fmt::print("{}\n", report->dump(2));
-    return 0;
-  }
-  print_scores(outcome->agents);
-  fmt::print("\nreports: {} and {}\n", outcome->report_md.string(), outcome->report_json.string());
-  return 0;
-}
-
 }  // namespace
 
 void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc) {
@@ -127,17 +111,6 @@ void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   run->add_flag("--json", g.json, "Print the atrex.report/1 JSON at the end");
   run->callback([&] { rc = sweep_run(g, a); });
   add_cluster_commands(*sweep, g, rc);
-}
-
-void add_report_command(CLI::App& app, GlobalOptions& g, int& rc) {
-  static std::string dir;
-  auto* r =
-      app.add_subcommand("report", "Re-score a results folder and rewrite report.json / report.md");
-  r->add_option("results", dir, "Results folder of a sweep")
-      ->required()
-      ->check(CLI::ExistingDirectory);
-  r->add_flag("--json", g.json, "Print the atrex.report/1 JSON");
-  r->callback([&] { rc = report(g, dir); });
 }
 
 }  // namespace atrex::cli

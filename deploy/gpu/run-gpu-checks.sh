@@ -207,7 +207,12 @@ if want sweep; then
   mkdir -p results
   "$atrex" sweep run --backend cuda --out results/gpu-sweep 2>&1 | tee "$out/sweep.txt" || rc=1
   cp results/gpu-sweep/report.md "$out/sweep-report.md" 2>/dev/null
-  [ -n "${OUT:-}" ] && cp "$out/sweep.txt" "$out/sweep-report.md" "$OUT/" 2>/dev/null
+  # The HTML report (roofline plots with memory/compute-bound shapes, the correctness-illusion
+  # view with CUPTI's target-DSL shares) and the JUnit file of the same sweep (docs/reports.md).
+  cp results/gpu-sweep/report.html "$out/sweep-report.html" 2>/dev/null
+  cp results/gpu-sweep/junit.xml "$out/sweep-junit.xml" 2>/dev/null
+  [ -n "${OUT:-}" ] && cp "$out/sweep.txt" "$out/sweep-report.md" "$out/sweep-report.html" \
+    "$out/sweep-junit.xml" "$OUT/" 2>/dev/null
 fi
 if want daemon; then
   echo "=== runner daemon through Redis: illegal address, hang, out-of-memory (deploy/gpu/daemon-faults.yaml)"

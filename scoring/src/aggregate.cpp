@@ -14,6 +14,25 @@ namespace atrex::scoring {
 
 double median(std::vector<double> v) { return stats::median(std::move(v)); }
 
+ShapeDetail shape_detail(const EvalRecord& r) {
+  ShapeDetail d;
+  d.shape_id = r.shape_id;
+  d.status = eval_status_name(r.status);
+  if (r.timing && r.timing->n > 0) {
+    d.time_us_median = r.timing->time_us_median;
+    d.time_us_p25 = r.timing->time_us_p25;
+    d.time_us_p75 = r.timing->time_us_p75;
+    d.samples = r.timing->n;
+    d.relative_standard_error = r.timing->relative_standard_error;
+  }
+  d.t_roofline_us = r.t_roofline_us;
+  d.s_j = r.s_j;
+  d.above_roofline = r.above_roofline;
+  d.dsl_share = r.dsl_share;
+  d.error = r.error.substr(0, 300);
+  return d;
+}
+
 AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
                        const std::vector<EvalRecord>& records,
                        const std::map<std::string, std::string>& failed, double dsl_threshold) {
@@ -58,6 +77,7 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
       }
       ++os.shapes_evaluated;
       os.candidate_sha256 = r->candidate.sha256;
+      os.shapes.push_back(shape_detail(*r));
       if (r->status == EvalStatus::kOk && r->s_j) {
         ++os.shapes_correct;
         s_j.push_back(*r->s_j);
@@ -78,7 +98,12 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
       ++out.operators_correct;
       if (os.dsl_share) {
         ++measured_correct;
-        if (*os.dsl_share >= dsl_threshold) ++adopting;
+        if (*os.dsl_share >= dsl_threshold) {
+          ++adopting;
+        } else {
+          os.fallback = true;
+          ++out.operators_fallback;
+        }
       }
     }
     out.s_agg += os.weight * os.s_i;

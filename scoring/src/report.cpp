@@ -6,23 +6,6 @@ namespace atrex::scoring {
 
 namespace {
 
-Json operator_json(const OperatorScore& o) {
-  return Json{{"operator", o.name},
-              {"weight", o.weight},
-              {"attempted", o.attempted},
-              {"status", o.status},
-              {"s_i", o.s_i},
-              {"weighted_s_i", o.weight * o.s_i},
-              {"shapes_in_suite", o.shapes_in_suite},
-              {"shapes_evaluated", o.shapes_evaluated},
-              {"shapes_correct", o.shapes_correct},
-              {"shapes_above_roofline", o.shapes_above_roofline},
-              {"dsl_share", o.dsl_share ? Json(*o.dsl_share) : Json(nullptr)},
-              {"candidate_sha256", o.candidate_sha256},
-              {"first_error", o.first_error},
-              {"unlaunched_kernels", o.unlaunched_kernels}};
-}
-
 // "correct", plus a warning when S_j was capped on some shapes and a flag for ghost kernels.
 std::string status_text(const OperatorScore& o) {
   std::string text = o.status;
@@ -130,34 +113,6 @@ std::string usage_text(const TokenUsage& u) {
                      u.prompt_tokens, u.completion_tokens, u.cost_usd, u.requests);
 }
 
-Json to_json(const Report& report) {
-  const ReportContext& ctx = report.context;
-  Json j{{"schema", kReportSchema}, {"sweep_id", ctx.sweep_id},    {"sweep_name", ctx.sweep_name},
-         {"suite", ctx.suite_dir},  {"hardware", ctx.hardware},    {"backend", ctx.backend},
-         {"device", ctx.device},    {"created_at", ctx.created_at}};
-  Json arr = Json::array();
-  for (const auto& a : report.agents) {
-    Json ops = Json::array();
-    for (const auto& o : a.operators) ops.push_back(operator_json(o));
-    arr.push_back(Json{
-        {"agent", a.agent},
-        {"s_agg", a.s_agg},
-        {"operators_attempted", a.operators_attempted},
-        {"operators_correct", a.operators_correct},
-        {"correctness_rate", a.correctness_rate},
-        {"dsl_adoption_rate", a.dsl_adoption_rate ? Json(*a.dsl_adoption_rate) : Json(nullptr)},
-        {"usage", to_json(a.usage)},
-        {"operators", ops}});
-  }
-  j["agents"] = arr;
-  if (!report.dead_letters.empty()) {
-    Json dead = Json::array();
-    for (const auto& d : report.dead_letters) dead.push_back(to_json(d));
-    j["dead_letters"] = dead;
-  }
-  return j;
-}
-
 std::string agent_table_text(const AgentScore& a) {
   std::string out = fmt::format("{:<30} {:>7} {:>8} {:>9} {:>9}  {}\n", "operator", "weight", "S_i",
                                 "correct", "w*S_i", "status");
@@ -201,6 +156,30 @@ std::string dead_letters_markdown(const std::vector<DeadLetterSummary>& dead) {
   return md;
 }
 
+// The paper's correctness-illusion view: correct operators that are fallbacks.
+std::string illusion_markdown(const std::vector<AgentScore>& agents) {
+  std::string md =
+      "\n## Correctness illusion\n\nCorrect on every shape, but the target-DSL share of the GPU "
+      "time is under the threshold (a vendor-library fallback).\n\n| agent | correct operators | "
+      "share measured | fallbacks | fallback operators |\n|---|---:|---:|---:|---|\n";
+  for (const auto& a : agents) {
+    int measured = 0;
+    std::string names;
+    for (const auto& o : a.operators) {
+      if (o.status == "correct" && o.dsl_share) ++measured;
+      if (o.fallback) {
+        names += fmt::format("{}{} ({:.0f}% DSL)", names.empty() ? "" : ", ", o.name,
+                             100 * *o.dsl_share);
+      }
+    }
+    md += fmt::format("| {} | {} | {} | {} | {} |\n", markdown_cell(a.agent), a.operators_correct,
+                      measured, a.operators_fallback,
+                      measured ? markdown_cell(names.empty() ? "-" : names)
+                               : "not measured (no target-DSL share in the records)");
+  }
+  return md;
+}
+
 }  // namespace
 
 std::string render_markdown(const Report& report) {
@@ -208,9 +187,25 @@ std::string render_markdown(const Report& report) {
   const std::vector<AgentScore>& agents = report.agents;
   std::string md = fmt::format("# atrex sweep report: {}\n\n",
                                ctx.sweep_name.empty() ? ctx.sweep_id : ctx.sweep_name);
+  if (report.partial) {
+    md += "> **Partial results**: some (agent, operator) pairs have no final evaluation yet (an "
+          "interrupted or running sweep); they count as S_i = 0, so S_agg is a lower bound.\n\n";
+  }
   md += fmt::format(
-      "- sweep id: `{}`\n- hardware profile: `{}` (backend `{}`, device `{}`)\n- created: {}\n\n",
+      "- sweep id: `{}`\n- hardware profile: `{}` (backend `{}`, device `{}`)\n- created: {}\n",
       ctx.sweep_id, ctx.hardware, ctx.backend, ctx.device, ctx.created_at);
+  if (report.sweeps.size() > 1) {
+    for (const auto& s : report.sweeps) {
+      md += fmt::format("- merged sweep `{}` ({}, {}): `{}`, {} of {} final markers\n",
+                        s.sweep_id, markdown_cell(s.name), s.status, markdown_cell(s.source),
+                        s.finals_found, s.finals_expected);
+    }
+  }
+  for (const auto& b : report.baselines) {
+    md += fmt::format("- baseline `{}`: `{}`\n", markdown_cell(b.label), markdown_cell(b.source));
+  }
+  for (const auto& w : report.warnings) md += "- warning: " + markdown_cell(w) + "\n";
+  md += "\n";
   md +=
       "| agent | S_agg | correctness rate | target-DSL adoption | operators correct "
       "|\n|---|---:|---:|---:|---:|\n";
@@ -219,11 +214,13 @@ std::string render_markdown(const Report& report) {
                       100 * a.correctness_rate, opt_pct(a.dsl_adoption_rate), a.operators_correct,
                       a.operators_attempted);
   }
+  md += illusion_markdown(agents);
+  const bool base = !report.baselines.empty();
   for (const auto& a : agents) {
     md += fmt::format(
-        "\n## {}\n\n| operator | weight | S_i | shapes correct | w·S_i | status "
-        "|\n|---|---:|---:|---:|---:|---|\n",
-        a.agent);
+        "\n## {}\n\n| operator | weight | S_i | {}shapes correct | w·S_i | status "
+        "|\n|---|---:|---:|{}---:|---:|---|\n",
+        markdown_cell(a.agent), base ? "baseline S_i | " : "", base ? "---:|" : "");
     int skipped = 0;
     double skipped_weight = 0;
     for (const auto& o : a.operators) {
@@ -234,9 +231,11 @@ std::string render_markdown(const Report& report) {
       }
       std::string status = status_text(o);
       if (!o.first_error.empty()) status += " (" + o.first_error.substr(0, 120) + ")";
-      md += fmt::format("| {} | {:.4f} | {:.4f} | {}/{} | {:.5f} | {} |\n", markdown_cell(o.name),
-                        o.weight, o.s_i, o.shapes_correct, o.shapes_evaluated, o.weight * o.s_i,
-                        markdown_cell(status));
+      std::string base_cell;
+      if (base) base_cell = (o.baseline_s_i ? fmt::format("{:.4f}", *o.baseline_s_i) : "-") + " | ";
+      md += fmt::format("| {} | {:.4f} | {:.4f} | {}{}/{} | {:.5f} | {} |\n",
+                        markdown_cell(o.name), o.weight, o.s_i, base_cell, o.shapes_correct,
+                        o.shapes_evaluated, o.weight * o.s_i, markdown_cell(status));
     }
     if (skipped > 0) {
       md += fmt::format(

@@ -20,6 +20,28 @@
 
 namespace atrex::scoring {
 
+// One evaluated shape of an operator's final candidate (the report's per-shape detail). Times in
+// microseconds (the record's timing summary); `bound` is the roofline's limiting resource for
+// the sweep's hardware profile ("memory", "compute", "none" when W = Q = 0, "unknown" when the
+// suite has no counts for the shape).
+struct ShapeDetail {
+  std::string shape_id;
+  std::string status;                     // atrex.eval/1 status name
+  std::optional<double> time_us_median;   // absent when not timed
+  std::optional<double> time_us_p25;
+  std::optional<double> time_us_p75;
+  int samples = 0;
+  double relative_standard_error = 0;     // of the timing samples
+  double t_roofline_us = 0;
+  std::optional<double> s_j;              // ok records
+  bool above_roofline = false;
+  std::string bound = "unknown";
+  std::optional<double> dsl_share;
+  std::string error;                      // first 300 bytes of the record's reason
+  // Baseline column (ReduceOptions::baselines[0]): the baseline's time on this shape.
+  std::optional<double> baseline_time_us_median;
+};
+
 struct OperatorScore {
   std::string name;
   double weight = 0;
@@ -37,15 +59,26 @@ struct OperatorScore {
   // any of its evaluated shapes (records' unlaunched_kernels, intersected). A flag, not a verdict:
   // a kernel for shapes outside the evaluated ones is legitimate. Empty when none or not traced.
   std::vector<std::string> unlaunched_kernels;
+  // Correctness illusion (paper §4): correct on every evaluated shape, but the measured target-DSL
+  // share is under the threshold: the speed came from a vendor library, not from the agent's
+  // kernel. False when the share was not measured (CPU backend).
+  bool fallback = false;
+  std::vector<ShapeDetail> shapes;  // in the final evaluation's shape order
+  // Baseline columns: the first baseline's best S_i on this operator, when it has one.
+  std::optional<double> baseline_s_i;
 };
 
 struct AgentScore {
-  std::string agent;
+  std::string agent;     // as the report names it (qualified "<agent>@<sweep>" when merged
+                         // sweeps share an agent name)
+  std::string sweep_id;  // the sweep its final evaluations come from
+  std::string provider;  // search, openai, cli ...
   double s_agg = 0;
   int operators_attempted = 0;
   int operators_correct = 0;
   double correctness_rate = 0;
   std::optional<double> dsl_adoption_rate;
+  int operators_fallback = 0;  // correct operators that are fallbacks (OperatorScore::fallback)
   std::vector<OperatorScore> operators;  // every suite operator, in suite (weight) order
   // Model tokens and cost over every (agent, operator) that ended (final markers' usage); zero
   // for providers without a model. Filled in by the reducer.
@@ -54,6 +87,9 @@ struct AgentScore {
 
 // Median of a non-empty vector (mean of the two middle values for even sizes).
 double median(std::vector<double> values);
+
+// The per-shape detail of one record (bound left "unknown": the reducer knows the hardware).
+ShapeDetail shape_detail(const EvalRecord& r);
 
 // Scores one agent from its final evaluation records (one per evaluated shape; records of
 // other agents are ignored). Records for operators absent from the suite are ignored.

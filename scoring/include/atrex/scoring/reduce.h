@@ -27,8 +27,10 @@ Result<Report> reduce(const Manifest& manifest, ResultStore& store, const proble
 struct ReportFiles {
   std::filesystem::path json;      // <dir>/report.json
   std::filesystem::path markdown;  // <dir>/report.md
+  std::filesystem::path html;      // <dir>/report.html (self-contained, SVG plots)
+  std::filesystem::path junit;     // <dir>/junit.xml (one test case per agent x operator)
 };
-// Writes the report's renderings into `dir` (atomically, each file).
+// Writes the report's renderings into `dir` (created when missing; atomically, each file).
 Result<ReportFiles> write_report_files(const std::filesystem::path& dir, const Report& report);
 
 }  // namespace atrex::scoring

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "atrex/common/error.h"
 #include "atrex/common/json_io.h"
 #include "atrex/common/queue.h"
 #include "atrex/scoring/aggregate.h"
@@ -46,13 +47,46 @@ struct DeadLetterSummary {
 DeadLetterSummary summarize_dead_letter(std::string_view stream, const DeadLetter& d);
 Json to_json(const DeadLetterSummary& d);
 
+// One sweep a report was reduced from (a report may merge several: one per agent, other days).
+struct SweepSummary {
+  std::string sweep_id;
+  std::string name;
+  std::string source;  // the results folder, or "redis://host:port (sweep <id>)"
+  std::string hardware;
+  std::string backend;
+  std::string device;
+  std::string status;  // the manifest's: running, interrupted, complete ...
+  int64_t records_read = 0;         // atrex.eval/1 records scored (final evaluations)
+  int64_t lines_read = 0;           // entries read from the source
+  int64_t duplicates_dropped = 0;   // entries whose key an earlier source already gave
+  int64_t finals_expected = 0;      // agents x operators of its manifest
+  int64_t finals_found = 0;         // atrex.final/1 markers read
+};
+
+// A baseline folder (reference kernels, a previous night): its best S_i per operator and its
+// time per (operator, shape), shown as extra columns.
+struct BaselineSummary {
+  std::string label;
+  std::string source;
+  std::string sweep_id;
+};
+
 struct Report {
-  ReportContext context;
+  ReportContext context;  // of the first sweep (sweeps[0]); kept for single-sweep readers
   std::vector<AgentScore> agents;
   std::vector<DeadLetterSummary> dead_letters;
+  std::vector<SweepSummary> sweeps;
+  std::vector<BaselineSummary> baselines;
+  // True when some (agent, operator) of a manifest has no final marker yet (an interrupted or
+  // running sweep): its scores are a lower bound. Renderers say so at the top.
+  bool partial = false;
+  std::vector<std::string> warnings;  // skipped truncated records, merged agent names ...
 };
 
 Json to_json(const Report& report);
+// Strict read of an atrex.report/1 document (every member known; kInvalidInput naming `source`
+// and the field).
+Result<Report> report_from_json(const Json& j, const std::string& source);
 
 // Markdown: a headline table (one row per agent), one per-operator table per agent (operators
 // not attempted summarised in one line), and the dead-lettered tasks.
