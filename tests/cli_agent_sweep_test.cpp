@@ -131,7 +131,10 @@ output: out
   ASSERT_TRUE(report) << report.error().message;
   const Json* honest = agent_row(*report, "claude-honest");
   ASSERT_NE(honest, nullptr) << report->dump();
-  EXPECT_EQ((*honest)["operators"][0]["status"], "correct") << honest->dump();
+  Json rms;
+  for (const auto& o : (*honest)["operators"])
+    if (o["operator"] == "rms_norm") rms = o;
+  EXPECT_EQ(rms["status"], "correct") << rms.dump();
   EXPECT_GT((*honest)["s_agg"].get<double>(), 0.0);
   const Json& u = (*honest)["usage"];
   EXPECT_EQ(u["requests"], 2) << "two CLI runs: " << u.dump();
@@ -173,8 +176,9 @@ output: out
     if (line.starts_with("probe write")) {
       // A write may land in the sandbox's private /tmp; it must never reach the host (below),
       // and the checkout is read-only.
-      if (line.find(ATREX_TEST_SOURCE_DIR) != std::string::npos)
+      if (line.find(ATREX_TEST_SOURCE_DIR) != std::string::npos) {
         EXPECT_NE(line.find("denied"), std::string::npos) << line;
+      }
     } else {
       EXPECT_NE(line.find(": denied"), std::string::npos) << line;
     }
@@ -186,7 +190,9 @@ output: out
   // The key passed in (env) was echoed by the adversary: stored as ***, nowhere in clear.
   EXPECT_NE(said.find("echo-env ATREX_E2E_CLI_KEY=***"), std::string::npos) << said;
   for (const auto& e : fs::recursive_directory_iterator(dir_ / "out")) {
-    if (e.is_regular_file()) EXPECT_EQ(slurp(e.path()).find(kKey), std::string::npos) << e.path();
+    if (e.is_regular_file()) {
+      EXPECT_EQ(slurp(e.path()).find(kKey), std::string::npos) << e.path();
+    }
   }
   EXPECT_EQ(text.find(kKey), std::string::npos);
   // Workspaces go with their generation.
@@ -196,8 +202,11 @@ output: out
   // sandbox's doing, not a broken probe.
   SubprocessOptions o;
   o.argv = {(dir_ / "bin" / "claude-adversarial").string(), "--no-kernel"};
-  for (const auto& a : probes(port)) {
-    if (a.find("pwned") == std::string::npos) o.argv.push_back(a);
+  const auto all = probes(port);
+  for (size_t i = 0; i + 1 < all.size(); i += 2) {
+    if (all[i] == "--probe-write") continue;
+    o.argv.push_back(all[i]);
+    o.argv.push_back(all[i + 1]);
   }
   o.working_dir = dir_;
   o.output_tail_bytes = 1 << 20;

@@ -15,6 +15,7 @@
 #include "cli/eval_server.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/sandbox.h"
 #include "cli/workspace.h"
 
 namespace atrex::agent::cli {
@@ -103,6 +104,38 @@ TEST(CliOptions, EnvTakesNamesNeverValuesAndNeverTheQueuesAddress) {
   EXPECT_NE(redis.error().message.find("queue"), std::string::npos) << redis.error().message;
   auto path = spec_of("name: a\nprovider: cli\npreset: claude\nenv: [PATH]\n");
   ASSERT_FALSE(path);
+}
+
+// --- the sandbox's command line ----------------------------------------------------------------
+
+bool has_pair(const std::vector<std::string>& a, const std::string& x, const std::string& y) {
+  for (size_t i = 0; i + 1 < a.size(); ++i)
+    if (a[i] == x && a[i + 1] == y) return true;
+  return false;
+}
+
+TEST(CliSandboxArgv, NoNetworkByDefaultOnlyTheWorkspaceWritableAndTheProgramOffItsHostPath) {
+  CliSandbox box{"/host/ws/workspace", "/host/ws/run", "/build/bin/atrex-agent-eval",
+                 "/home/u/checkout/bin/claude", "/home/u/checkout/tools/fake.sh", {}, false};
+  auto a = cli_bwrap_argv("bwrap", box, {"claude", "-p", "hi"});
+  EXPECT_NE(std::find(a.begin(), a.end(), "--unshare-net"), a.end());
+  EXPECT_TRUE(has_pair(a, "--bind", "/host/ws/workspace"));
+  int writable = 0;
+  for (const auto& x : a) writable += x == "--bind" || x == "--bind-try" || x == "--dev-bind";
+  EXPECT_EQ(writable, 1) << "the workspace is the only read-write bind";
+  EXPECT_TRUE(has_pair(a, "--ro-bind", "/home/u/checkout/tools/fake.sh"));
+  for (const auto& x : a) {
+    EXPECT_NE(x, "/home/u/checkout/bin/claude") << "no host path of the checkout inside";
+    EXPECT_NE(x, "/etc/resolv.conf") << "no /etc beyond the loader cache without network";
+  }
+  const std::vector<std::string> tail(a.end() - 4, a.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{"--", "/atrex/cli/claude", "-p", "hi"}));
+  box.network = true;
+  box.program_found = box.program_real = "/usr/local/bin/claude";
+  auto n = cli_bwrap_argv("bwrap", box, {"claude"});
+  EXPECT_EQ(std::find(n.begin(), n.end(), "--unshare-net"), n.end());
+  EXPECT_TRUE(has_pair(n, "--ro-bind-try", "/etc/resolv.conf"));
+  EXPECT_EQ(n.back(), "/usr/local/bin/claude") << "visible where it is";
 }
 
 // --- result formats ---------------------------------------------------------------------------

@@ -53,7 +53,7 @@ if [[ "$name" == *adversarial* ]]; then
   done
   for port in "${ports[@]}"; do
     if out=$( { exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'PING\r\n' >&3 &&
-                timeout 2 head -c 64 <&3; } 2>&1); then
+                timeout 2 head -n 1 <&3; } 2>&1); then
       say "probe port $port: ALLOWED (connected: $(printf '%s' "$out" | tr -d '\r\n'))"
     else
       say "probe port $port: denied ($(printf '%s' "$out" | head -c 120 | tr '\n' ' '))"
