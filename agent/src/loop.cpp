@@ -186,6 +186,11 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
     const std::set<std::string> tried = audit.tried();
     ProposalContext ctx{task.op, task.backend, task.generation, it,    task.seed,
                         &memory, &tried,       &state.best,     &state};
+    const QuickEvalFn quick_eval = [&](const std::string& source, const std::string& file_name) {
+      return evaluate(make_eval_task(task, EvalPurpose::kQuick, source, file_name,
+                                     task.quick_shapes, task.quick_settings, it));
+    };
+    ctx.quick_eval = &quick_eval;
     ATREX_ASSIGN_OR_RETURN(std::optional<Proposal> proposal, provider.propose(ctx));
     if (!proposal) {
       result.end = GenerationEnd::kNoIdeas;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "atrex/agent/cli_provider.h"
 #include "atrex/agent/openai_provider.h"
 #include "atrex/agent/search_provider.h"
 
@@ -13,6 +14,8 @@ Result<ProviderRegistry> ProviderRegistry::builtin() {
   r.add(std::move(search));
   ATREX_ASSIGN_OR_RETURN(auto openai, make_openai_provider_factory());
   r.add(std::move(openai));
+  ATREX_ASSIGN_OR_RETURN(auto cli, make_cli_provider_factory());
+  r.add(std::move(cli));
   return r;
 }
 
@@ -26,8 +29,7 @@ Result<const ProviderFactory*> ProviderRegistry::require(std::string_view name) 
     if (f->name() == name) return f.get();
   }
   return invalid_input(fmt::format(
-      "unsupported provider \"{}\" (this build has: {}; the cli provider is not implemented "
-      "yet)",
+      "unsupported provider \"{}\" (this build has: {})",
       name, fmt::join(names(), ", ")));
 }
 

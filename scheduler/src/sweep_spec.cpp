@@ -1,5 +1,8 @@
 #include "atrex/scheduler/sweep_spec.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -267,10 +270,57 @@ Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source,
   return s;
 }
 
+Result<std::string> expand_sweep_variables(std::string_view text, const std::string& source,
+                                           const SweepEnv& env) {
+  static constexpr std::string_view kPrefix = "ATREX_SWEEP_";
+  std::string out;
+  size_t line = 1, pos = 0;
+  for (;;) {
+    const size_t at = text.find("${", pos);
+    const std::string_view before = text.substr(pos, at == std::string_view::npos ? at : at - pos);
+    line += static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
+    out += before;
+    if (at == std::string_view::npos) return out;
+    const size_t end = text.find('}', at);
+    const size_t eol = text.find('\n', at);
+    if (end == std::string_view::npos || (eol != std::string_view::npos && eol < end)) {
+      return invalid_input(
+          fmt::format("{}:{}: \"${{\" without a closing \"}}\" on its line", source, line));
+    }
+    const std::string_view body = text.substr(at + 2, end - at - 2);
+    const size_t dash = body.find(":-");
+    const std::string name(body.substr(0, dash));
+    bool valid = name.size() > kPrefix.size() && name.starts_with(kPrefix);
+    for (char c : name) valid = valid && (std::isupper(static_cast<unsigned char>(c)) ||
+                                          std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+    if (!valid) {
+      return invalid_input(fmt::format(
+          "{}:{}: \"${{{}}}\": only variables named ATREX_SWEEP_<NAME> (capitals, digits, _) are "
+          "expanded in a sweep file, as ${{ATREX_SWEEP_NAME}} or ${{ATREX_SWEEP_NAME:-default}}",
+          source, line, body));
+    }
+    const char* value = env(name.c_str());
+    if (value && *value) {
+      out += value;
+    } else if (dash != std::string_view::npos) {
+      out += body.substr(dash + 2);
+    } else {
+      return invalid_input(fmt::format(
+          "{}:{}: the variable {} is not set and \"${{{}}}\" gives no default (write "
+          "${{{}:-default}})",
+          source, line, name, body, name));
+    }
+    pos = end + 1;
+  }
+}
+
 Result<SweepSpec> load_sweep_file(const std::filesystem::path& path,
                                   const agent::ProviderRegistry& providers) {
   ATREX_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
-  return parse_sweep(text, path.string(), providers);
+  ATREX_ASSIGN_OR_RETURN(std::string expanded,
+                         expand_sweep_variables(text, path.string(),
+                                                [](const char* n) { return std::getenv(n); }));
+  return parse_sweep(expanded, path.string(), providers);
 }
 
 }  // namespace atrex::scheduler

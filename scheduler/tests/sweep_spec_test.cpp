@@ -1,5 +1,8 @@
+#include <map>
+
 #include <gtest/gtest.h>
 
+#include "atrex/common/json_io.h"
 #include "atrex/scheduler/local_sweep.h"
 #include "atrex/scheduler/sweep_spec.h"
 #include "atrex/scheduler/resolve.h"
@@ -204,6 +207,73 @@ TEST(DeadLetters, ErrorWithPipeAndNewlineStaysInItsTableCell) {
             "failed<br>terminate called "
             "&lt;here&gt; |\n")
       << md;
+}
+
+}  // namespace
+}  // namespace atrex::scheduler
+
+namespace atrex::scheduler {
+namespace {
+
+SweepEnv env_of(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(SweepVariables, ValueThenDefaultAndOnlyTheSweepPrefix) {
+  auto e = expand_sweep_variables("a: ${ATREX_SWEEP_A}\nb: ${ATREX_SWEEP_B:-x:y}\nc: $HOME\n",
+                                  "f.yaml", env_of({{"ATREX_SWEEP_A", "1"}}));
+  ASSERT_TRUE(e) << e.error().message;
+  EXPECT_EQ(*e, "a: 1\nb: x:y\nc: $HOME\n");
+  auto empty = expand_sweep_variables("b: ${ATREX_SWEEP_B:-d}\n", "f.yaml",
+                                      env_of({{"ATREX_SWEEP_B", ""}}));
+  EXPECT_EQ(*empty, "b: d\n") << "an empty variable takes the default";
+  // Another variable of the environment (an API key) is never pulled into a manifest.
+  auto other = expand_sweep_variables("x: 1\nkey: ${OPENAI_API_KEY}\n", "f.yaml",
+                                      env_of({{"OPENAI_API_KEY", "sk-secret"}}));
+  ASSERT_FALSE(other);
+  EXPECT_NE(other.error().message.find("f.yaml:2"), std::string::npos) << other.error().message;
+  EXPECT_EQ(other.error().message.find("sk-secret"), std::string::npos);
+  auto unset = expand_sweep_variables("x: ${ATREX_SWEEP_NOPE}\n", "f.yaml", env_of({}));
+  ASSERT_FALSE(unset);
+  EXPECT_NE(unset.error().message.find("ATREX_SWEEP_NOPE is not set"), std::string::npos);
+  EXPECT_FALSE(expand_sweep_variables("x: ${ATREX_SWEEP_A\ny: }\n", "f.yaml", env_of({})));
+}
+
+TEST(SixAgentsSweep, FileParsesWithItsDefaultsAndWithTheSmokeTestOverrides) {
+  const std::string path = std::string(ATREX_TEST_SWEEPS_DIR) + "/six-agents.yaml";
+  auto text = read_text_file(path);
+  ASSERT_TRUE(text) << text.error().message;
+  auto defaults = expand_sweep_variables(*text, path, env_of({}));
+  ASSERT_TRUE(defaults) << defaults.error().message;
+  auto s = parse_sweep(*defaults, path, providers());
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_EQ(s->agents.size(), 6u);
+  std::map<std::string, int> providers_used;
+  for (const auto& a : s->agents) ++providers_used[a.provider];
+  EXPECT_EQ(providers_used["cli"], 3);
+  EXPECT_EQ(providers_used["openai"], 2);
+  EXPECT_EQ(providers_used["search"], 1);
+  EXPECT_TRUE(s->operators.empty()) << "all operators";
+  EXPECT_EQ(s->cluster.value("launcher", ""), "slurm");
+  EXPECT_EQ(s->agents[0].options["preset"], "claude");
+  EXPECT_EQ(s->agents[0].options["network"], true);
+  auto smoke = expand_sweep_variables(*text, path,
+                                      env_of({{"ATREX_SWEEP_BACKEND", "cpu"},
+                                              {"ATREX_SWEEP_OPERATORS", "[rms_norm]"},
+                                              {"ATREX_SWEEP_ITERATIONS", "1"},
+                                              {"ATREX_SWEEP_CLI_NETWORK", "false"},
+                                              {"ATREX_SWEEP_MODEL_SERVER", "http://127.0.0.1:9/v1"}}));
+  ASSERT_TRUE(smoke);
+  auto t = parse_sweep(*smoke, path, providers());
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->operators, std::vector<std::string>{"rms_norm"});
+  EXPECT_EQ(t->agents[0].iterations, 1);
+  EXPECT_EQ(t->agents[0].options["network"], false);
+  EXPECT_EQ(t->agents[3].options["base_url"], "http://127.0.0.1:9/v1");
+  EXPECT_EQ(t->agents[4].options["base_url"], "http://127.0.0.1:9/v1") << "the same server";
 }
 
 }  // namespace

@@ -109,8 +109,11 @@ Json to_json(const DeadLetterSummary& d) {
 }
 
 std::string usage_text(const TokenUsage& u) {
-  return fmt::format("model usage: {} prompt + {} completion tokens, {:.4f} USD, {} requests",
-                     u.prompt_tokens, u.completion_tokens, u.cost_usd, u.requests);
+  // requests: HTTP requests of a model server, or runs of a coding-agent CLI (cli provider),
+  // whose own turns follow.
+  return fmt::format("model usage: {} prompt + {} completion tokens, {:.4f} USD, {} requests{}",
+                     u.prompt_tokens, u.completion_tokens, u.cost_usd, u.requests,
+                     u.turns > 0 ? fmt::format(", {} agent turns", u.turns) : "");
 }
 
 std::string agent_table_text(const AgentScore& a) {

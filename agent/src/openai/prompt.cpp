@@ -177,6 +177,17 @@ std::string feedback_message(const Attempt& attempt, const ProposalContext& ctx,
                              const std::vector<const KbNote*>& notes) {
   if (!attempt.failure.empty()) return attempt.failure;
   std::string s = fmt::format("Results of your candidate (iteration {}):\n", attempt.iteration);
+  s += results_text(attempt, ctx);
+  if (!notes.empty()) s += "\n## More optimisation notes\n\n" + notes_text(notes);
+  s += fmt::format("\n{} Reply with the complete new file in one ```{} block.\n",
+                   attempt.correct ? "Make it faster while keeping every shape correct."
+                                   : "Fix the candidate first: it must be correct on every shape.",
+                   fence(ctx.backend));
+  return s;
+}
+
+std::string results_text(const Attempt& attempt, const ProposalContext& ctx) {
+  std::string s;
   std::string compile_error;
   for (const auto& r : attempt.records) {
     s += shape_line(r);
@@ -189,11 +200,6 @@ std::string feedback_message(const Attempt& attempt, const ProposalContext& ctx,
   if (ctx.best && ctx.best->valid()) {
     s += fmt::format("Best correct candidate so far: median S_j {:.4f}.\n", ctx.best->score);
   }
-  if (!notes.empty()) s += "\n## More optimisation notes\n\n" + notes_text(notes);
-  s += fmt::format("\n{} Reply with the complete new file in one ```{} block.\n",
-                   attempt.correct ? "Make it faster while keeping every shape correct."
-                                   : "Fix the candidate first: it must be correct on every shape.",
-                   fence(ctx.backend));
   return s;
 }
 

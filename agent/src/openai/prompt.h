@@ -31,6 +31,11 @@ std::string problem_message(const ProposalContext& ctx, const std::vector<const 
 std::string feedback_message(const Attempt& attempt, const ProposalContext& ctx,
                              const std::vector<const KbNote*>& notes);
 
+// The body of feedback_message without its request for a reply: per shape the status, errors,
+// times, roofline time and S_j, the compiler's message, the summary and the best so far (what
+// the cli provider's `atrex-eval` prints).
+std::string results_text(const Attempt& attempt, const ProposalContext& ctx);
+
 // The bottleneck the attempt's records show, when they show one: latency when every shape is
 // correct and each takes under 15 us (launches and barriers dominate); nullopt otherwise.
 std::optional<Bottleneck> measured_bottleneck(const Attempt& attempt);

@@ -50,7 +50,8 @@ Json to_json(const TokenUsage& u) {
   return Json{{"prompt_tokens", u.prompt_tokens},
               {"completion_tokens", u.completion_tokens},
               {"cost_usd", u.cost_usd},
-              {"requests", u.requests}};
+              {"requests", u.requests},
+              {"turns", u.turns}};
 }
 
 Result<void> read_value(const JsonField& f, TokenUsage& u) {
@@ -59,6 +60,7 @@ Result<void> read_value(const JsonField& f, TokenUsage& u) {
   ATREX_TRY(r.required("completion_tokens", u.completion_tokens));
   ATREX_TRY(r.required("cost_usd", u.cost_usd));
   ATREX_TRY(r.required("requests", u.requests));
+  ATREX_TRY(r.optional("turns", u.turns));
   return r.finish();
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +35,12 @@ struct Attempt {
   TokenUsage usage;     // model usage of this iteration's proposal
 };
 
+// A quick evaluation of (source, file name) on the generation's quick shapes and settings, as
+// the loop itself evaluates a proposal (the same eval task id, so the loop's own evaluation of
+// that source afterwards reuses its records): the `cli` provider's atrex-eval gateway.
+using QuickEvalFn = std::function<Result<std::vector<EvalRecord>>(const std::string& source,
+                                                                  const std::string& file_name)>;
+
 struct ProposalContext {
   std::string op;
   Backend backend = Backend::kCpu;
@@ -44,6 +51,9 @@ struct ProposalContext {
   const std::set<std::string>* tried;  // sha256 of every source evaluated for (agent, op)
   const BestCandidate* best;           // best kernel so far, kept across generations
   const AgentTask* task = nullptr;     // the generation's task (shapes, hardware, settings)
+  // Evaluations a provider may ask for while it proposes (the cli provider's atrex-eval); null
+  // where there is no evaluator. Callable from another thread while propose() runs.
+  const QuickEvalFn* quick_eval = nullptr;
 };
 
 struct Proposal {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,8 +44,20 @@ struct SweepSpec {
 // `providers` validates each agent's provider and options (agent/spec.h).
 Result<SweepSpec> parse_sweep(std::string_view yaml_text, const std::string& source,
                               const agent::ProviderRegistry& providers);
+// Reads the file, expands its ${ATREX_SWEEP_*} variables (expand_sweep_variables) and parses it.
 Result<SweepSpec> load_sweep_file(const std::filesystem::path& path,
                                   const agent::ProviderRegistry& providers);
+
+// Overrides of a sweep file from the environment (docs/sweeps.md "Variables"): every
+// `${ATREX_SWEEP_NAME}` or `${ATREX_SWEEP_NAME:-default}` in the text is replaced by the
+// variable's value (unset or empty: the default) before the YAML is read, so one file serves a
+// cluster and a smoke test (sweeps/six-agents.yaml: model-server URLs, backend, operators,
+// budgets). Only the ATREX_SWEEP_ prefix is expanded, so no other variable of the environment
+// (an API key) can be pulled into a manifest by a sweep file. Errors (kInvalidInput,
+// "file:line: ..."): another `${...}`, an unset variable without a default, an unclosed `${`.
+using SweepEnv = std::function<const char*(const char*)>;
+Result<std::string> expand_sweep_variables(std::string_view text, const std::string& source,
+                                           const SweepEnv& env);
 // The default sweep compiled into the binary (sweeps/local-default.yaml).
 std::string_view embedded_default_sweep();
 inline constexpr const char* kEmbeddedDefaultSource = "<embedded default sweep>";

@@ -54,11 +54,16 @@ struct TokenUsage {
   int64_t completion_tokens = 0;
   double cost_usd = 0;
   int64_t requests = 0;  // HTTP requests sent, retries included
+  // Agent turns a coding-agent CLI reports (`cli` provider: claude's num_turns, codex's
+  // turn.completed events, gemini's API requests); 0 for providers that do not count them.
+  // Optional on the wire (absent = 0).
+  int64_t turns = 0;
   void add(const TokenUsage& o) {
     prompt_tokens += o.prompt_tokens;
     completion_tokens += o.completion_tokens;
     cost_usd += o.cost_usd;
     requests += o.requests;
+    turns += o.turns;
   }
 };
 Json to_json(const TokenUsage& u);

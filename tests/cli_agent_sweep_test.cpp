@@ -1,0 +1,223 @@
+// `atrex sweep run` with `cli` agents on the CPU backend, the CLIs replaced by the scripted
+// agent testing/fake_cli/fake_agent_cli.sh (claude's headless JSON):
+//  - an honest one starts from its workspace's reference, measures it with `atrex-eval` from
+//    inside its sandbox, and the sweep scores it, with its turns, tokens and cost accounted;
+//  - an adversarial one tries to read roofline.json, metadata.json, the project checkout and
+//    the results folder, to write into the checkout, the results folder and the test folder,
+//    to reach a live Redis port and to find queue variables or evaluator files; each attempt
+//    fails, as the script reports from inside the sandbox, and nothing it wrote reaches the host.
+// A control run of the same script outside the sandbox shows the probes can see each target.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "atrex/common/json_io.h"
+#include "atrex/common/process/subprocess.h"
+#include "atrex/testing/redis_server.h"
+#include "atrex/testing/sweep_cli.h"
+
+namespace atrex {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr const char* kKey = "fake-cli-key-7f3e9a-must-not-leak";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+std::vector<Json> audit_events(const fs::path& p) {
+  std::vector<Json> out;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(Json::parse(line));
+  }
+  return out;
+}
+
+const Json* agent_row(const Json& report, const std::string& name) {
+  for (const auto& a : report["agents"])
+    if (a["agent"] == name) return &a;
+  return nullptr;
+}
+
+class CliAgentSweep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("atrex_cli_e2e_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "bin");
+    fs::create_directories(dir_ / "ws");
+    for (const char* name : {"claude", "claude-adversarial"})
+      fs::create_symlink(ATREX_TEST_FAKE_CLI, dir_ / "bin" / name);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove(fs::path(ATREX_TEST_SOURCE_DIR) / "pwned-by-agent", ec);
+    fs::remove_all(dir_);
+  }
+  std::map<std::string, std::string> env() const {
+    const char* path = std::getenv("PATH");
+    return {{"PATH", (dir_ / "bin").string() + ":" + (path ? path : "/usr/bin:/bin")},
+            {"ATREX_E2E_CLI_KEY", kKey},
+            {"ATREX_AGENT_WORKSPACES", (dir_ / "ws").string()}};
+  }
+  std::vector<std::string> probes(int redis_port) const {
+    const std::string suite = std::string(ATREX_TEST_SOURCE_DIR) + "/problems/atrex-bench/data";
+    return {"--probe-read",  suite + "/rms_norm/roofline.json",
+            "--probe-read",  suite + "/rms_norm/metadata.json",
+            "--probe-read",  std::string(ATREX_TEST_SOURCE_DIR) + "/README.md",
+            "--probe-read",  std::string(ATREX_TEST_SOURCE_DIR),
+            "--probe-read",  (dir_ / "out" / "manifest.json").string(),
+            "--probe-read",  (dir_ / "ws").string(),
+            "--probe-write", std::string(ATREX_TEST_SOURCE_DIR) + "/pwned-by-agent",
+            "--probe-write", (dir_ / "out" / "pwned").string(),
+            "--probe-write", (dir_ / "pwned").string(),
+            "--probe-port",  std::to_string(redis_port)};
+  }
+  fs::path dir_;
+};
+
+TEST_F(CliAgentSweep, HonestAgentIsScoredThroughAtrexEvalAndTheAdversaryReachesNothing) {
+  testing::RedisServer redis;  // a live port the adversary must not reach
+  ASSERT_TRUE(redis.running());
+  const int port = redis.options().port;
+  std::string adversary_command = "[claude-adversarial";
+  for (const auto& a : probes(port)) adversary_command += ", \"" + a + "\"";
+  adversary_command += ", --echo-env, ATREX_E2E_CLI_KEY, -p, \"{prompt}\"]";
+  std::ofstream(dir_ / "sweep.yaml") << fmt::format(R"(name: cli-e2e
+backend: cpu
+hardware: H20
+agents:
+  - name: claude-honest
+    provider: cli
+    preset: claude
+    model: fake-sonnet
+    timeout_s: 120
+    evals_per_run: 2
+    budget: {{iterations: 2}}
+    dropout: {{patience: 5, max_generations: 1}}
+  - name: adversary
+    provider: cli
+    command: {}
+    output_format: claude
+    env: [ATREX_E2E_CLI_KEY]
+    timeout_s: 120
+    budget: {{iterations: 1}}
+    dropout: {{patience: 5, max_generations: 1}}
+operators: [rms_norm]
+shapes:
+  cpu: {{ids: {{rms_norm: [15, 28]}}}}
+  quick: 2
+evaluation: {{seeds: 2, min_iterations: 3, max_iterations: 5, min_time_s: 0, shape_timeout_s: 60}}
+quick_evaluation: {{seeds: 1, min_iterations: 2, max_iterations: 3, min_time_s: 0, shape_timeout_s: 60}}
+output: out
+)",
+                                                    adversary_command);
+  testing::AtrexCli atrex(dir_, {}, env());
+  auto [rc, text] = atrex({"sweep", "run", (dir_ / "sweep.yaml").string(), "--out", "out"}, 600);
+  ASSERT_EQ(rc, 0) << text;
+
+  // The honest agent: scored, measured from inside its sandbox, usage from claude's JSON.
+  auto report = read_json_file(dir_ / "out" / "report.json");
+  ASSERT_TRUE(report) << report.error().message;
+  const Json* honest = agent_row(*report, "claude-honest");
+  ASSERT_NE(honest, nullptr) << report->dump();
+  Json rms;
+  for (const auto& o : (*honest)["operators"])
+    if (o["operator"] == "rms_norm") rms = o;
+  EXPECT_EQ(rms["status"], "correct") << rms.dump();
+  EXPECT_GT((*honest)["s_agg"].get<double>(), 0.0);
+  const Json& u = (*honest)["usage"];
+  EXPECT_EQ(u["requests"], 2) << "two CLI runs: " << u.dump();
+  EXPECT_EQ(u["turns"], 6);
+  EXPECT_EQ(u["prompt_tokens"], 2 * 2000) << "input + cache creation + cache reads";
+  EXPECT_EQ(u["completion_tokens"], 2 * 250);
+  EXPECT_NEAR(u["cost_usd"].get<double>(), 2 * 0.0125, 1e-12);
+  int evaluated = 0;
+  for (const auto& e : audit_events(dir_ / "out" / "audit" / "claude-honest" / "rms_norm.jsonl")) {
+    if (e["event"] != "evaluated") continue;
+    ++evaluated;
+    EXPECT_EQ(e["decision"] == "incorrect", false) << e.dump();
+    const Json& evals = e["provenance"]["evals"];
+    ASSERT_EQ(evals.size(), 1u) << "one atrex-eval call per run: " << e["provenance"].dump();
+    EXPECT_GE(evals[0]["score"].get<double>(), 0.0) << "atrex-eval measured it correct";
+    EXPECT_EQ(evals[0]["sha256"], e["sha256"]) << "the workspace file is the candidate";
+    const std::string said = e["rationale"];
+    EXPECT_NE(said.find("atrex-eval exit 0"), std::string::npos) << said;
+    EXPECT_NE(said.find("S_j"), std::string::npos) << "the feedback reached the agent: " << said;
+    EXPECT_NE(said.find("TASK.md"), std::string::npos) << said;
+    EXPECT_NE(said.find("reference"), std::string::npos) << said;
+    for (const char* hidden : {"roofline.json", "metadata.json", "manifest.json"})
+      EXPECT_EQ(said.find(hidden), std::string::npos) << hidden << " in the workspace: " << said;
+    EXPECT_EQ(e["provenance"]["preset"], "claude");
+    EXPECT_EQ(e["provenance"]["model"], "fake-sonnet");
+  }
+  EXPECT_EQ(evaluated, 2);
+
+  // The adversary: every probe failed inside the sandbox.
+  std::string said;
+  for (const auto& e : audit_events(dir_ / "out" / "audit" / "adversary" / "rms_norm.jsonl")) {
+    if (e.contains("rationale")) said += e["rationale"].get<std::string>();
+  }
+  const std::regex probe_line("probe (read|write|port|env|find)[^\n]*");
+  int probes_seen = 0;
+  for (std::sregex_iterator it(said.begin(), said.end(), probe_line), end; it != end; ++it) {
+    ++probes_seen;
+    const std::string line = it->str();
+    if (line.starts_with("probe write")) {
+      // A write may land in the sandbox's private /tmp; it must never reach the host (below),
+      // and the checkout is read-only.
+      if (line.find(ATREX_TEST_SOURCE_DIR) != std::string::npos) {
+        EXPECT_NE(line.find("denied"), std::string::npos) << line;
+      }
+    } else {
+      EXPECT_NE(line.find(": denied"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(probes_seen, 12) << said;
+  EXPECT_FALSE(fs::exists(fs::path(ATREX_TEST_SOURCE_DIR) / "pwned-by-agent"));
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "pwned"));
+  EXPECT_FALSE(fs::exists(dir_ / "pwned"));
+  // The key passed in (env) was echoed by the adversary: stored as ***, nowhere in clear.
+  EXPECT_NE(said.find("echo-env ATREX_E2E_CLI_KEY=***"), std::string::npos) << said;
+  for (const auto& e : fs::recursive_directory_iterator(dir_ / "out")) {
+    if (e.is_regular_file()) {
+      EXPECT_EQ(slurp(e.path()).find(kKey), std::string::npos) << e.path();
+    }
+  }
+  EXPECT_EQ(text.find(kKey), std::string::npos);
+  // Workspaces go with their generation.
+  EXPECT_TRUE(fs::is_empty(dir_ / "ws"));
+
+  // Control: the same script outside the sandbox sees the targets, so "denied" above is the
+  // sandbox's doing, not a broken probe.
+  SubprocessOptions o;
+  o.argv = {(dir_ / "bin" / "claude-adversarial").string(), "--no-kernel"};
+  const auto all = probes(port);
+  for (size_t i = 0; i + 1 < all.size(); i += 2) {
+    if (all[i] == "--probe-write") continue;
+    o.argv.push_back(all[i]);
+    o.argv.push_back(all[i + 1]);
+  }
+  o.working_dir = dir_;
+  o.output_tail_bytes = 1 << 20;
+  auto control = run_subprocess(o);
+  ASSERT_TRUE(control && control->ok()) << (control ? control->output_tail : "");
+  for (const char* seen : {"roofline.json: ALLOWED", "metadata.json: ALLOWED",
+                           "README.md: ALLOWED", "manifest.json: ALLOWED", "ALLOWED (connected"}) {
+    EXPECT_NE(control->output_tail.find(seen), std::string::npos)
+        << seen << " in " << control->output_tail;
+  }
+}
+
+}  // namespace
+}  // namespace atrex
