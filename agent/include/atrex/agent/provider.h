@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "atrex/agent/direction.h"
 #include "atrex/common/error.h"
 #include "atrex/common/json_io.h"
 #include "atrex/common/wire/agent_task.h"
@@ -44,6 +45,9 @@ struct ProposalContext {
   const std::set<std::string>* tried;  // sha256 of every source evaluated for (agent, op)
   const BestCandidate* best;           // best kernel so far, kept across generations
   const AgentTask* task = nullptr;     // the generation's task (shapes, hardware, settings)
+  // The generation's optimisation direction (direction.h), chosen when it started; null only
+  // when the provider offers none.
+  const Direction* direction = nullptr;
 };
 
 struct Proposal {
@@ -69,6 +73,11 @@ class Provider {
   // cannot work on this operator at all (no templates): the (agent, operator) ends with that
   // error; other errors give the agent task back to be retried.
   virtual Result<std::optional<Proposal>> propose(const ProposalContext& ctx) = 0;
+  // The directions a generation of `task` may take (direction.h), in preference order. By
+  // default the knowledge base's techniques for the operator's family and backend.
+  virtual std::vector<Direction> directions(const AgentTask& task) const {
+    return kb_directions(task.op, task.backend);
+  }
 };
 
 }  // namespace atrex::agent
