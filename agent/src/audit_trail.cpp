@@ -23,8 +23,7 @@ namespace {
 class FileLock {
  public:
   FileLock(int fd, int how) : fd_(fd) {
-    while (::flock(fd_, how) != 0 && errno == EINTR) {
-    }
+    while (::flock(fd_, how) != 0 && errno == EINTR) {}
   }
   ~FileLock() { ::flock(fd_, LOCK_UN); }
   FileLock(const FileLock&) = delete;
@@ -184,8 +183,10 @@ Result<void> AuditTrail::observe_locked(const Json& e, const std::string& where)
       // Claims of an ended generation that no iteration finished (a provider out of ideas)
       // go back to the budget.
       for (auto c = progress_.open_claims.begin(); c != progress_.open_claims.end();) {
-        if (std::get<0>(*c) == sub && std::get<1>(*c) == generation) c = progress_.open_claims.erase(c);
-        else ++c;
+        if (std::get<0>(*c) == sub && std::get<1>(*c) == generation)
+          c = progress_.open_claims.erase(c);
+        else
+          ++c;
       }
       if (r == "dropout") {
         s.generation = generation + 1;
@@ -222,8 +223,8 @@ Result<void> AuditTrail::write_locked(Json event) {
     // Bytes after the last whole line: a writer was killed mid-line. Cut them off, or this
     // line would be glued to them.
     if (::ftruncate(fd_, static_cast<off_t>(read_offset_)) != 0) {
-      return io_error(fmt::format("{}: cannot cut a torn last line: {}", file_.string(),
-                                  std::strerror(errno)));
+      return io_error(
+          fmt::format("{}: cannot cut a torn last line: {}", file_.string(), std::strerror(errno)));
     }
   }
   event["ts"] = utc_timestamp_now();

@@ -1,5 +1,7 @@
 #include "atrex/agent/direction.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "atrex/agent/knowledge_base.h"

@@ -1,6 +1,7 @@
 #include "atrex/agent/loop.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -175,8 +176,7 @@ std::string pair_key(const AgentTask& task) { return task.agent.name + "/" + tas
 namespace {
 
 double system_now_unix_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // The generation's direction: the one the trail recorded when it resumes, else (atomically
@@ -223,8 +223,8 @@ Result<std::optional<GenerationEnd>> claim_iteration(const AgentTask& task, int 
   const AgentSpec& a = task.agent;
   ATREX_TRY(audit.transact([&](const AuditTrail::Progress& p) -> Result<std::vector<Json>> {
     const bool mine = p.open_claims.count({task.subagent, task.generation, it}) > 0;
-    const int used = std::max(task.iterations_used, p.iterations_used) +
-                     p.iterations_claimed_open - (mine ? 1 : 0);
+    const int used = std::max(task.iterations_used, p.iterations_used) + p.iterations_claimed_open -
+                     (mine ? 1 : 0);
     const TokenUsage& u = p.usage.requests >= task.usage.requests ? p.usage : task.usage;
     if (used >= a.iterations) {
       spent = GenerationEnd::kBudget;
@@ -263,8 +263,7 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
   TokenUsage generation_usage;
   int since_improvement = 0;
   const std::vector<Direction> choices = provider.directions(task);
-  ATREX_ASSIGN_OR_RETURN(result.direction,
-                         start_generation(task, choices, audit, options, now()));
+  ATREX_ASSIGN_OR_RETURN(result.direction, start_generation(task, choices, audit, options, now()));
   // A resumed generation continues its iteration numbering (the claims and eval task ids).
   const auto started = audit.progress();
   const auto sub = started.subagents.find(task.subagent);
@@ -289,7 +288,7 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
       break;
     }
     const std::set<std::string> tried = audit.tried();
-    ProposalContext ctx{task.op, task.backend, task.generation, it,    task.seed,
+    ProposalContext ctx{task.op, task.backend, task.generation, it,     task.seed,
                         &memory, &tried,       &state.best,     &state, &result.direction};
     ATREX_ASSIGN_OR_RETURN(std::optional<Proposal> proposal, provider.propose(ctx));
     if (!proposal) {

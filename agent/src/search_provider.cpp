@@ -2,8 +2,8 @@
 //
 // Each generation starts from the template its direction names (direction.h: a template no
 // earlier generation or parallel sub-agent of the (agent, operator) started from, while there
-// is one), so a dropout restart explores elsewhere. Within a generation: first the direction template's
-// defaults, then single-parameter moves (one step up or down its value list) around the
+// is one), so a dropout restart explores elsewhere. Within a generation: first the direction
+// template's defaults, then single-parameter moves (one step up or down its value list) around the
 // generation's incumbent, in a seeded random order, skipping anything already measured for
 // this (agent, operator); then the other templates' defaults; then random points.
 #include "atrex/agent/search_provider.h"
@@ -33,8 +33,8 @@ class SearchProvider final : public Provider {
   std::vector<Direction> directions(const AgentTask& task) const override {
     std::vector<Direction> out;
     for (const KernelTemplate* t : catalog_.find(task.op, task.backend)) {
-      out.push_back(Direction{direction_id(*t), fmt::format("template {}", t->name),
-                              t->description});
+      out.push_back(
+          Direction{direction_id(*t), fmt::format("template {}", t->name), t->description});
     }
     return out;
   }

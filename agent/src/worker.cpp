@@ -50,8 +50,7 @@ Result<std::optional<EvalRecord>> QueueEvalFn::stored(const EvalTask& task,
 
 Result<bool> QueueEvalFn::all_stored(const EvalTask& task) const {
   for (const auto& shape : task.shape_ids) {
-    ATREX_ASSIGN_OR_RETURN(std::optional<Json> j,
-                           results_.get(record_key(task.task_id, shape)));
+    ATREX_ASSIGN_OR_RETURN(std::optional<Json> j, results_.get(record_key(task.task_id, shape)));
     if (!j) return false;
   }
   return true;
@@ -61,8 +60,7 @@ Result<std::optional<DeadLetter>> QueueEvalFn::dead_letter_of(const EvalTask& ta
   ATREX_ASSIGN_OR_RETURN(auto dead, queue_.dead_letters(options_.stream));
   for (auto& d : dead) {
     // A dead letter's body may be anything (that may be why it died): no strict read here.
-    if (d.body.is_object() && d.body.contains("task_id") &&
-        d.body["task_id"] == task.task_id) {
+    if (d.body.is_object() && d.body.contains("task_id") && d.body["task_id"] == task.task_id) {
       return std::optional<DeadLetter>{std::move(d)};
     }
   }
@@ -81,8 +79,8 @@ Result<std::string> QueueEvalFn::recover_if_lost(const EvalTask& task,
   if (dead) return message_id;
   ATREX_ASSIGN_OR_RETURN(std::string again,
                          queue_.requeue_lost(options_.stream, message_id, to_json(task)));
-  spdlog::warn("evaluation task {} ({}) was lost from queue {} ({}): put back as {}",
-               task.task_id, task.operator_name, options_.stream, message_state_name(st), again);
+  spdlog::warn("evaluation task {} ({}) was lost from queue {} ({}): put back as {}", task.task_id,
+               task.operator_name, options_.stream, message_state_name(st), again);
   if (options_.metrics) options_.metrics->eval_tasks_lost.Increment();
   return again;
 }
@@ -182,8 +180,7 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
     // This sub-agent's dropout already queued the next generation (the worker died between
     // queueing it and acking this one): that task carries on.
     spdlog::info("[{} {}] sub-agent {} generation {} is stale (the trail is at generation {})",
-                 task.agent.name, task.op, task.subagent, task.generation,
-                 sub->second.generation);
+                 task.agent.name, task.op, task.subagent, task.generation, sub->second.generation);
     return ok();
   }
   if (sub != progress.subagents.end() && sub->second.ended) {
@@ -191,7 +188,8 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
     // sub-agent has ended (it may have died running it: this redelivery runs it again, and
     // its deterministic task id finds the records already stored).
     int ended = 0;
-    for (const auto& [s, p] : progress.subagents) ended += s < task.agent.parallel_generations && p.ended;
+    for (const auto& [s, p] : progress.subagents)
+      ended += s < task.agent.parallel_generations && p.ended;
     if (ended < task.agent.parallel_generations) return ok();
     closes_pair = true;
   } else {

@@ -80,8 +80,10 @@ TEST_P(BestStoreContract, RacingWritersLeaveTheMaximumAndReadsNeverGoDown) {
       while (!go.load()) std::this_thread::yield();
       for (int i = 0; i < kOffersEach; ++i) {
         auto r = s->offer("a/op", candidate(scores[static_cast<size_t>(w * kOffersEach + i)]));
-        if (!r) ++errors;
-        else if (*r) ++wins;
+        if (!r)
+          ++errors;
+        else if (*r)
+          ++wins;
       }
     });
   }

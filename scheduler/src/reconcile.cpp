@@ -132,7 +132,8 @@ Result<std::set<std::string>> missing_agent_tasks(const Manifest& sweep, TaskQue
       bool any_busy = false;
       for (int k = 0; k < a.parallel_generations; ++k)
         any_busy = any_busy || busy.count(task_key(a.name, op.name, k)) > 0;
-      if (ended == a.parallel_generations && !any_busy) open.push_back(task_key(a.name, op.name, 0));
+      if (ended == a.parallel_generations && !any_busy)
+        open.push_back(task_key(a.name, op.name, 0));
       missing.insert(open.begin(), open.end());
     }
   }

@@ -8,12 +8,12 @@ namespace atrex {
 
 Json to_json(const AgentSpec& s) {
   Json j{{"name", s.name},
-              {"provider", s.provider},
-              {"iterations", s.iterations},
-              {"patience", s.patience},
-              {"max_generations", s.max_generations},
-              {"min_improvement", s.min_improvement},
-              {"options", s.options}};
+         {"provider", s.provider},
+         {"iterations", s.iterations},
+         {"patience", s.patience},
+         {"max_generations", s.max_generations},
+         {"min_improvement", s.min_improvement},
+         {"options", s.options}};
   if (s.parallel_generations != 1) j["parallel_generations"] = s.parallel_generations;
   if (s.wall_time_s != 0) j["wall_time_s"] = s.wall_time_s;
   if (s.tokens != 0) j["tokens"] = s.tokens;
@@ -78,21 +78,21 @@ Result<void> read_value(const JsonField& f, TokenUsage& u) {
 
 Json to_json(const AgentTask& t) {
   Json j{{"schema", kAgentTaskSchema},
-              {"kind", "agent"},
-              {"sweep_id", t.sweep_id},
-              {"agent", to_json(t.agent)},
-              {"operator", t.op},
-              {"backend", backend_name(t.backend)},
-              {"hardware", t.hardware},
-              {"generation", t.generation},
-              {"iterations_used", t.iterations_used},
-              {"seed", t.seed},
-              {"best", to_json(t.best)},
-              {"usage", to_json(t.usage)},
-              {"quick_shapes", t.quick_shapes},
-              {"full_shapes", t.full_shapes},
-              {"quick_settings", to_json(t.quick_settings)},
-              {"full_settings", to_json(t.full_settings)}};
+         {"kind", "agent"},
+         {"sweep_id", t.sweep_id},
+         {"agent", to_json(t.agent)},
+         {"operator", t.op},
+         {"backend", backend_name(t.backend)},
+         {"hardware", t.hardware},
+         {"generation", t.generation},
+         {"iterations_used", t.iterations_used},
+         {"seed", t.seed},
+         {"best", to_json(t.best)},
+         {"usage", to_json(t.usage)},
+         {"quick_shapes", t.quick_shapes},
+         {"full_shapes", t.full_shapes},
+         {"quick_settings", to_json(t.quick_settings)},
+         {"full_settings", to_json(t.full_settings)}};
   if (t.subagent != 0) j["subagent"] = t.subagent;
   return j;
 }

@@ -43,11 +43,11 @@ namespace atrex::agent {
 class AuditTrail {
  public:
   struct Subagent {
-    int generation = 0;            // the generation to continue with
-    bool started = false;          // its `generation` has a generation_start
-    bool ended = false;            // a generation_end other than dropout: its chain is done
-    std::string end_reason;        // that generation_end's reason
-    std::string direction;         // the direction id of `generation` (when started)
+    int generation = 0;                // the generation to continue with
+    bool started = false;              // its `generation` has a generation_start
+    bool ended = false;                // a generation_end other than dropout: its chain is done
+    std::string end_reason;            // that generation_end's reason
+    std::string direction;             // the direction id of `generation` (when started)
     int iterations_in_generation = 0;  // finished iterations of `generation`
   };
   // Where an interrupted (agent, operator) stopped, recovered from its trail.
@@ -55,10 +55,10 @@ class AuditTrail {
     int generation = 0;       // sub-agent 0's generation to continue with
     int iterations_used = 0;  // finished iterations (evaluated, proposal_failed), all sub-agents
     int iterations_claimed_open = 0;  // claimed and not finished (in flight, or a dead worker's)
-    BestCandidate best;       // best correct candidate so far (source kept in the trail)
-    TokenUsage usage;         // model usage of every iteration in the trail
+    BestCandidate best;               // best correct candidate so far (source kept in the trail)
+    TokenUsage usage;                 // model usage of every iteration in the trail
     std::map<int, Subagent> subagents;
-    std::map<std::string, int> directions;  // direction id -> generations started in it
+    std::map<std::string, int> directions;    // direction id -> generations started in it
     std::optional<double> started_at_unix_s;  // the first generation_start
     bool final_written = false;
     // (sub-agent, generation, iteration) claimed and not finished.

@@ -34,7 +34,7 @@ const char* generation_end_name(GenerationEnd e);
 
 struct GenerationResult {
   GenerationEnd end = GenerationEnd::kBudget;
-  AgentTask next;  // the state to continue from (next generation after a dropout)
+  AgentTask next;       // the state to continue from (next generation after a dropout)
   Direction direction;  // the direction this generation took
   // Set when this generation's end was the last of the (agent, operator)'s sub-agents to end
   // (decided atomically in the audit trail): its worker runs the one full evaluation.

@@ -28,7 +28,7 @@ namespace atrex::agent {
 
 struct QueueEvalOptions {
   std::string stream = kEvalStream;
-  int max_deliveries = 3;  // the sweep's delivery bound (how long a wait may last)
+  int max_deliveries = 3;                   // the sweep's delivery bound (how long a wait may last)
   const std::atomic<bool>* stop = nullptr;  // when set, interrupts a wait (kUnavailable)
   // How often a wait checks that its task can still arrive: a task deleted from the queue
   // behind its back (XDEL, a trim, its consumer deleted) would otherwise be waited for until

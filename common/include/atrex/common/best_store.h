@@ -4,11 +4,11 @@
 //
 // The value only ever improves: offer() stores a candidate only when its score is strictly
 // higher than the stored one, in one atomic step (Redis: one Lua script, which Redis runs
-// without interleaving another command, https://redis.io/docs/latest/develop/interact/programmability/eval-intro/;
-// in memory: under a mutex), so a writer holding a stale, lower score never overwrites a
-// higher one however the writers race. Scores are the quick-evaluation objective (median S_j,
-// a ratio >= 0); a negative score (incorrect candidate) is never stored.
-// Thread-safety: all methods are thread-safe.
+// without interleaving another command,
+// https://redis.io/docs/latest/develop/interact/programmability/eval-intro/; in memory: under a
+// mutex), so a writer holding a stale, lower score never overwrites a higher one however the
+// writers race. Scores are the quick-evaluation objective (median S_j, a ratio >= 0); a negative
+// score (incorrect candidate) is never stored. Thread-safety: all methods are thread-safe.
 #pragma once
 
 #include <map>

@@ -32,9 +32,9 @@ struct AgentSpec {
   // Budgets of one (agent, operator), shared by all its generations and sub-agents; 0 = none.
   // Checked before each iteration; when one is spent the generation ends (reason wall_time,
   // tokens or cost) and the best candidate gets the full evaluation.
-  double wall_time_s = 0;     // seconds since the (agent, operator)'s first generation started
-  int64_t tokens = 0;         // model tokens, prompt + completion
-  double cost_usd = 0;        // model cost at the agent's price
+  double wall_time_s = 0;         // seconds since the (agent, operator)'s first generation started
+  int64_t tokens = 0;             // model tokens, prompt + completion
+  double cost_usd = 0;            // model cost at the agent's price
   Json options = Json::object();  // provider-specific, already validated
 };
 // The flat form of tasks and manifests: {name, provider, iterations, patience,
@@ -87,8 +87,8 @@ struct AgentTask {
   // Which of the agent's `parallel_generations` sub-agents this task belongs to, [0, N)
   // (optional member; absent = 0).
   int subagent = 0;
-  BestCandidate best;       // kept across generations
-  TokenUsage usage;         // spent by earlier generations (optional member; absent = none)
+  BestCandidate best;  // kept across generations
+  TokenUsage usage;    // spent by earlier generations (optional member; absent = none)
   std::vector<std::string> quick_shapes;
   std::vector<std::string> full_shapes;
   EvalSettings quick_settings;
