@@ -4,6 +4,8 @@
 // sub-agents sharing one iteration budget through the trail's lock, a generation resumed after
 // its worker died, and a torn last line.
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -221,6 +223,20 @@ TEST_F(FleetLoop, ParallelSubagentsNeverOverspendTheSharedIterationBudget) {
     std::atomic<int> closes{0};
     std::vector<std::thread> threads;
     std::vector<std::string> directions(2);
+    // Lockstep: an evaluation waits until the other sub-agent is evaluating too (or has ended),
+    // so both always have an iteration in flight when one of them asks for the next: the
+    // budget check must count the other's claim, not only finished iterations.
+    std::mutex mu;
+    std::condition_variable cv;
+    int inside = 0, ended = 0;
+    const EvalFn lockstep = [&](const EvalTask& t) -> Result<std::vector<EvalRecord>> {
+      std::unique_lock lock(mu);
+      ++inside;
+      cv.notify_all();
+      cv.wait_for(lock, std::chrono::seconds(5), [&] { return inside >= 2 || ended >= 1; });
+      --inside;
+      return score_source(t);
+    };
     for (int s = 0; s < 2; ++s) {
       threads.emplace_back([&, s] {
         AgentTask t = task_;
@@ -228,7 +244,12 @@ TEST_F(FleetLoop, ParallelSubagentsNeverOverspendTheSharedIterationBudget) {
         StallingProvider provider({0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0});
         provider.subagent_tag = s;
         auto audit = trail();  // each sub-agent its own instance, as on two workers
-        auto r = run_generation(t, provider, score_source, *audit);
+        auto r = run_generation(t, provider, lockstep, *audit);
+        {
+          std::lock_guard lock(mu);
+          ++ended;
+          cv.notify_all();
+        }
         ASSERT_TRUE(r) << r.error().message;
         EXPECT_EQ(r->end, GenerationEnd::kBudget);
         closes += r->closes_pair;

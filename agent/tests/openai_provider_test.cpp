@@ -275,6 +275,10 @@ TEST_F(OpenAiLoop, AReplyThatNeverEndsTimesOutAndIsRetried) {
   sleeps_.clear();
   server_.set_fallback(ScriptedReply::hang());
   task_.agent.options["max_retries"] = 0;
+  // A fresh audit trail: the first run spent this (agent, operator)'s one iteration, and the
+  // trail is where budgets are accounted.
+  trail_.reset();
+  fs::remove_all(dir_);
   auto hung = run(task_);
   ASSERT_TRUE(hung) << hung.error().message;
   auto failed = audit_events("proposal_failed");
