@@ -42,6 +42,7 @@ int run_agent_worker_daemon(const RedisEndpoint& redis, const std::string& sweep
   wo.max_deliveries = co.max_deliveries;
   wo.audit_dir = fs::path(m->output) / "audit";
   wo.metrics = am ? &*am : nullptr;
+  wo.shared_best = store->best.get();
   AgentWorker worker(*store->queue, *store->results, *providers, wo);
   spdlog::info("agent worker {} serving sweep {}", name, sweep_id);
   worker.run(stop);

@@ -1,6 +1,7 @@
 #include "atrex/agent/loop.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -15,6 +16,9 @@ const char* generation_end_name(GenerationEnd e) {
     case GenerationEnd::kDropout: return "dropout";
     case GenerationEnd::kBudget: return "budget";
     case GenerationEnd::kNoIdeas: return "no_new_candidates";
+    case GenerationEnd::kWallTime: return "wall_time";
+    case GenerationEnd::kTokens: return "tokens";
+    case GenerationEnd::kCost: return "cost";
   }
   ATREX_UNREACHABLE("GenerationEnd");
 }
@@ -103,6 +107,7 @@ Result<Attempt> record_failed_proposal(const AgentTask& task, int it, Proposal& 
   a.usage = proposal.usage;
   a.summary = "no candidate: " + proposal.failure.substr(0, 300);
   ATREX_TRY(audit.append(Json{{"event", "proposal_failed"},
+                              {"subagent", task.subagent},
                               {"generation", task.generation},
                               {"iteration", it},
                               {"provenance", a.provenance},
@@ -138,6 +143,7 @@ Result<Attempt> evaluate_proposal(const AgentTask& task, int it, const Proposal&
   }
   ATREX_TRY(audit.append(
       Json{{"event", "evaluated"},
+           {"subagent", task.subagent},
            {"generation", task.generation},
            {"iteration", it},
            {"sha256", a.sha256},
@@ -165,27 +171,125 @@ Result<Attempt> evaluate_proposal(const AgentTask& task, int it, const Proposal&
 
 }  // namespace
 
+std::string pair_key(const AgentTask& task) { return task.agent.name + "/" + task.op; }
+
+namespace {
+
+double system_now_unix_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The generation's direction: the one the trail recorded when it resumes, else (atomically
+// with the generation_start that records it) one no generation of the (agent, operator) took.
+Result<Direction> start_generation(const AgentTask& task, const std::vector<Direction>& choices,
+                                   AuditTrail& audit, const GenerationOptions& options,
+                                   double now) {
+  Direction chosen{"none", "no direction (the provider offers none)", ""};
+  ATREX_TRY(audit.transact([&](const AuditTrail::Progress& p) -> Result<std::vector<Json>> {
+    auto sub = p.subagents.find(task.subagent);
+    const bool resumed = sub != p.subagents.end() && sub->second.started &&
+                         sub->second.generation == task.generation && !sub->second.ended;
+    bool repeated = false;
+    if (resumed && !sub->second.direction.empty()) {
+      chosen.id = sub->second.direction;
+      for (const auto& d : choices) {
+        if (d.id == chosen.id) chosen = d;
+      }
+    } else if (!choices.empty()) {
+      chosen = choose_direction(choices, p.directions, &repeated);
+    }
+    Json event{{"event", "generation_start"},
+               {"subagent", task.subagent},
+               {"generation", task.generation},
+               {"iterations_used", std::max(task.iterations_used, p.iterations_used)},
+               {"best_score", task.best.score},
+               {"best_sha256", task.best.sha256},
+               {"direction", Json{{"id", chosen.id}, {"title", chosen.title}}},
+               {"direction_repeated", repeated},
+               {"t_unix_s", now}};
+    if (resumed) event["resumed"] = true;
+    if (!options.worker.empty()) event["worker"] = options.worker;
+    return std::vector<Json>{std::move(event)};
+  }));
+  return chosen;
+}
+
+// Takes iteration `it` of this generation from the budgets, or says which budget is spent.
+// Parallel sub-agents claim under the trail's lock, so together they never exceed the
+// iteration budget; a claim a killed worker left is taken over by the same iteration redone.
+Result<std::optional<GenerationEnd>> claim_iteration(const AgentTask& task, int it,
+                                                     AuditTrail& audit, double now) {
+  std::optional<GenerationEnd> spent;
+  const AgentSpec& a = task.agent;
+  ATREX_TRY(audit.transact([&](const AuditTrail::Progress& p) -> Result<std::vector<Json>> {
+    const bool mine = p.open_claims.count({task.subagent, task.generation, it}) > 0;
+    const int used = std::max(task.iterations_used, p.iterations_used) + p.iterations_claimed_open -
+                     (mine ? 1 : 0);
+    const TokenUsage& u = p.usage.requests >= task.usage.requests ? p.usage : task.usage;
+    if (used >= a.iterations) {
+      spent = GenerationEnd::kBudget;
+    } else if (a.tokens > 0 && u.prompt_tokens + u.completion_tokens >= a.tokens) {
+      spent = GenerationEnd::kTokens;
+    } else if (a.cost_usd > 0 && u.cost_usd >= a.cost_usd) {
+      spent = GenerationEnd::kCost;
+    } else if (a.wall_time_s > 0 && p.started_at_unix_s &&
+               now - *p.started_at_unix_s >= a.wall_time_s) {
+      spent = GenerationEnd::kWallTime;
+    }
+    if (spent || mine) return std::vector<Json>{};
+    return std::vector<Json>{Json{{"event", "iteration_claimed"},
+                                  {"subagent", task.subagent},
+                                  {"generation", task.generation},
+                                  {"iteration", it}}};
+  }));
+  return spent;
+}
+
+}  // namespace
+
 Result<GenerationResult> run_generation(const AgentTask& task, Provider& provider,
                                         const EvalFn& evaluate, AuditTrail& audit) {
+  return run_generation(task, provider, evaluate, audit, GenerationOptions{});
+}
+
+Result<GenerationResult> run_generation(const AgentTask& task, Provider& provider,
+                                        const EvalFn& evaluate, AuditTrail& audit,
+                                        const GenerationOptions& options) {
+  const auto now = [&] { return options.now_unix_s ? options.now_unix_s() : system_now_unix_s(); };
   GenerationResult result;
   result.next = task;
   AgentTask& state = result.next;
   std::vector<Attempt> memory;  // this generation only: a dropout starts without it
   TokenUsage generation_usage;
   int since_improvement = 0;
-  ATREX_TRY(audit.append(Json{{"event", "generation_start"},
-                              {"generation", task.generation},
-                              {"iterations_used", task.iterations_used},
-                              {"best_score", task.best.score},
-                              {"best_sha256", task.best.sha256}}));
-  for (int it = 0;; ++it) {
-    if (state.iterations_used >= task.agent.iterations) {
-      result.end = GenerationEnd::kBudget;
+  const std::vector<Direction> choices = provider.directions(task);
+  ATREX_ASSIGN_OR_RETURN(result.direction, start_generation(task, choices, audit, options, now()));
+  // A resumed generation continues its iteration numbering (the claims and eval task ids).
+  const auto started = audit.progress();
+  const auto sub = started.subagents.find(task.subagent);
+  const int first_it = sub == started.subagents.end() ? 0 : sub->second.iterations_in_generation;
+  for (int it = first_it;; ++it) {
+    ATREX_TRY(audit.refresh());
+    {
+      const auto p = audit.progress();
+      state.iterations_used = std::max(state.iterations_used, p.iterations_used);
+      if (p.usage.requests >= state.usage.requests) state.usage = p.usage;
+      if (p.best.score > state.best.score) state.best = p.best;
+    }
+    if (options.shared_best) {
+      ATREX_ASSIGN_OR_RETURN(std::optional<BestCandidate> shared,
+                             options.shared_best->get(pair_key(task)));
+      if (shared && shared->score > state.best.score) state.best = std::move(*shared);
+    }
+    ATREX_ASSIGN_OR_RETURN(std::optional<GenerationEnd> spent,
+                           claim_iteration(state, it, audit, now()));
+    if (spent) {
+      result.end = *spent;
       break;
     }
     const std::set<std::string> tried = audit.tried();
-    ProposalContext ctx{task.op, task.backend, task.generation, it,    task.seed,
-                        &memory, &tried,       &state.best,     &state};
+    ProposalContext ctx{task.op, task.backend, task.generation, it,     task.seed,
+                        &memory, &tried,       &state.best,     &state, &result.direction};
     const QuickEvalFn quick_eval = [&](const std::string& source, const std::string& file_name) {
       return evaluate(make_eval_task(task, EvalPurpose::kQuick, source, file_name,
                                      task.quick_shapes, task.quick_settings, it));
@@ -206,8 +310,13 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
       ++since_improvement;
     } else {
       bool improved = false;
+      const double before = state.best.score;
       ATREX_ASSIGN_OR_RETURN(
           Attempt a, evaluate_proposal(task, it, *proposal, evaluate, audit, state, improved));
+      if (options.shared_best && state.best.score > before) {
+        ATREX_ASSIGN_OR_RETURN(bool won, options.shared_best->offer(pair_key(task), state.best));
+        result.shared_best_wins += won;
+      }
       since_improvement = improved ? 0 : since_improvement + 1;
       memory.push_back(std::move(a));
     }
@@ -218,14 +327,29 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
       break;
     }
   }
-  ATREX_TRY(audit.append(Json{{"event", "generation_end"},
-                              {"generation", task.generation},
-                              {"reason", generation_end_name(result.end)},
-                              {"iterations_used", state.iterations_used},
-                              {"best_score", state.best.score},
-                              {"best_sha256", state.best.sha256},
-                              {"usage", to_json(generation_usage)},
-                              {"usage_total", to_json(state.usage)}}));
+  // The end, and whether it is the last sub-agent's, in one step: exactly one worker of the
+  // (agent, operator) learns that it closes it.
+  ATREX_TRY(audit.transact([&](const AuditTrail::Progress& p) -> Result<std::vector<Json>> {
+    int ended = 0;
+    for (int s = 0; s < task.agent.parallel_generations; ++s) {
+      auto e = p.subagents.find(s);
+      ended += (s == task.subagent) || (e != p.subagents.end() && e->second.ended);
+    }
+    const bool already = p.subagents.count(task.subagent) && p.subagents.at(task.subagent).ended;
+    result.closes_pair = result.end != GenerationEnd::kDropout && !already &&
+                         ended == task.agent.parallel_generations;
+    return std::vector<Json>{Json{{"event", "generation_end"},
+                                  {"subagent", task.subagent},
+                                  {"generation", task.generation},
+                                  {"reason", generation_end_name(result.end)},
+                                  {"direction", result.direction.id},
+                                  {"iterations_used", state.iterations_used},
+                                  {"best_score", state.best.score},
+                                  {"best_sha256", state.best.sha256},
+                                  {"closes_pair", result.closes_pair},
+                                  {"usage", to_json(generation_usage)},
+                                  {"usage_total", to_json(state.usage)}}};
+  }));
   if (result.end == GenerationEnd::kDropout) {
     state.generation = task.generation + 1;  // a fresh sub-agent: new direction, no memory
   }

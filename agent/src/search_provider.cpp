@@ -1,8 +1,9 @@
 // The `search` provider: a measured local search over kernel templates.
 //
-// Generation g starts from a different template ("direction") than generation g-1, so a
-// dropout restart explores elsewhere. Within a generation: first the direction template's
-// defaults, then single-parameter moves (one step up or down its value list) around the
+// Each generation starts from the template its direction names (direction.h: a template no
+// earlier generation or parallel sub-agent of the (agent, operator) started from, while there
+// is one), so a dropout restart explores elsewhere. Within a generation: first the direction
+// template's defaults, then single-parameter moves (one step up or down its value list) around the
 // generation's incumbent, in a seeded random order, skipping anything already measured for
 // this (agent, operator); then the other templates' defaults; then random points.
 #include "atrex/agent/search_provider.h"
@@ -27,15 +28,33 @@ class SearchProvider final : public Provider {
   explicit SearchProvider(const TemplateCatalog& catalog) : catalog_(catalog) {}
   std::string name() const override { return "search"; }
 
+  // One direction per template of the operator and backend (the knowledge base's reference
+  // kernels), in catalog order.
+  std::vector<Direction> directions(const AgentTask& task) const override {
+    std::vector<Direction> out;
+    for (const KernelTemplate* t : catalog_.find(task.op, task.backend)) {
+      out.push_back(
+          Direction{direction_id(*t), fmt::format("template {}", t->name), t->description});
+    }
+    return out;
+  }
+  static std::string direction_id(const KernelTemplate& t) { return "template:" + t.path; }
+
   Result<std::optional<Proposal>> propose(const ProposalContext& ctx) override {
     auto templates = catalog_.find(ctx.op, ctx.backend);
     if (templates.empty()) {
       return not_found(fmt::format("the search provider has no {} templates for operator {}",
                                    backend_name(ctx.backend), ctx.op));
     }
-    std::rotate(templates.begin(),
-                templates.begin() + (ctx.generation % static_cast<int>(templates.size())),
-                templates.end());
+    // The generation's direction names its template; without one (a trail from before
+    // directions), the generation number rotates through them.
+    long first = ctx.generation % static_cast<long>(templates.size());
+    if (ctx.direction) {
+      for (size_t i = 0; i < templates.size(); ++i) {
+        if (ctx.direction->id == direction_id(*templates[i])) first = static_cast<long>(i);
+      }
+    }
+    std::rotate(templates.begin(), templates.begin() + first, templates.end());
     std::mt19937_64 rng(ctx.seed * 1000003u + static_cast<uint64_t>(ctx.iteration));
 
     // 1. The direction's starting point.

@@ -26,6 +26,16 @@ Result<void> only_keys(const JsonField& f, const std::set<std::string>& known) {
   return ok();
 }
 
+// A budget in (0, hi]; absent leaves `out` (0: no such budget).
+Result<void> positive_number(const JsonField& parent, const char* key, double& out, double hi) {
+  if (!parent.has(key)) return ok();
+  ATREX_ASSIGN_OR_RETURN(auto c, parent.at(key));
+  ATREX_ASSIGN_OR_RETURN(double v, c.as_number());
+  if (!(v > 0) || v > hi) return c.fail(fmt::format("expected a number in (0, {}]", hi));
+  out = v;
+  return ok();
+}
+
 }  // namespace
 
 Result<AgentSpec> agent_spec_from_json(const JsonField& f, const ProviderRegistry& providers) {
@@ -42,7 +52,7 @@ Result<AgentSpec> agent_spec_from_json(const JsonField& f, const ProviderRegistr
     if (auto found = providers.require(s.provider); !found) return p.fail(found.error().message);
   }
   ATREX_ASSIGN_OR_RETURN(const ProviderFactory* factory, providers.require(s.provider));
-  std::set<std::string> known = {"name", "provider", "budget", "dropout"};
+  std::set<std::string> known = {"name", "provider", "budget", "dropout", "parallel_generations"};
   for (const auto& k : factory->option_keys()) known.insert(k);
   for (auto& [key, _] : f.value().items()) {
     if (!known.count(key)) {
@@ -54,9 +64,19 @@ Result<AgentSpec> agent_spec_from_json(const JsonField& f, const ProviderRegistr
   if (f.has("budget")) {
     ATREX_ASSIGN_OR_RETURN(auto b, f.at("budget"));
     ATREX_TRY(b.expect_object());
-    ATREX_TRY(only_keys(b, {"iterations"}));
+    ATREX_TRY(only_keys(b, {"iterations", "wall_time_s", "tokens", "cost_usd"}));
     ATREX_TRY(int_in(b, "iterations", s.iterations, 1, 100000));
+    ATREX_TRY(positive_number(b, "wall_time_s", s.wall_time_s, 30 * 86400.0));
+    ATREX_TRY(positive_number(b, "cost_usd", s.cost_usd, 1e6));
+    if (b.has("tokens")) {
+      ATREX_ASSIGN_OR_RETURN(auto t, b.at("tokens"));
+      ATREX_ASSIGN_OR_RETURN(s.tokens, t.as_int());
+      if (s.tokens < 1 || s.tokens > 1'000'000'000'000LL) {
+        return t.fail("expected a number of tokens in [1, 10^12]");
+      }
+    }
   }
+  ATREX_TRY(int_in(f, "parallel_generations", s.parallel_generations, 1, 64));
   if (f.has("dropout")) {
     ATREX_ASSIGN_OR_RETURN(auto d, f.at("dropout"));
     ATREX_TRY(d.expect_object());

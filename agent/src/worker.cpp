@@ -50,8 +50,7 @@ Result<std::optional<EvalRecord>> QueueEvalFn::stored(const EvalTask& task,
 
 Result<bool> QueueEvalFn::all_stored(const EvalTask& task) const {
   for (const auto& shape : task.shape_ids) {
-    ATREX_ASSIGN_OR_RETURN(std::optional<Json> j,
-                           results_.get(record_key(task.task_id, shape)));
+    ATREX_ASSIGN_OR_RETURN(std::optional<Json> j, results_.get(record_key(task.task_id, shape)));
     if (!j) return false;
   }
   return true;
@@ -61,8 +60,7 @@ Result<std::optional<DeadLetter>> QueueEvalFn::dead_letter_of(const EvalTask& ta
   ATREX_ASSIGN_OR_RETURN(auto dead, queue_.dead_letters(options_.stream));
   for (auto& d : dead) {
     // A dead letter's body may be anything (that may be why it died): no strict read here.
-    if (d.body.is_object() && d.body.contains("task_id") &&
-        d.body["task_id"] == task.task_id) {
+    if (d.body.is_object() && d.body.contains("task_id") && d.body["task_id"] == task.task_id) {
       return std::optional<DeadLetter>{std::move(d)};
     }
   }
@@ -81,8 +79,8 @@ Result<std::string> QueueEvalFn::recover_if_lost(const EvalTask& task,
   if (dead) return message_id;
   ATREX_ASSIGN_OR_RETURN(std::string again,
                          queue_.requeue_lost(options_.stream, message_id, to_json(task)));
-  spdlog::warn("evaluation task {} ({}) was lost from queue {} ({}): put back as {}",
-               task.task_id, task.operator_name, options_.stream, message_state_name(st), again);
+  spdlog::warn("evaluation task {} ({}) was lost from queue {} ({}): put back as {}", task.task_id,
+               task.operator_name, options_.stream, message_state_name(st), again);
   if (options_.metrics) options_.metrics->eval_tasks_lost.Increment();
   return again;
 }
@@ -162,54 +160,109 @@ Result<AuditTrail*> AgentWorker::audit_for(const AgentTask& task) {
 
 Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool>* stop) {
   ATREX_ASSIGN_OR_RETURN(AuditTrail * audit, audit_for(queued));
+  ATREX_TRY(audit->refresh());  // other workers and sub-agents append to it
   // A redelivered task (its worker died) continues from the trail, not from where it started:
   // iterations already spent stay spent and the best kernel found is kept.
   AgentTask task = queued;
   const auto progress = audit->progress();
-  if (progress.generation == task.generation && progress.iterations_used > task.iterations_used) {
-    task.iterations_used = progress.iterations_used;
-    if (progress.best.score > task.best.score) task.best = progress.best;
-    task.usage = progress.usage;  // the trail's iterations cover every generation so far
-  }
-  ATREX_ASSIGN_OR_RETURN(const ProviderFactory* factory, providers_.require(task.agent.provider));
-  ATREX_ASSIGN_OR_RETURN(std::unique_ptr<Provider> provider, factory->make(task.agent));
+  task.iterations_used = std::max(task.iterations_used, progress.iterations_used);
+  if (progress.best.score > task.best.score) task.best = progress.best;
+  if (progress.usage.requests >= task.usage.requests) task.usage = progress.usage;
+  metrics::AgentMetrics* m = options_.metrics;
   QueueEvalOptions eo;
   eo.max_deliveries = options_.max_deliveries;
   eo.stop = stop;
   eo.metrics = options_.metrics;
   QueueEvalFn eval(queue_, results_, eo);
-  metrics::AgentMetrics* m = options_.metrics;
-  // Every evaluation a generation asks for is the quick evaluation of a newly proposed candidate.
-  const EvalFn quick = [&](const EvalTask& t) {
-    if (m) m->candidates.Add({{"agent", task.agent.name}}).Increment();
-    return eval(t);
-  };
-  ATREX_ASSIGN_OR_RETURN(GenerationResult gen, run_generation(task, *provider, quick, *audit));
-  // No correct candidate yet: the gauge stays absent (a -1 would read as a score).
-  if (m) {
-    if (gen.next.best.score >= 0) {
-      m->best_score.Add({{"agent", task.agent.name}, {"operator", task.op}})
-          .Set(gen.next.best.score);
-    }
-    count_model_usage(*m, task.agent.name, task.usage, gen.next.usage);
-  }
-  if (gen.end == GenerationEnd::kDropout) {
-    spdlog::info("[{} {}] dropout after generation {}: a fresh sub-agent continues from S = {:.4f}",
-                 task.agent.name, task.op, task.generation, gen.next.best.score);
-    ATREX_TRY(queue_.enqueue(kAgentStream, to_json(gen.next)));
-    if (m) m->tasks.Add({{"agent", task.agent.name}, {"status", "dropout"}}).Increment();
+  bool closes_pair = false;
+  auto sub = progress.subagents.find(task.subagent);
+  if (sub != progress.subagents.end() && sub->second.generation > task.generation) {
+    // This sub-agent's dropout already queued the next generation (the worker died between
+    // queueing it and acking this one): that task carries on.
+    spdlog::info("[{} {}] sub-agent {} generation {} is stale (the trail is at generation {})",
+                 task.agent.name, task.op, task.subagent, task.generation, sub->second.generation);
     return ok();
   }
+  if (sub != progress.subagents.end() && sub->second.ended) {
+    // Its chain ended before its worker died; the final evaluation is due when every
+    // sub-agent has ended (it may have died running it: this redelivery runs it again, and
+    // its deterministic task id finds the records already stored).
+    int ended = 0;
+    for (const auto& [s, p] : progress.subagents)
+      ended += s < task.agent.parallel_generations && p.ended;
+    if (ended < task.agent.parallel_generations) return ok();
+    closes_pair = true;
+  } else {
+    ATREX_ASSIGN_OR_RETURN(const ProviderFactory* factory, providers_.require(task.agent.provider));
+    ATREX_ASSIGN_OR_RETURN(std::unique_ptr<Provider> provider, factory->make(task.agent));
+    // Every evaluation a generation asks for is the quick evaluation of a newly proposed
+    // candidate.
+    const EvalFn quick = [&](const EvalTask& t) {
+      if (m) m->candidates.Add({{"agent", task.agent.name}}).Increment();
+      return eval(t);
+    };
+    GenerationOptions go;
+    go.shared_best = options_.shared_best;
+    go.worker = options_.consumer;
+    ATREX_ASSIGN_OR_RETURN(GenerationResult gen,
+                           run_generation(task, *provider, quick, *audit, go));
+    // No correct candidate yet: the gauge stays absent (a -1 would read as a score).
+    if (m) {
+      if (gen.next.best.score >= 0) {
+        m->best_score.Add({{"agent", task.agent.name}, {"operator", task.op}})
+            .Set(gen.next.best.score);
+      }
+      count_model_usage(*m, task.agent.name, task.usage, gen.next.usage);
+      m->generations.Add({{"agent", task.agent.name}, {"reason", generation_end_name(gen.end)}})
+          .Increment();
+      if (gen.shared_best_wins > 0) {
+        m->shared_best_updates.Add({{"agent", task.agent.name}})
+            .Increment(static_cast<double>(gen.shared_best_wins));
+      }
+    }
+    if (gen.end == GenerationEnd::kDropout) {
+      spdlog::info(
+          "[{} {}] dropout after sub-agent {} generation {} ({}): a fresh sub-agent continues "
+          "from S = {:.4f}",
+          task.agent.name, task.op, task.subagent, task.generation, gen.direction.id,
+          gen.next.best.score);
+      ATREX_TRY(queue_.enqueue(kAgentStream, to_json(gen.next)));
+      if (m) m->tasks.Add({{"agent", task.agent.name}, {"status", "dropout"}}).Increment();
+      return ok();
+    }
+    spdlog::info("[{} {}] sub-agent {} ended at generation {}: {}", task.agent.name, task.op,
+                 task.subagent, task.generation, generation_end_name(gen.end));
+    task = gen.next;
+    closes_pair = gen.closes_pair;
+  }
+  if (!closes_pair) return ok();  // another sub-agent is still exploring; the last one closes
+  return finish_pair(task, *audit, eval);
+}
+
+Result<void> AgentWorker::finish_pair(AgentTask task, AuditTrail& audit, const EvalFn& eval) {
+  metrics::AgentMetrics* m = options_.metrics;
+  ATREX_TRY(audit.refresh());
+  const auto progress = audit.progress();
+  // The best over every sub-agent: the trail's (all their evaluations) and the shared store's.
+  if (progress.best.score > task.best.score) task.best = progress.best;
+  if (options_.shared_best) {
+    ATREX_ASSIGN_OR_RETURN(auto shared, options_.shared_best->get(pair_key(task)));
+    if (shared && shared->score > task.best.score) task.best = std::move(*shared);
+  }
+  if (progress.usage.requests >= task.usage.requests) task.usage = progress.usage;
+  task.iterations_used = std::max(task.iterations_used, progress.iterations_used);
+  int generations = 0;
+  for (const auto& [s, p] : progress.subagents) generations += p.generation + 1;
   FinalMarker marker;
   marker.agent = task.agent.name;
   marker.op = task.op;
-  marker.generations = gen.next.generation + 1;
-  marker.iterations_used = gen.next.iterations_used;
-  marker.quick_score = gen.next.best.score;
-  marker.provenance = gen.next.best.provenance;
+  marker.generations = std::max(generations, task.generation + 1);
+  marker.iterations_used = task.iterations_used;
+  marker.quick_score = task.best.score;
+  marker.provenance = task.best.provenance;
   marker.shapes = task.full_shapes;
-  marker.usage = gen.next.usage;
-  auto final_records = run_final_evaluation(gen.next, eval, *audit);
+  marker.usage = task.usage;
+  auto final_records = run_final_evaluation(task, eval, audit);
   if (final_records && !final_records->empty()) {
     marker.status = FinalStatus::kEvaluated;
     marker.task_id = final_records->front().task_id;

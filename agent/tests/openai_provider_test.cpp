@@ -275,6 +275,10 @@ TEST_F(OpenAiLoop, AReplyThatNeverEndsTimesOutAndIsRetried) {
   sleeps_.clear();
   server_.set_fallback(ScriptedReply::hang());
   task_.agent.options["max_retries"] = 0;
+  // A fresh audit trail: the first run spent this (agent, operator)'s one iteration, and the
+  // trail is where budgets are accounted.
+  trail_.reset();
+  fs::remove_all(dir_);
   auto hung = run(task_);
   ASSERT_TRUE(hung) << hung.error().message;
   auto failed = audit_events("proposal_failed");
@@ -330,6 +334,18 @@ TEST_F(OpenAiLoop, DropoutStartsAFreshConversationWithTheBestKernel) {
   ASSERT_EQ(ends.size(), 2u);
   EXPECT_EQ(ends[1]["usage"]["prompt_tokens"], 300) << "per generation";
   EXPECT_EQ(ends[1]["usage_total"]["prompt_tokens"], 600) << "per (agent, operator)";
+  // Each generation's direction is a knowledge-base technique, recorded and in its first
+  // message; generation 1's differs from generation 0's.
+  auto starts = audit_events("generation_start");
+  ASSERT_EQ(starts.size(), 2u);
+  const std::string d0 = starts[0]["direction"]["title"], d1 = starts[1]["direction"]["title"];
+  EXPECT_EQ(starts[0]["direction"]["id"].get<std::string>().rfind("kb:", 0), 0u);
+  EXPECT_NE(starts[0]["direction"]["id"], starts[1]["direction"]["id"]);
+  const std::string first0 = reqs[0]["messages"][1]["content"];
+  EXPECT_NE(first0.find("This attempt's optimisation direction\n\n" + d0), std::string::npos);
+  EXPECT_NE(first.find("This attempt's optimisation direction\n\n" + d1), std::string::npos);
+  EXPECT_EQ(first.find("This attempt's optimisation direction\n\n" + d0), std::string::npos)
+      << "generation 1 is not sent generation 0's direction";
 }
 
 }  // namespace

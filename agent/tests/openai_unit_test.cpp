@@ -73,6 +73,33 @@ Result<AgentSpec> spec_of(const std::string& yaml) {
   return agent_spec_from_json(JsonField(*j, "sweep.yaml", "agents.0"), *registry);
 }
 
+TEST(AgentSpecFleet, BudgetsAndParallelGenerationsParseStrictly) {
+  auto s = spec_of(
+      "{name: s, provider: search, parallel_generations: 2,"
+      " budget: {iterations: 9, wall_time_s: 600, tokens: 50000, cost_usd: 1.5}}");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->parallel_generations, 2);
+  EXPECT_EQ(s->iterations, 9);
+  EXPECT_DOUBLE_EQ(s->wall_time_s, 600);
+  EXPECT_EQ(s->tokens, 50000);
+  EXPECT_DOUBLE_EQ(s->cost_usd, 1.5);
+  const std::pair<const char*, const char*> bad[] = {
+      {"{name: s, budget: {wall_time_s: 0}}", "budget.wall_time_s"},
+      {"{name: s, budget: {cost_usd: -1}}", "budget.cost_usd"},
+      {"{name: s, budget: {tokens: 1.5}}", "budget.tokens"},
+      {"{name: s, budget: {tokens: 0}}", "budget.tokens"},
+      {"{name: s, budget: {time: 5}}", "unknown field \"time\""},
+      {"{name: s, parallel_generations: 0}", "parallel_generations"},
+      {"{name: s, parallel_generations: 65}", "parallel_generations"},
+  };
+  for (const auto& [yaml, named] : bad) {
+    auto r = spec_of(yaml);
+    ASSERT_FALSE(r) << yaml;
+    EXPECT_NE(r.error().message.find(named), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("sweep.yaml"), std::string::npos) << r.error().message;
+  }
+}
+
 TEST(OpenAiOptions, FullEntryParsesAndRoundTrips) {
   auto s = spec_of(
       "{name: qwen, provider: openai, base_url: 'http://127.0.0.1:8000/v1/', model: qwen3,"

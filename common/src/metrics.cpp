@@ -93,6 +93,19 @@ const std::vector<MetricSpec>& catalogue() {
        "Requests sent to model servers (retries included), by agent",
        {"agent"},
        "requests"},
+      {"atrex_agent_generations_total",
+       Type::kCounter,
+       "AKA generations this worker ran to their end, by agent and reason: dropout (patience "
+       "spent: a fresh sub-agent continues), budget (iterations), wall_time, tokens, cost (a "
+       "budget of the (agent, operator) spent), no_new_candidates",
+       {"agent", "reason"},
+       "generations"},
+      {"atrex_agent_shared_best_updates_total",
+       Type::kCounter,
+       "New bests this worker's generations stored as their (agent, operator)'s shared best "
+       "(offers that beat the stored score), by agent",
+       {"agent"},
+       "candidates"},
       {"atrex_agent_best_score_ratio",
        Type::kGauge,
        "Best quick S_i (median S_j over the quick shapes) of (agent, operator) at the end of this "
@@ -212,7 +225,9 @@ AgentMetrics::AgentMetrics(prometheus::Registry& r)
       eval_tasks_lost(counter_family(r, "atrex_agent_eval_tasks_lost_total").Add({})),
       model_tokens(counter_family(r, "atrex_agent_model_tokens_total")),
       model_cost_usd(counter_family(r, "atrex_agent_model_cost_usd_total")),
-      model_requests(counter_family(r, "atrex_agent_model_requests_total")) {}
+      model_requests(counter_family(r, "atrex_agent_model_requests_total")),
+      generations(counter_family(r, "atrex_agent_generations_total")),
+      shared_best_updates(counter_family(r, "atrex_agent_shared_best_updates_total")) {}
 
 SweepMetrics::SweepMetrics(prometheus::Registry& r)
     : operators_done(gauge_family(r, "atrex_sweep_operators_done").Add({})),

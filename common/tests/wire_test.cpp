@@ -357,3 +357,39 @@ TEST(Wire, BackendNamesExtensionsAndChoices) {
 
 }  // namespace
 }  // namespace atrex
+
+namespace atrex {
+namespace {
+
+TEST(Wire, FleetMembersAreOptionalAndWrittenOnlyWhenSet) {
+  AgentTask t;
+  t.agent.name = "a";
+  // Defaults: nothing new on the wire, so sweep ids (a hash of the agents) do not move.
+  const Json plain = to_json(t);
+  for (const char* k : {"parallel_generations", "wall_time_s", "tokens", "cost_usd"})
+    EXPECT_FALSE(plain["agent"].contains(k)) << k;
+  EXPECT_FALSE(plain.contains("subagent"));
+  t.agent.parallel_generations = 3;
+  t.agent.wall_time_s = 90;
+  t.agent.tokens = 123456;
+  t.agent.cost_usd = 2.5;
+  t.subagent = 2;
+  auto back = agent_task_from_json(to_json(t), "agent task 9-0");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->agent.parallel_generations, 3);
+  EXPECT_DOUBLE_EQ(back->agent.wall_time_s, 90);
+  EXPECT_EQ(back->agent.tokens, 123456);
+  EXPECT_DOUBLE_EQ(back->agent.cost_usd, 2.5);
+  EXPECT_EQ(back->subagent, 2);
+  Json out_of_range = to_json(t);
+  out_of_range["subagent"] = 3;
+  auto refused = agent_task_from_json(out_of_range, "agent task 9-1");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("subagent 3"), std::string::npos);
+  Json negative = to_json(t);
+  negative["agent"]["tokens"] = -1;
+  EXPECT_FALSE(agent_task_from_json(negative, "agent task 9-2"));
+}
+
+}  // namespace
+}  // namespace atrex

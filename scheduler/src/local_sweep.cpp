@@ -68,11 +68,15 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   const int workers =
       options.agent_workers > 0 ? options.agent_workers : std::max(1, std::min(pending, 2));
   std::vector<std::unique_ptr<agent::AgentWorker>> agent_workers;
+  // Shared by the sub-agents of each (agent, operator); a resumed run starts it empty and
+  // the generations take the audit trails' bests.
+  MemoryBestStore shared_best;
   for (int i = 0; i < workers; ++i) {
     agent::AgentWorkerOptions wopt;
     wopt.consumer = fmt::format("agent-worker-{}", i);
     wopt.audit_dir = out / "audit";
     wopt.metrics = am ? &*am : nullptr;
+    wopt.shared_best = &shared_best;
     agent_workers.push_back(std::make_unique<agent::AgentWorker>(queue, *store, providers, wopt));
   }
   for (auto& w : agent_workers) threads.emplace_back([&, wp = w.get()] { wp->run(stop_workers); });

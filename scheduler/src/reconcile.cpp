@@ -55,8 +55,19 @@ Result<Manifest> update_manifest(const fs::path& dir,
   return m;
 }
 
+namespace {
+
+// "agent/op" for sub-agent 0 (the only one without parallel_generations), "agent/op#k" else.
+std::string task_key(const std::string& agent, const std::string& op, int subagent) {
+  std::string k = agent + "/" + op;
+  if (subagent != 0) k += "#" + std::to_string(subagent);
+  return k;
+}
+
+}  // namespace
+
 Result<AgentTask> agent_task_for(const Manifest& sweep, const AgentSpec& a, const OperatorPlan& op,
-                                 const fs::path& audit_dir) {
+                                 const fs::path& audit_dir, int subagent) {
   ATREX_ASSIGN_OR_RETURN(auto trail,
                          agent::AuditTrail::open(audit_dir / a.name / (op.name + ".jsonl")));
   const auto progress = trail->progress();
@@ -66,11 +77,14 @@ Result<AgentTask> agent_task_for(const Manifest& sweep, const AgentSpec& a, cons
   t.op = op.name;
   t.backend = sweep.backend;
   t.hardware = sweep.hardware.name;
-  t.generation = progress.generation;
+  t.subagent = subagent;
+  auto sub = progress.subagents.find(subagent);
+  t.generation = sub == progress.subagents.end() ? 0 : sub->second.generation;
   t.iterations_used = progress.iterations_used;
   t.best = progress.best;
   t.usage = progress.usage;  // model tokens and cost the trail's iterations spent
-  t.seed = std::hash<std::string>{}(sweep.sweep_id + a.name + op.name);
+  t.seed = std::hash<std::string>{}(sweep.sweep_id + a.name + op.name) +
+           static_cast<uint64_t>(subagent) * 7919u;
   t.quick_shapes = op.quick_shapes;
   t.full_shapes = op.shapes;
   t.quick_settings = sweep.quick_evaluation;
@@ -88,15 +102,39 @@ Result<std::set<std::string>> missing_agent_tasks(const Manifest& sweep, TaskQue
   for (const auto& body : flying) {
     // Leniently: a malformed task in flight is the runner's to reject, not a reason to stop here.
     const auto s = scoring::summarize_dead_letter(kAgentStream, DeadLetter{"", body, 0, ""});
-    busy.insert(s.agent + "/" + s.op);
+    const Json sub = body.is_object() ? body.value("subagent", Json(0)) : Json(0);
+    busy.insert(task_key(s.agent, s.op, sub.is_number_integer() ? sub.get<int>() : 0));
   }
   std::set<std::string> missing;
   for (const auto& a : sweep.agents) {
     for (const auto& op : sweep.operators) {
-      const std::string pair = a.name + "/" + op.name;
-      if (busy.count(pair)) continue;
       ATREX_ASSIGN_OR_RETURN(auto done, store.get(final_key(a.name, op.name)));
-      if (!done) missing.insert(pair);
+      if (done) continue;
+      if (a.parallel_generations <= 1) {
+        if (!busy.count(task_key(a.name, op.name, 0))) missing.insert(task_key(a.name, op.name, 0));
+        continue;
+      }
+      // Sub-agents whose chain ended need no task, unless all ended and the final marker is
+      // still missing (the closing worker's task was lost): sub-agent 0's task then closes.
+      ATREX_ASSIGN_OR_RETURN(auto trail, agent::AuditTrail::open(fs::path(sweep.output) / "audit" /
+                                                                 a.name / (op.name + ".jsonl")));
+      const auto progress = trail->progress();
+      int ended = 0;
+      std::vector<std::string> open;
+      for (int k = 0; k < a.parallel_generations; ++k) {
+        auto p = progress.subagents.find(k);
+        if (p != progress.subagents.end() && p->second.ended) {
+          ++ended;
+        } else if (!busy.count(task_key(a.name, op.name, k))) {
+          open.push_back(task_key(a.name, op.name, k));
+        }
+      }
+      bool any_busy = false;
+      for (int k = 0; k < a.parallel_generations; ++k)
+        any_busy = any_busy || busy.count(task_key(a.name, op.name, k)) > 0;
+      if (ended == a.parallel_generations && !any_busy)
+        open.push_back(task_key(a.name, op.name, 0));
+      missing.insert(open.begin(), open.end());
     }
   }
   return missing;
@@ -111,15 +149,18 @@ Result<int> enqueue_pairs(const Manifest& sweep, TaskQueue& queue,
   int enqueued = 0;
   for (const auto& a : sweep.agents) {
     for (const auto& op : sweep.operators) {
-      if (!pairs.count(a.name + "/" + op.name)) continue;
-      ATREX_ASSIGN_OR_RETURN(AgentTask t,
-                             agent_task_for(sweep, a, op, fs::path(sweep.output) / "audit"));
-      if (say && (t.iterations_used > 0 || std::string_view(verb) != "resuming")) {
-        say(fmt::format("{} {} / {} at generation {}, {} iterations done", verb, a.name,
-                        op.name, t.generation, t.iterations_used));
+      for (int k = 0; k < std::max(1, a.parallel_generations); ++k) {
+        if (!pairs.count(task_key(a.name, op.name, k))) continue;
+        ATREX_ASSIGN_OR_RETURN(AgentTask t,
+                               agent_task_for(sweep, a, op, fs::path(sweep.output) / "audit", k));
+        if (say && (t.iterations_used > 0 || std::string_view(verb) != "resuming")) {
+          say(fmt::format("{} {} / {}{} at generation {}, {} iterations done", verb, a.name,
+                          op.name, k ? fmt::format(" (sub-agent {})", k) : "", t.generation,
+                          t.iterations_used));
+        }
+        ATREX_TRY(queue.enqueue(kAgentStream, to_json(t)));
+        ++enqueued;
       }
-      ATREX_TRY(queue.enqueue(kAgentStream, to_json(t)));
-      ++enqueued;
     }
   }
   return enqueued;

@@ -148,13 +148,19 @@ std::string problem_message(const ProposalContext& ctx, const std::vector<const 
     }
   }
   if (!notes.empty()) s += "\n## Optimisation notes\n\n" + notes_text(notes);
+  if (ctx.direction && !ctx.direction->text.empty()) {
+    s += fmt::format(
+        "\n## This attempt's optimisation direction\n\n{}\n\n{}\n\nBuild the kernel around "
+        "this technique (other attempts explore other directions).\n",
+        ctx.direction->title, ctx.direction->text);
+  }
   if (ctx.best && ctx.best->valid()) {
     s += fmt::format(
         "\n## The best kernel so far (quick median S_j {:.4f})\n\nAn earlier attempt stopped "
-        "improving on it. Start from it, but take a different optimisation direction than the one "
-        "it embodies{}.\n\n",
+        "improving on it. Start from it, but take the direction above rather than the one it "
+        "embodies{}.\n\n",
         ctx.best->score,
-        notes.empty()
+        ctx.direction || notes.empty()
             ? ""
             : fmt::format(" (for example: {})", notes[ctx.generation % notes.size()]->title));
     s += block(fence(ctx.backend), ctx.best->source);

@@ -22,6 +22,7 @@ Result<SweepStore> SweepStore::open(const RedisEndpoint& redis, std::string_view
   const std::string prefix = sweep_prefix(sweep_id);
   ATREX_ASSIGN_OR_RETURN(s.queue, RedisQueue::open(redis, options, prefix));
   ATREX_ASSIGN_OR_RETURN(s.results, RedisResultStore::open(redis, prefix));
+  ATREX_ASSIGN_OR_RETURN(s.best, RedisBestStore::open(redis, prefix));
   return s;
 }
 

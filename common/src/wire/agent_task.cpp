@@ -1,17 +1,24 @@
 #include "atrex/common/wire/agent_task.h"
 
+#include <fmt/format.h>
+
 #include "atrex/common/wire/reader.h"
 
 namespace atrex {
 
 Json to_json(const AgentSpec& s) {
-  return Json{{"name", s.name},
-              {"provider", s.provider},
-              {"iterations", s.iterations},
-              {"patience", s.patience},
-              {"max_generations", s.max_generations},
-              {"min_improvement", s.min_improvement},
-              {"options", s.options}};
+  Json j{{"name", s.name},
+         {"provider", s.provider},
+         {"iterations", s.iterations},
+         {"patience", s.patience},
+         {"max_generations", s.max_generations},
+         {"min_improvement", s.min_improvement},
+         {"options", s.options}};
+  if (s.parallel_generations != 1) j["parallel_generations"] = s.parallel_generations;
+  if (s.wall_time_s != 0) j["wall_time_s"] = s.wall_time_s;
+  if (s.tokens != 0) j["tokens"] = s.tokens;
+  if (s.cost_usd != 0) j["cost_usd"] = s.cost_usd;
+  return j;
 }
 
 Result<void> read_value(const JsonField& f, AgentSpec& s) {
@@ -23,8 +30,15 @@ Result<void> read_value(const JsonField& f, AgentSpec& s) {
   ATREX_TRY(r.required("max_generations", s.max_generations));
   ATREX_TRY(r.required("min_improvement", s.min_improvement));
   ATREX_TRY(r.required("options", s.options));
+  ATREX_TRY(r.optional("parallel_generations", s.parallel_generations));
+  ATREX_TRY(r.optional("wall_time_s", s.wall_time_s));
+  ATREX_TRY(r.optional("tokens", s.tokens));
+  ATREX_TRY(r.optional("cost_usd", s.cost_usd));
   ATREX_TRY(r.finish());
   if (!s.options.is_object()) return f.fail("options must be an object");
+  if (s.parallel_generations < 1) return f.fail("parallel_generations must be at least 1");
+  if (s.wall_time_s < 0 || s.tokens < 0 || s.cost_usd < 0)
+    return f.fail("budgets (wall_time_s, tokens, cost_usd) must not be negative");
   return ok();
 }
 
@@ -65,22 +79,24 @@ Result<void> read_value(const JsonField& f, TokenUsage& u) {
 }
 
 Json to_json(const AgentTask& t) {
-  return Json{{"schema", kAgentTaskSchema},
-              {"kind", "agent"},
-              {"sweep_id", t.sweep_id},
-              {"agent", to_json(t.agent)},
-              {"operator", t.op},
-              {"backend", backend_name(t.backend)},
-              {"hardware", t.hardware},
-              {"generation", t.generation},
-              {"iterations_used", t.iterations_used},
-              {"seed", t.seed},
-              {"best", to_json(t.best)},
-              {"usage", to_json(t.usage)},
-              {"quick_shapes", t.quick_shapes},
-              {"full_shapes", t.full_shapes},
-              {"quick_settings", to_json(t.quick_settings)},
-              {"full_settings", to_json(t.full_settings)}};
+  Json j{{"schema", kAgentTaskSchema},
+         {"kind", "agent"},
+         {"sweep_id", t.sweep_id},
+         {"agent", to_json(t.agent)},
+         {"operator", t.op},
+         {"backend", backend_name(t.backend)},
+         {"hardware", t.hardware},
+         {"generation", t.generation},
+         {"iterations_used", t.iterations_used},
+         {"seed", t.seed},
+         {"best", to_json(t.best)},
+         {"usage", to_json(t.usage)},
+         {"quick_shapes", t.quick_shapes},
+         {"full_shapes", t.full_shapes},
+         {"quick_settings", to_json(t.quick_settings)},
+         {"full_settings", to_json(t.full_settings)}};
+  if (t.subagent != 0) j["subagent"] = t.subagent;
+  return j;
 }
 
 Result<AgentTask> agent_task_from_json(const Json& j, const std::string& source) {
@@ -99,6 +115,7 @@ Result<AgentTask> agent_task_from_json(const Json& j, const std::string& source)
   ATREX_TRY(r.required("generation", t.generation));
   ATREX_TRY(r.required("iterations_used", t.iterations_used));
   ATREX_TRY(r.required("seed", t.seed));
+  ATREX_TRY(r.optional("subagent", t.subagent));
   ATREX_TRY(r.required("best", t.best));
   ATREX_TRY(r.optional("usage", t.usage));
   ATREX_TRY(r.required("quick_shapes", t.quick_shapes));
@@ -106,6 +123,10 @@ Result<AgentTask> agent_task_from_json(const Json& j, const std::string& source)
   ATREX_TRY(r.required("quick_settings", t.quick_settings, settings));
   ATREX_TRY(r.required("full_settings", t.full_settings, settings));
   ATREX_TRY(r.finish());
+  if (t.subagent < 0 || t.subagent >= t.agent.parallel_generations) {
+    return invalid_input(fmt::format("{}: subagent {} is outside [0, {}) (parallel_generations)",
+                                     source, t.subagent, t.agent.parallel_generations));
+  }
   return t;
 }
 

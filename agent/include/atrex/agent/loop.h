@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "atrex/agent/audit_trail.h"
+#include "atrex/agent/direction.h"
 #include "atrex/agent/provider.h"
+#include "atrex/common/best_store.h"
 #include "atrex/common/wire/agent_task.h"
 #include "atrex/common/wire/eval_record.h"
 
@@ -24,20 +26,48 @@ namespace atrex::agent {
 // Evaluates a task and returns one record per shape (through the queue, or directly).
 using EvalFn = std::function<Result<std::vector<EvalRecord>>(const EvalTask&)>;
 
-enum class GenerationEnd { kDropout, kBudget, kNoIdeas };
+// Why a generation ended: a dropout (patience spent), or the (agent, operator)'s chain of
+// this sub-agent is done: the iteration budget (kBudget), the wall-time, token or cost budget,
+// or a provider with nothing new to try.
+enum class GenerationEnd { kDropout, kBudget, kNoIdeas, kWallTime, kTokens, kCost };
 const char* generation_end_name(GenerationEnd e);
 
 struct GenerationResult {
   GenerationEnd end = GenerationEnd::kBudget;
-  AgentTask next;  // the state to continue from (next generation after a dropout)
+  AgentTask next;       // the state to continue from (next generation after a dropout)
+  Direction direction;  // the direction this generation took
+  // Set when this generation's end was the last of the (agent, operator)'s sub-agents to end
+  // (decided atomically in the audit trail): its worker runs the one full evaluation.
+  bool closes_pair = false;
+  int shared_best_wins = 0;  // offers to GenerationOptions::shared_best that were stored
 };
+
+// What a generation shares with the rest of the fleet; every member may be left empty.
+struct GenerationOptions {
+  // The (agent, operator)'s best-so-far across sub-agents (best_store.h): read before each
+  // iteration, offered every new best. Null: only this trail's and task's best.
+  BestStore* shared_best = nullptr;
+  // Seconds since the Unix epoch, for the wall-time budget; empty: the system clock.
+  std::function<double()> now_unix_s;
+  std::string worker;  // recorded in generation_start (which agent worker ran it)
+};
+
+// The audit-trail key of the shared best: "<agent>/<operator>".
+std::string pair_key(const AgentTask& task);
 
 // Deterministic id of an evaluation, so a resumed sweep finds its earlier results.
 std::string eval_task_id(const std::string& sweep_id, const std::string& agent,
                          const std::string& op, EvalPurpose purpose,
                          const std::string& candidate_sha, const std::vector<std::string>& shapes);
 
-// Runs one generation.
+// Runs one generation of sub-agent task.subagent: chooses its direction (or resumes the one
+// the trail recorded for it), then iterates while the budgets (iterations, claimed in the trail
+// so that parallel sub-agents never overspend them; wall time; tokens; cost) last and patience
+// is not spent. A generation the trail shows started and unfinished (its worker died) resumes:
+// its finished iterations stay spent, its best is kept, its memory is gone.
+Result<GenerationResult> run_generation(const AgentTask& task, Provider& provider,
+                                        const EvalFn& evaluate, AuditTrail& audit,
+                                        const GenerationOptions& options);
 Result<GenerationResult> run_generation(const AgentTask& task, Provider& provider,
                                         const EvalFn& evaluate, AuditTrail& audit);
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "atrex/agent/direction.h"
 #include "atrex/common/error.h"
 #include "atrex/common/json_io.h"
 #include "atrex/common/wire/agent_task.h"
@@ -51,6 +52,9 @@ struct ProposalContext {
   const std::set<std::string>* tried;  // sha256 of every source evaluated for (agent, op)
   const BestCandidate* best;           // best kernel so far, kept across generations
   const AgentTask* task = nullptr;     // the generation's task (shapes, hardware, settings)
+  // The generation's optimisation direction (direction.h), chosen when it started; null only
+  // when the provider offers none.
+  const Direction* direction = nullptr;
   // Evaluations a provider may ask for while it proposes (the cli provider's atrex-eval); null
   // where there is no evaluator. Callable from another thread while propose() runs.
   const QuickEvalFn* quick_eval = nullptr;
@@ -79,6 +83,11 @@ class Provider {
   // cannot work on this operator at all (no templates): the (agent, operator) ends with that
   // error; other errors give the agent task back to be retried.
   virtual Result<std::optional<Proposal>> propose(const ProposalContext& ctx) = 0;
+  // The directions a generation of `task` may take (direction.h), in preference order. By
+  // default the knowledge base's techniques for the operator's family and backend.
+  virtual std::vector<Direction> directions(const AgentTask& task) const {
+    return kb_directions(task.op, task.backend);
+  }
 };
 
 }  // namespace atrex::agent

@@ -28,7 +28,7 @@ namespace atrex::agent {
 
 struct QueueEvalOptions {
   std::string stream = kEvalStream;
-  int max_deliveries = 3;  // the sweep's delivery bound (how long a wait may last)
+  int max_deliveries = 3;                   // the sweep's delivery bound (how long a wait may last)
   const std::atomic<bool>* stop = nullptr;  // when set, interrupts a wait (kUnavailable)
   // How often a wait checks that its task can still arrive: a task deleted from the queue
   // behind its back (XDEL, a trim, its consumer deleted) would otherwise be waited for until
@@ -70,6 +70,10 @@ struct AgentWorkerOptions {
   int max_deliveries = 3;
   // atrex_agent_* (tasks, candidates, best quick S_i); none when null. Must outlive the worker.
   metrics::AgentMetrics* metrics = nullptr;
+  // Each (agent, operator)'s best-so-far shared by its sub-agents across workers (a sweep's
+  // Redis, or one MemoryBestStore for the in-process workers of `sweep run`); must outlive the
+  // worker. Null: each generation sees the best its task and the audit trail carry.
+  BestStore* shared_best = nullptr;
 };
 
 class AgentWorker {
@@ -84,6 +88,9 @@ class AgentWorker {
 
  private:
   Result<void> handle(const AgentTask& task, const std::atomic<bool>* stop);
+  // The one full evaluation of the (agent, operator) and its final marker, run by the worker
+  // whose sub-agent ended last.
+  Result<void> finish_pair(AgentTask task, AuditTrail& audit, const EvalFn& eval);
   Result<AuditTrail*> audit_for(const AgentTask& task);
   Result<void> put_final(const FinalMarker& marker);
 

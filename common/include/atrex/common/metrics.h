@@ -90,6 +90,9 @@ struct AgentMetrics {
   prometheus::Family<prometheus::Counter>& model_tokens;    // {agent, kind}: prompt | completion
   prometheus::Family<prometheus::Counter>& model_cost_usd;  // {agent}
   prometheus::Family<prometheus::Counter>& model_requests;  // {agent}
+  // {agent, reason}: dropout | budget | wall_time | tokens | cost | no_new_candidates
+  prometheus::Family<prometheus::Counter>& generations;
+  prometheus::Family<prometheus::Counter>& shared_best_updates;  // {agent}
 };
 
 // A sweep being followed (`atrex sweep run`, `atrex sweep wait`).

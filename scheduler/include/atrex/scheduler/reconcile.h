@@ -30,10 +30,12 @@ Result<Manifest> open_results_dir(const Manifest& resolved,
 Result<Manifest> update_manifest(const std::filesystem::path& dir,
                                  const std::function<void(Manifest&)>& update);
 
-// The first agent task of (agent, operator), continuing from its audit trail when there is one
-// (<audit_dir>/<agent>/<op>.jsonl: generation, iterations spent, best candidate).
+// The first agent task of sub-agent `subagent` (of the agent's parallel_generations) of
+// (agent, operator), continuing from its audit trail when there is one
+// (<audit_dir>/<agent>/<op>.jsonl: that sub-agent's generation, iterations spent, best).
 Result<AgentTask> agent_task_for(const Manifest& sweep, const AgentSpec& agent,
-                                 const OperatorPlan& op, const std::filesystem::path& audit_dir);
+                                 const OperatorPlan& op, const std::filesystem::path& audit_dir,
+                                 int subagent = 0);
 
 // Reconciler: enqueues an agent task for every (agent, operator) that has no final marker and
 // no agent task in flight. Dead-lettered agent tasks are finalized first (below), so they are
@@ -41,8 +43,10 @@ Result<AgentTask> agent_task_for(const Manifest& sweep, const AgentSpec& agent,
 Result<int> enqueue_missing(const Manifest& sweep, TaskQueue& queue, ResultStore& store,
                             const ProgressFn& say);
 
-// The (agent, operator) pairs, as "agent/op", that have no final marker and no agent task in
-// flight (ready or leased). Dead-lettered agent tasks are finalized first.
+// The agent tasks to enqueue: per (agent, operator) without a final marker, as "agent/op"
+// (sub-agent 0) or "agent/op#k", each sub-agent with no task in flight (ready or leased) whose
+// chain has not ended (from the audit trail, with parallel_generations > 1). Dead-lettered agent
+// tasks are finalized first.
 Result<std::set<std::string>> missing_agent_tasks(const Manifest& sweep, TaskQueue& queue,
                                                   ResultStore& store);
 

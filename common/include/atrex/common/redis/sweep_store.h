@@ -6,6 +6,7 @@
 #include <memory>
 #include <string_view>
 
+#include "atrex/common/best_store.h"
 #include "atrex/common/error.h"
 #include "atrex/common/queue.h"
 #include "atrex/common/redis/endpoint.h"
@@ -22,6 +23,7 @@ QueueOptions queue_options(const ClusterOptions& cluster);
 struct SweepStore {
   std::unique_ptr<RedisQueue> queue;
   std::unique_ptr<RedisResultStore> results;
+  std::unique_ptr<RedisBestStore> best;  // each (agent, operator)'s best-so-far
 
   // Connects (kUnavailable when Redis does not answer; kInvalidInput for refused credentials).
   static Result<SweepStore> open(const RedisEndpoint& redis, std::string_view sweep_id,

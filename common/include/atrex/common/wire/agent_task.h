@@ -26,10 +26,21 @@ struct AgentSpec {
   int patience = 3;    // iterations without improvement before dropout
   int max_generations = 4;
   double min_improvement = 0.02;  // relative gain that counts as an improvement (timing noise)
+  // Sub-agents of one (agent, operator) that run at once, each its own chain of generations
+  // exploring its own directions; they share the best-so-far and the budgets (1: no parallelism).
+  int parallel_generations = 1;
+  // Budgets of one (agent, operator), shared by all its generations and sub-agents; 0 = none.
+  // Checked before each iteration; when one is spent the generation ends (reason wall_time,
+  // tokens or cost) and the best candidate gets the full evaluation.
+  double wall_time_s = 0;         // seconds since the (agent, operator)'s first generation started
+  int64_t tokens = 0;             // model tokens, prompt + completion
+  double cost_usd = 0;            // model cost at the agent's price
   Json options = Json::object();  // provider-specific, already validated
 };
 // The flat form of tasks and manifests: {name, provider, iterations, patience,
-// max_generations, min_improvement, options}.
+// max_generations, min_improvement, options} and, only when not the default (so sweep ids of
+// sweeps that do not use them are unchanged, and older tasks still read), the optional members
+// parallel_generations, wall_time_s, tokens, cost_usd.
 Json to_json(const AgentSpec& s);
 Result<void> read_value(const JsonField& f, AgentSpec& out);
 
@@ -78,8 +89,11 @@ struct AgentTask {
   int generation = 0;
   int iterations_used = 0;  // by earlier generations
   uint64_t seed = 0;        // randomness of the generation's direction
-  BestCandidate best;       // kept across generations
-  TokenUsage usage;         // spent by earlier generations (optional member; absent = none)
+  // Which of the agent's `parallel_generations` sub-agents this task belongs to, [0, N)
+  // (optional member; absent = 0).
+  int subagent = 0;
+  BestCandidate best;  // kept across generations
+  TokenUsage usage;    // spent by earlier generations (optional member; absent = none)
   std::vector<std::string> quick_shapes;
   std::vector<std::string> full_shapes;
   EvalSettings quick_settings;
