@@ -131,7 +131,8 @@ class CudaDevice final : public ChildDevice {
     return cuda(cudaGetLastError());
   }
   Status time_call(const std::function<int()>& call, int& rc, double& us) override {
-    return timer_.time_eager(call, rc, us);
+    return timer_.time_eager(
+        call, rc, us, [this] { timing_before(); }, [this] { timing_after(); });
   }
   std::string timing_method() const override { return "cuda_events_l2_flush"; }
   Status capture_timed(const std::function<int()>& call, const std::function<Status()>& before,
@@ -152,7 +153,7 @@ class CudaDevice final : public ChildDevice {
           trace_.end();
           return r;
         },
-        rc, event_us);
+        rc, event_us, [this] { timing_before(); }, [this] { timing_after(); });
   }
   Status trace_collect(std::map<uint64_t, CallTrace>& out) override {
     if (!trace_unavailable_.empty()) return make_error(ErrorCode::kUnavailable, trace_unavailable_);
