@@ -18,7 +18,10 @@ namespace atrex::runner {
 // judge), allowed per bracket: at least this, or the judge's measured wake-up latency when that
 // is longer (a loaded host), so that wake-ups do not make an honest call look slow (only the
 // shortest bracket counts, and latency only lengthens a bracket).
-inline constexpr double kBracketLatencyUs = 200;
+// 5 ms: on the loaded 2-core development VM honest brackets of a 3 us call came out 1.4-1.6 ms
+// long while the judge's echo measured under 0.1 ms (the wake-ups of the sandboxed processes are
+// slower than the echo's; not understood yet), so the floor is set above what was seen.
+inline constexpr double kBracketLatencyUs = 5000;
 // How far under the outside bound a claimed median may be before it is refused: 2x.
 inline constexpr double kClaimedTimeFactor = 2;
 

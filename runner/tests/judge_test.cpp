@@ -54,13 +54,14 @@ TEST(TimingCrossCheck, HonestCallsPassWhateverTheirSize) {
 }
 
 TEST(TimingCrossCheck, ClaimsFarUnderTheJudgesBracketsAreRefuted) {
-  // A clock slowed 100x on a 5 ms call: 50 us claimed.
-  auto slowed = cross_check_timing(claimed(50, 3), brackets({5040, 5100, 5030}, {1, 1, 1}));
+  // A clock slowed 100x on a 15 ms call: 150 us claimed.
+  auto slowed = cross_check_timing(claimed(150, 3), brackets({15040, 15100, 15030}, {1, 1, 1}));
   EXPECT_FALSE(slowed.plausible);
-  EXPECT_NEAR(slowed.bound_us, 4830, 1);
+  EXPECT_NEAR(slowed.bound_us, 10030, 1);
   EXPECT_NE(slowed.why.find("timing refuted by the judge's clock"), std::string::npos) << slowed.why;
   // A forged median of 2.7 us for the same calls.
-  EXPECT_FALSE(cross_check_timing(claimed(2.7, 3), brackets({5040, 5100, 5030}, {1, 1, 1})).plausible);
+  EXPECT_FALSE(
+      cross_check_timing(claimed(2.7, 3), brackets({15040, 15100, 15030}, {1, 1, 1})).plausible);
   // Graph batches: 20 samples of a 500 us kernel claimed at 5 us.
   EXPECT_FALSE(
       cross_check_timing(claimed(5, 40), brackets({10900, 11000}, {20, 20}, 40)).plausible);
@@ -69,8 +70,8 @@ TEST(TimingCrossCheck, ClaimsFarUnderTheJudgesBracketsAreRefuted) {
   loaded.bracket_latency_us = 1600;
   EXPECT_FALSE(cross_check_timing(claimed(100, 3), loaded).plausible);
   // The margin: a claim at half the bound passes, under it does not.
-  EXPECT_TRUE(cross_check_timing(claimed(2400, 1), brackets({5000}, {1})).plausible);
-  EXPECT_FALSE(cross_check_timing(claimed(2390, 1), brackets({5000}, {1})).plausible);
+  EXPECT_TRUE(cross_check_timing(claimed(2500, 1), brackets({10000}, {1})).plausible);
+  EXPECT_FALSE(cross_check_timing(claimed(2490, 1), brackets({10000}, {1})).plausible);
 }
 
 ChildShapeResponse child_line(EvalStatus status, int n = 3) {
@@ -127,8 +128,8 @@ TEST(JudgeRecord, EveryDisagreementWithTheJudgeIsTampering) {
 
 TEST(JudgeRecord, RefutedTimingIsRejectedNotScored) {
   ChildShapeResponse c = child_line(EvalStatus::kOk);
-  c.timing = claimed(50, 3);
-  JudgeVerdict j = brackets({5040, 5100, 5030}, {1, 1, 1});
+  c.timing = claimed(150, 3);
+  JudgeVerdict j = brackets({15040, 15100, 15030}, {1, 1, 1});
   EvalRecord r;
   apply_child_response(r, c);
   EXPECT_EQ(judge_record(r, c, &j), "");

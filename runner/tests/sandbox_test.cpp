@@ -320,7 +320,7 @@ TEST_F(SandboxTest, RelayThatRewritesVerdictsMeetsTheJudge) {
 // The relay with honest outputs and forged timing (S_i 0.95 for a slow kernel in the attack
 // round): 50 forged samples against the judge's brackets of the real timed calls is tampering;
 // forging only the values, keeping the count, is refuted by the judge's clock on a shape whose
-// calls take milliseconds (rms_norm shape 0 on this cpu). The honest twin passes on both shapes.
+// calls take tens of milliseconds (rms_norm shape 3 on this cpu: past the 5 ms allowance). The honest twin passes on both shapes.
 TEST_F(SandboxTest, ForgedTimingIsRefutedByTheJudgesClock) {
   auto forged = evaluate("rms_norm_relay_forges_timing.cpp", {.shapes = {"15", "0"}});
   ASSERT_EQ(forged.size(), 2u);
@@ -330,7 +330,7 @@ TEST_F(SandboxTest, ForgedTimingIsRefutedByTheJudgesClock) {
         << r.error;
   }
   auto values = evaluate("rms_norm_relay_forges_timing.cpp",
-                         {.shapes = {"0"}, .defines = {{"ATTACK_KEEP_COUNT", "1"}}});
+                         {.shapes = {"3"}, .defines = {{"ATTACK_KEEP_COUNT", "1"}}});
   ASSERT_EQ(values.size(), 1u);
   EXPECT_EQ(values[0].status, EvalStatus::kRejected) << values[0].error;
   EXPECT_EQ(values[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << values[0].error;
@@ -349,7 +349,7 @@ TEST_F(SandboxTest, ForgedTimingIsRefutedByTheJudgesClock) {
 // a tiny launch-bound shape (15) where the bound cannot tell, pass.
 TEST_F(SandboxTest, SlowedClockIsRefutedByTheJudgesClock) {
   for (SandboxMode mode : {SandboxMode::kBwrap, SandboxMode::kNone}) {
-    auto recs = evaluate("rms_norm_slows_clock.cpp", {.sandbox = mode, .shapes = {"0"}});
+    auto recs = evaluate("rms_norm_slows_clock.cpp", {.sandbox = mode, .shapes = {"3"}});
     ASSERT_EQ(recs.size(), 1u);
     EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << sandbox_mode_name(mode) << ": " << recs[0].error;
     EXPECT_EQ(recs[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << recs[0].error;
