@@ -2,7 +2,7 @@
 // candidate redirects cudaEventElapsedTime in every loaded object's global offset table (the
 // child binary's calls into the shared CUDA runtime) to a function of its own that divides the
 // elapsed time by ATTACK_SLOWDOWN. The kernel is a correct but deliberately slow rms_norm (one
-// block of 256 threads walks every row: milliseconds on rms_norm shape 0). Event and graph-replay
+// block of 32 threads walks every row: tens of milliseconds on rms_norm shape 0). Event and graph-replay
 // timing read cudaEventElapsedTime, so the child claims 1/ATTACK_SLOWDOWN of the true time; the
 // judge's clock brackets each timed call (or replay batch) from another process: `rejected:
 // timing refuted by the judge's clock`. CUPTI spans (timing_mode auto) do not read the event
@@ -126,7 +126,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!x || !w || !out || x->ndim != 2) return 1;
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
-  slow_rms_norm<<<1, 256, 0, static_cast<cudaStream_t>(launch->stream)>>>(
+  slow_rms_norm<<<1, 32, 0, static_cast<cudaStream_t>(launch->stream)>>>(
       static_cast<const __nv_bfloat16*>(x->data), static_cast<const __nv_bfloat16*>(w->data),
       static_cast<__nv_bfloat16*>(out->data), rows, hidden, eps);
   return cudaGetLastError() == cudaSuccess ? 0 : 2;
