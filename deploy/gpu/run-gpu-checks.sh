@@ -26,9 +26,13 @@
 #            this host (what each could do), the records' `sandbox` field.
 #   sandboxBench: `atrex bench eval` (fused_add_rms_norm, l2_norm; SANDBOX_BENCH_OPS="op ..."
 #            to choose) with the sandbox on vs off, alternating, twice each.
+#   judge:   the judge (docs/evaluation.md "The judge"): the GPU tests of the judge (relay,
+#            forged timing, a bent event clock, honest kernels in every timing mode), the cpu
+#            judge attacks on this host, and the CUDA attack twins through `atrex eval` per timing
+#            mode (what each record says).
 #   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
 #   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|all]...
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|all]...
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
 #          deploy/gpu/smoke-sweep.yaml, for a quick check within a few minutes.
 set -uo pipefail
@@ -327,6 +331,31 @@ if want sandbox; then
   echo "--- records per sandbox field (file: count)" | tee -a "$out/sandbox.txt"
   grep -c '"sandbox":"bwrap"' "$out"/sandbox-*.jsonl | tee -a "$out/sandbox.txt"
   [ -n "${OUT:-}" ] && cp "$out/sandbox.txt" "$OUT/"
+fi
+if want judge; then
+  echo "=== judge: the reference and the clock out of the candidate's reach" | tee "$out/judge.txt"
+  "$root/build/release/bin/atrex_runner_gpu_tests" \
+    --gtest_filter='GpuGatesTest.RelayThatRewritesVerdictsMeetsTheJudge:GpuGatesTest.ForgedTimingIsRejected:GpuGatesTest.BentEventClockIsRefutedByTheJudgesClock:GpuGatesTest.HonestKernelsPassTheJudgesClockInEveryTimingMode' \
+    2>&1 | tee -a "$out/judge.txt" || rc=1
+  echo "--- the cpu judge attacks on this host (file shape: sandbox status error)" | tee -a "$out/judge.txt"
+  for spec in "rms_norm_scans_for_answer 15" "rms_norm_relay_rewrites_verdict 15" \
+      "rms_norm_relay_forges_timing 0" "rms_norm_slows_clock 0" "rms_norm_correct 0"; do
+    set -- $spec
+    "$atrex" eval "kernels/faults/$1.cpp" --operator rms_norm --shapes "$2" --hardware H20 \
+      --unseen-shapes 0 --seeds 2 --out "$out/judge-cpu-$1.jsonl" > /dev/null 2>&1
+    python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); print(sys.argv[2], r["sandbox"], r["status"], (r.get("timing") or {}).get("time_us_median"), r["error"][:300])' \
+      "$out/judge-cpu-$1.jsonl" "$1 $2" 2>&1 | tee -a "$out/judge.txt"
+  done
+  echo "--- CUDA twins per timing mode (file shape mode: status median_us s_j error)" | tee -a "$out/judge.txt"
+  for cand in rms_norm_slows_clock rms_norm_relay_forges_timing rms_norm_relay_rewrites_verdict rms_norm_correct; do
+    for mode in auto graph eager; do
+      timeout 300 "$atrex" eval "kernels/faults/$cand.cu" --operator rms_norm --shapes 0 --timing-mode "$mode" \
+        --unseen-shapes 0 --out "$out/judge-cuda-$cand-$mode.jsonl" > /dev/null 2>&1
+      python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); print(sys.argv[2], r["status"], (r.get("timing") or {}).get("time_us_median"), r.get("s_j"), r["error"][:300])' \
+        "$out/judge-cuda-$cand-$mode.jsonl" "$cand 0 $mode" 2>&1 | tee -a "$out/judge.txt"
+    done
+  done
+  [ -n "${OUT:-}" ] && cp "$out/judge.txt" "$OUT/"
 fi
 if want sandboxBench; then
   echo "=== sandbox: atrex bench eval, sandbox on vs off, twice each (target: within 10%)" | tee "$out/sandbox-bench.txt"

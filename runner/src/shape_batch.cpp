@@ -1,17 +1,22 @@
 #include "shape_batch.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "atrex/common/process/subprocess.h"
+#include "atrex/problems/operator.h"
 #include "protocol/response_channel.h"
+#include "timing_check.h"
 
 namespace atrex::runner {
 namespace fs = std::filesystem;
@@ -90,7 +95,88 @@ std::string read_available(int fd) {
   }
 }
 
+// The bytes a shape's published buffers take in the shared memfd (judge_link.h): its inputs and
+// outputs, one after the other.
+uint64_t published_bytes(const std::string& op, const problems::Shape& shape) {
+  const auto* def = problems::find_native_operator(op);
+  if (!def) return 0;
+  auto resolved = problems::resolve_shape(*def, shape);
+  if (!resolved) return 0;
+  uint64_t n = 0;
+  for (const auto& t : resolved->inputs) n += t.bytes();
+  for (const auto& t : resolved->outputs) n += t.bytes();
+  return n;
+}
+
+void close_all(std::initializer_list<int> fds) {
+  for (int fd : fds) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
 }  // namespace
+
+// The record of a shape from the child's line and the judge's verdict on it (nullptr: none
+// came). Returns what makes the task tampering ("" when nothing does). docs/evaluation.md
+// "The judge": `ok` needs both; correctness figures are the judge's; the claimed timing is held
+// against the judge's brackets (timing_check.h).
+std::string judge_record(EvalRecord& r, const ChildShapeResponse& c, const JudgeVerdict* j) {
+  if (j && !j->tampering.empty()) return "the judge: " + j->tampering;
+  if (c.status == EvalStatus::kOk) {
+    if (!j) return fmt::format("the child reported shape {} ok without a verdict of the judge",
+                               c.shape_id);
+    if (j->claimed != c.status)
+      return fmt::format("the child told the judge shape {} was {} and the runner {}", c.shape_id,
+                         eval_status_name(j->claimed), eval_status_name(c.status));
+    if (j->status != EvalStatus::kOk)
+      return fmt::format("the child reported shape {} ok; the judge: {}: {}", c.shape_id,
+                         eval_status_name(j->status), j->error);
+    if (c.input_rotation == "on" && j->post_timing_sets < 2)
+      return fmt::format("the child reported rotated input sets for shape {}; the judge checked "
+                         "{} after timing",
+                         c.shape_id, j->post_timing_sets);
+    if (c.timing) {
+      const int bracketed = timed_calls(*j);
+      if (c.timing->n != bracketed || static_cast<int>(c.timing->samples_us.size()) != c.timing->n)
+        return fmt::format("the child reports {} timed samples of shape {} ({} listed); the "
+                           "judge bracketed {} timed calls",
+                           c.timing->n, c.shape_id, c.timing->samples_us.size(), bracketed);
+    } else if (j->timed) {
+      return fmt::format("the child reports no timing of shape {}; the judge saw it timed",
+                         c.shape_id);
+    }
+    r.seeds_passed = j->seeds_passed;
+    r.max_abs_error = j->max_abs_error;
+    r.max_rel_error = j->max_rel_error;
+    r.low_signal_outputs = j->low_signal_outputs;
+    r.range_probe = j->range_probe;
+    if (c.timing) {
+      const TimingCrossCheck t = cross_check_timing(*c.timing, *j);
+      if (!t.plausible) {
+        r.status = EvalStatus::kRejected;
+        r.error = t.why;
+      }
+    }
+    return {};
+  }
+  if (j && c.status == EvalStatus::kWrongResult && j->status == EvalStatus::kWrongResult) {
+    r.error = j->error;
+    r.max_abs_error = j->max_abs_error;
+    r.max_rel_error = j->max_rel_error;
+    r.low_signal_outputs = j->low_signal_outputs;
+    r.seeds_passed = j->seeds_passed;
+  } else if (j && j->status == EvalStatus::kCrashed) {
+    // The judge failed on its own device (it answered the child's check with that failure).
+    r.status = EvalStatus::kCrashed;
+    r.error = j->error;
+  } else if (c.status == EvalStatus::kWrongResult || c.status == EvalStatus::kCrashed) {
+    // A verdict of the child's own (the candidate returned an error, the kernel sets differ, a
+    // device error): no better for the candidate than the judge's, so it stands; the figures
+    // the child no longer computes are the judge's.
+    if (j) r.seeds_passed = j->seeds_passed;
+  }
+  return {};
+}
 
 Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchItem>& items,
                              const std::function<void(EvalRecord, const problems::Shape&)>& emit,
@@ -154,78 +240,151 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     req.nonce = make_nonce();
     req.seccomp = sandboxed;
     std::vector<std::string> ids;
+    uint64_t shared_bytes = 0;
     for (size_t i = next; i < items.size(); ++i) {
       req.shapes.push_back(items[i].request);
       ids.push_back(items[i].request.shape_id);
+      shared_bytes = std::max(shared_bytes, published_bytes(task.operator_name, *items[i].shape));
     }
+    // The judge's request: the same shapes and seeds, a nonce of its own (the child never sees
+    // it), no candidate.
+    ChildTaskRequest judge_req = req;
+    judge_req.nonce = make_nonce();
+    judge_req.library.clear();
     const std::string stem = fmt::format("{}-{}-{}-{:x}", task.operator_name, items[next].shape->id,
                                          ::getpid(), ctx.file_tag);
     auto req_fd = request_fd(req);
     if (!req_fd)
       return io_error("runner could not pass the evaluation request: " + req_fd.error().message);
-    int pipe_fds[2];
-    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    auto judge_req_fd = request_fd(judge_req);
+    if (!judge_req_fd) {
       ::close(*req_fd);
-      return io_error(fmt::format("pipe: {}", std::strerror(errno)));
+      return io_error("runner could not pass the judge's request: " + judge_req_fd.error().message);
+    }
+    // The result pipe (child -> runner), the stop pipe (runner -> child), the judge's pipes
+    // (child -> judge, judge -> child, judge -> runner) and the memfd the child publishes its
+    // buffers in, sized here (the child's RLIMIT_FSIZE would stop it growing the file).
+    int pipe_fds[2] = {-1, -1}, stop_fds[2] = {-1, -1}, to_judge[2] = {-1, -1},
+        from_judge[2] = {-1, -1}, verdict_fds[2] = {-1, -1};
+    const int shared = ::memfd_create("atrex-shared", MFD_CLOEXEC);
+    const int shared_child = shared >= 0 ? ::fcntl(shared, F_DUPFD_CLOEXEC, 3) : -1;
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0 || ::pipe2(stop_fds, O_CLOEXEC) != 0 ||
+        ::pipe2(to_judge, O_CLOEXEC) != 0 || ::pipe2(from_judge, O_CLOEXEC) != 0 ||
+        ::pipe2(verdict_fds, O_CLOEXEC) != 0 || shared < 0 || shared_child < 0 ||
+        ::ftruncate(shared, static_cast<off_t>(shared_bytes)) != 0) {
+      const std::string why = std::strerror(errno);
+      close_all({*req_fd, *judge_req_fd, pipe_fds[0], pipe_fds[1], stop_fds[0], stop_fds[1],
+                 to_judge[0], to_judge[1], from_judge[0], from_judge[1], verdict_fds[0],
+                 verdict_fds[1], shared, shared_child});
+      return io_error("runner could not set up the evaluation child's channels: " + why);
     }
     ::fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
-    // A stop request: a byte on this pipe (the child checks it between shapes). In the sandbox
-    // SIGUSR1 would reach bwrap, which dies of it; without, the signal is sent as well.
-    int stop_fds[2];
-    if (::pipe2(stop_fds, O_CLOEXEC) != 0) {
-      ::close(*req_fd);
-      ::close(pipe_fds[0]);
-      ::close(pipe_fds[1]);
-      return io_error(fmt::format("pipe: {}", std::strerror(errno)));
+    ::fcntl(verdict_fds[0], F_SETFL, O_NONBLOCK);
+    // The judge's latency probe: each byte it writes comes back from this process's echo
+    // thread (timing_check.h); the thread ends when the judge's end closes.
+    int ping[2] = {-1, -1}, pong[2] = {-1, -1};
+    if (::pipe2(ping, O_CLOEXEC) != 0 || ::pipe2(pong, O_CLOEXEC) != 0) {
+      const std::string why = std::strerror(errno);
+      close_all({*req_fd, *judge_req_fd, pipe_fds[0], pipe_fds[1], stop_fds[0], stop_fds[1],
+                 to_judge[0], to_judge[1], from_judge[0], from_judge[1], verdict_fds[0],
+                 verdict_fds[1], shared, shared_child, ping[0], ping[1], pong[0], pong[1]});
+      return io_error("runner could not set up the judge's latency probe: " + why);
     }
+    std::atomic<bool> echo_stop{false};
+    std::thread echo([rd = ping[0], wr = pong[1], &echo_stop] {
+      while (!echo_stop.load()) {
+        pollfd p{rd, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        char b;
+        if (::read(rd, &b, 1) != 1 || ::write(wr, &b, 1) != 1) break;
+      }
+      ::close(rd);
+      ::close(wr);
+    });
     // The working folder: the sandbox's own tmpfs, else a folder of this child's, removed after.
     const fs::path scratch = sandboxed ? fs::path("/tmp") : ctx.work_dir / (stem + ".scratch");
-    if (!sandboxed) fs::create_directories(scratch, ec);
+    const fs::path judge_scratch =
+        sandboxed ? fs::path("/tmp") : ctx.work_dir / (stem + ".judge-scratch");
+    if (!sandboxed) {
+      fs::create_directories(scratch, ec);
+      fs::create_directories(judge_scratch, ec);
+    }
     const fs::path child = ctx.child_dir / eval_child_name(task.candidate.backend);
-    std::vector<std::string> argv = {child.string(),
-                                     "--request-fd",
-                                     "3",
-                                     "--response-fd",
-                                     "4",
-                                     "--stop-fd",
-                                     "5",
-                                     "--device",
-                                     std::to_string(ctx.device_index)};
+    std::vector<std::string> argv = {child.string(),  "--request-fd",   "3",
+                                     "--response-fd", "4",              "--stop-fd",
+                                     "5",             "--judge-out-fd", "6",
+                                     "--judge-in-fd", "7",              "--shared-fd",
+                                     "8",             "--device",       std::to_string(ctx.device_index)};
+    std::vector<std::string> judge_argv = {child.string(),    "--judge",         "--request-fd",
+                                           "3",               "--response-fd",   "4",
+                                           "--check-in-fd",   "5",               "--check-out-fd",
+                                           "6",               "--shared-fd",     "7",
+                                           "--ping-fd",       "8",               "--pong-fd",
+                                           "9",               "--device",
+                                           std::to_string(ctx.device_index)};
+    // The judge: the same binary in a sandbox of its own, without the candidate's library.
+    SubprocessOptions jopt;
+    jopt.argv = sandboxed ? bwrap_argv(ctx.sandbox.bwrap,
+                                       eval_sandbox_view(task.candidate.backend, child, {}),
+                                       judge_argv)
+                          : judge_argv;
+    jopt.env = clean_child_environment(judge_scratch);
+    if (!sandboxed) jopt.working_dir = judge_scratch;
+    jopt.inherit_fds = {{*judge_req_fd, 3},
+                        {verdict_fds[1], 4},
+                        {to_judge[0], 5},
+                        {from_judge[1], 6},
+                        {shared, 7},
+                        {ping[1], 8},
+                        {pong[0], 9}};
+    jopt.policies = {&limits};
+    jopt.stop_signal = 0;
+    // It ends by itself when the child's pipe closes; this bounds a judge that does not.
+    jopt.timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(st.shape_timeout_s * 1000 * static_cast<double>(ids.size() + 1)));
+    jopt.output_file = ctx.work_dir / (stem + ".judge.log");
+    JudgeChannel judge_channel(judge_req.nonce, ids);
+    std::vector<JudgeVerdict> verdicts;
+    std::atomic<bool> child_done{false};
+    std::atomic<int64_t> child_done_at_ms{0};
+    auto judge_drain = [&] {
+      for (JudgeVerdict& v : judge_channel.feed(read_available(verdict_fds[0])))
+        verdicts.push_back(std::move(v));
+      return false;
+    };
+    jopt.progress = judge_drain;
+    jopt.should_abort = [&] {
+      if (!child_done.load()) return false;
+      const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count();
+      return now_ms - child_done_at_ms.load() > 30'000;
+    };
+    Result<SubprocessResult> judge_proc = make_error(ErrorCode::kInternal, "the judge never ran");
+    std::thread judge_thread([&] { judge_proc = run_subprocess(jopt); });
+
     SubprocessOptions opt;
-    opt.argv =
-        sandboxed ? bwrap_argv(
-                        ctx.sandbox.bwrap,
-                        eval_sandbox_view(task.candidate.backend, ctx.child_dir, ctx.library), argv)
-                  : argv;
+    opt.argv = sandboxed ? bwrap_argv(ctx.sandbox.bwrap,
+                                      eval_sandbox_view(task.candidate.backend, child, ctx.library),
+                                      argv)
+                         : argv;
     opt.env = clean_child_environment(scratch);
     if (!sandboxed) opt.working_dir = scratch;
     // Closed here once the child is forked.
-    opt.inherit_fds = {{*req_fd, 3}, {pipe_fds[1], 4}, {stop_fds[0], 5}};
+    opt.inherit_fds = {{*req_fd, 3},       {pipe_fds[1], 4},   {stop_fds[0], 5},
+                       {to_judge[1], 6},   {from_judge[0], 7}, {shared_child, 8}};
     opt.policies = {&limits};
     // The limit is per shape: every verdict restarts it.
     opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(st.shape_timeout_s * 1000));
     opt.output_file = ctx.work_dir / (stem + ".log");
     ResponseChannel channel(req.nonce, ids);
-    size_t emitted = 0;
-    bool clean = true, crashed_verdict = false;
+    std::vector<ChildShapeResponse> lines;
     const auto launched = std::chrono::steady_clock::now();
     auto last_line_at = launched;
     auto drain = [&] {
       bool any = false;
-      for (const ChildShapeResponse& c : channel.feed(read_available(pipe_fds[0]))) {
-        const BatchItem& item = items[next + emitted];
-        EvalRecord r = new_eval_record(task, item.shape->id, ctx.device_name);
-        apply_child_response(r, c);
-        // The child's start (sandbox, context creation, loading) is charged to its first shape.
-        if (emitted == 0) {
-          r.wall_s +=
-              std::max(0.0, c.started_at_s -
-                                std::chrono::duration<double>(launched.time_since_epoch()).count());
-        }
-        clean = clean && (r.status == EvalStatus::kOk || r.status == EvalStatus::kWrongResult);
-        crashed_verdict = r.status == EvalStatus::kCrashed;
-        hold(std::move(r), item);
-        ++emitted;
+      for (ChildShapeResponse& c : channel.feed(read_available(pipe_fds[0]))) {
+        lines.push_back(std::move(c));
         any = true;
         last_line_at = std::chrono::steady_clock::now();
       }
@@ -241,17 +400,74 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     opt.should_abort = [&] { return channel.tampered(); };
     auto proc = run_subprocess(opt);
     if (proc && sandboxed) translate_bwrap_exit(*proc);
+    child_done_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now().time_since_epoch())
+                           .count();
+    child_done = true;
     // Every process of the child is gone (its group, or its PID namespace, was killed): what
-    // the pipe still holds is the last of what they wrote.
+    // the pipe still holds is the last of what they wrote. The judge sees its pipe close and
+    // ends.
     drain();
     channel.finish();
-    ::close(pipe_fds[0]);
-    ::close(stop_fds[1]);
-    if (!sandboxed) fs::remove_all(scratch, ec);
-    if (channel.tampered()) {
-      tampering = channel.why();
-      break;
+    judge_thread.join();
+    echo_stop = true;
+    echo.join();
+    if (judge_proc && sandboxed) translate_bwrap_exit(*judge_proc);
+    judge_drain();
+    judge_channel.finish();
+    close_all({pipe_fds[0], stop_fds[1], verdict_fds[0]});
+    if (!sandboxed) {
+      fs::remove_all(scratch, ec);
+      fs::remove_all(judge_scratch, ec);
     }
+    if (!channel.tampered() && judge_channel.broken())
+      tampering = "the judge's channel: " + judge_channel.why();
+    // The child's lines with the judge's verdicts, in order.
+    size_t emitted = 0;
+    bool clean = true, crashed_verdict = false;
+    for (const ChildShapeResponse& c : lines) {
+      if (channel.tampered() || !tampering.empty()) break;
+      const BatchItem& item = items[next + emitted];
+      EvalRecord r = new_eval_record(task, item.shape->id, ctx.device_name);
+      apply_child_response(r, c);
+      const JudgeVerdict* j = emitted < verdicts.size() ? &verdicts[emitted] : nullptr;
+      if (std::string why = judge_record(r, c, j); !why.empty()) {
+        tampering = why;
+        break;
+      }
+      // The child's start (sandbox, context creation, loading) is charged to its first shape.
+      if (emitted == 0) {
+        r.wall_s +=
+            std::max(0.0, c.started_at_s -
+                              std::chrono::duration<double>(launched.time_since_epoch()).count());
+      }
+      // The child lost its judge: say what became of it.
+      if (r.status == EvalStatus::kCrashed && r.error.rfind("judge: ", 0) == 0) {
+        if (!judge_proc) {
+          r.error += "; the judge could not start: " + judge_proc.error().message;
+        } else if (!judge_proc->ok()) {
+          const std::string& out = judge_proc->output_tail;
+          r.error += fmt::format("; the judge {}{}{}", judge_proc->describe(),
+                                 out.empty() ? "" : ": ",
+                                 out.size() > 800 ? out.substr(out.size() - 800) : out);
+        }
+      }
+      clean = clean && (r.status == EvalStatus::kOk || r.status == EvalStatus::kWrongResult);
+      crashed_verdict = r.status == EvalStatus::kCrashed;
+      hold(std::move(r), item);
+      ++emitted;
+    }
+    // A judge's tampering verdict past the child's lines (a message it could not take).
+    for (const JudgeVerdict& v : verdicts) {
+      if (tampering.empty() && !v.tampering.empty()) tampering = "the judge: " + v.tampering;
+    }
+    if (!clean || !judge_proc || !judge_proc->ok()) {
+      // Kept for the record's reader; removed with the work folder.
+    } else {
+      fs::remove(jopt.output_file, ec);
+    }
+    if (channel.tampered()) tampering = channel.why();
+    if (!tampering.empty()) break;
     const double since_last =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_line_at).count();
     next += emitted;

@@ -55,4 +55,12 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
 // A child's verdict on one shape as the record's fields.
 void apply_child_response(EvalRecord& r, const ChildShapeResponse& c);
 
+// The judge's verdict on the same shape (nullptr: none came) folded into `r` (filled by
+// apply_child_response): `ok` needs the child's and the judge's, the error figures, seeds and
+// range probe are the judge's, the claimed timing is held against the judge's clock
+// (timing_check.h: `rejected` when refuted). Returns why the task is tampering ("" when it is
+// not): the child claims ok where the judge did not see it pass every check, told the judge
+// another status, or reports other timed samples than the judge bracketed.
+std::string judge_record(EvalRecord& r, const ChildShapeResponse& c, const JudgeVerdict* j);
+
 }  // namespace atrex::runner

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 #include <functional>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -44,6 +45,13 @@ class GpuGatesTest : public ::testing::Test {
     t.operator_name = "rms_norm";
     t.shape_ids = std::move(shapes);
     t.candidate.source = *read_text_file(data(file));
+    for (const auto& [name, value] : defines_) {
+      const std::string key = "#define " + name + " ";
+      const auto at = t.candidate.source.find(key);
+      EXPECT_NE(at, std::string::npos) << name;
+      if (at == std::string::npos) continue;
+      t.candidate.source.replace(at, t.candidate.source.find('\n', at) - at, key + value);
+    }
     t.candidate.sha256 = sha256_hex(t.candidate.source);
     t.candidate.backend = Backend::kCuda;
     t.candidate.agent = "test";
@@ -69,6 +77,7 @@ class GpuGatesTest : public ::testing::Test {
 
   std::unique_ptr<problems::Suite> suite_;
   problems::HardwareProfile hardware_;
+  std::map<std::string, std::string> defines_;  // "#define NAME old" -> new value
 };
 
 TEST_F(GpuGatesTest, CorrectCudaCandidatePassesAndIsTimedByGraphReplay) {
@@ -221,6 +230,70 @@ TEST_F(GpuGatesTest, KernelThatNeverRunsIsFlaggedNotRejected) {
   ASSERT_EQ(honest[0].status, EvalStatus::kOk) << honest[0].error;
   ASSERT_TRUE(honest[0].unlaunched_kernels);
   EXPECT_TRUE(honest[0].unlaunched_kernels->empty());
+}
+
+// The judge on the GPU (docs/evaluation.md "The judge"; sandbox_test.cpp has the cpu twins).
+// The attack round's relay rewrites the child's verdict lines: its kernel computes nothing, the
+// judge's verdict says so, and the task is tampering.
+TEST_F(GpuGatesTest, RelayThatRewritesVerdictsMeetsTheJudge) {
+  auto recs = evaluate("rms_norm_relay_rewrites_verdict.cu", {"15", "0"}, "auto",
+                       [](EvalSettings& s) { s.unseen_shapes = 0; });
+  ASSERT_EQ(recs.size(), 2u);
+  for (const auto& r : recs) {
+    EXPECT_EQ(r.status, EvalStatus::kRejected) << r.error;
+    EXPECT_EQ(r.error.rfind("tampering: ", 0), 0u) << r.error;
+  }
+}
+
+// Honest outputs, forged timing: 50 forged samples against the judge's brackets (tampering);
+// forged values with the child's own count on a slow shape: refuted by the judge's clock.
+TEST_F(GpuGatesTest, ForgedTimingIsRejected) {
+  auto recs = evaluate("rms_norm_relay_forges_timing.cu", {"15", "0"}, "auto",
+                       [](EvalSettings& s) { s.unseen_shapes = 0; });
+  ASSERT_EQ(recs.size(), 2u);
+  for (const auto& r : recs) {
+    EXPECT_EQ(r.status, EvalStatus::kRejected) << r.error;
+    EXPECT_NE(r.error.find("timed samples"), std::string::npos) << r.error;
+  }
+}
+
+// A clock bent inside the child (cudaEventElapsedTime divided by 100 through the GOT) on a
+// deliberately slow kernel (milliseconds a call): the event and graph timings it bends are
+// refuted by the judge's clock; the twin with the same patch at the true rate passes, and so
+// does it under CUPTI spans (which the patch does not reach).
+TEST_F(GpuGatesTest, BentEventClockIsRefutedByTheJudgesClock) {
+  for (const char* mode : {"eager", "graph"}) {
+    auto recs = evaluate("rms_norm_slows_clock.cu", {"0"}, mode,
+                         [](EvalSettings& s) { s.unseen_shapes = 0; });
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << mode << ": " << recs[0].error;
+    EXPECT_EQ(recs[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << recs[0].error;
+    EXPECT_FALSE(recs[0].s_j);
+  }
+  defines_ = {{"ATTACK_SLOWDOWN", "1"}};
+  for (const char* mode : {"eager", "graph", "auto"}) {
+    auto twin = evaluate("rms_norm_slows_clock.cu", {"0", "15"}, mode,
+                         [](EvalSettings& s) { s.unseen_shapes = 0; });
+    ASSERT_EQ(twin.size(), 2u);
+    for (const auto& r : twin) EXPECT_EQ(r.status, EvalStatus::kOk) << mode << ": " << r.error;
+  }
+  defines_.clear();
+  auto cupti = evaluate("rms_norm_slows_clock.cu", {"0"}, "auto",
+                        [](EvalSettings& s) { s.unseen_shapes = 0; });
+  ASSERT_EQ(cupti.size(), 1u);
+  EXPECT_EQ(cupti[0].status, EvalStatus::kOk) << cupti[0].error;
+}
+
+// Honest kernels of every size and kind under the judge's clock: tiny launch-bound shapes and a
+// multi-kernel candidate (cuBLAS plus its own kernel), in every timing mode.
+TEST_F(GpuGatesTest, HonestKernelsPassTheJudgesClockInEveryTimingMode) {
+  for (const char* mode : {"auto", "graph", "eager"}) {
+    auto recs = evaluate("rms_norm_correct.cu", {"15", "28", "0", "40"}, mode);
+    ASSERT_EQ(recs.size(), 4u);
+    for (const auto& r : recs) EXPECT_EQ(r.status, EvalStatus::kOk) << mode << " " << r.shape_id << ": " << r.error;
+    auto multi = evaluate("rms_norm_cublas_fallback.cu", {"15", "0"}, mode);
+    for (const auto& r : multi) EXPECT_EQ(r.status, EvalStatus::kOk) << mode << " " << r.shape_id << ": " << r.error;
+  }
 }
 
 }  // namespace

@@ -278,6 +278,92 @@ TEST_F(SandboxTest, ParentProcessAndItsSecretsAreOutOfReach) {
   EXPECT_NE(open[0].error.find("secret_in_env=no"), std::string::npos) << open[0].error;
 }
 
+// Issue 14 item 3 ("the answer in reach"): the reference outputs live only in the judge. A
+// candidate that computes one row and scans its process's memory for the rest of the answer
+// finds nothing, with the sandbox and without (the judge is another process either way); its
+// twin that plants the answer in its own memory first is found by the same scan and passes, so
+// the scanner works and what it misses is the reference.
+TEST_F(SandboxTest, ReferenceOutputsAreOutOfTheCandidatesProcess) {
+  for (SandboxMode mode : {SandboxMode::kBwrap, SandboxMode::kNone}) {
+    auto recs = evaluate("rms_norm_scans_for_answer.cpp", {.sandbox = mode, .shapes = {"15", "5"}});
+    ASSERT_EQ(recs.size(), 2u);
+    for (const auto& r : recs) {
+      EXPECT_EQ(r.status, EvalStatus::kWrongResult) << sandbox_mode_name(mode) << ": " << r.error;
+      EXPECT_NE(r.error.find("no answer in "), std::string::npos) << r.error;
+    }
+    auto planted = evaluate("rms_norm_scans_for_answer.cpp",
+                            {.sandbox = mode, .shapes = {"15", "5"}, .defines = {{"ATTACK_PLANT", "1"}}});
+    ASSERT_EQ(planted.size(), 2u);
+    for (const auto& r : planted)
+      EXPECT_EQ(r.status, EvalStatus::kOk) << sandbox_mode_name(mode) << ": " << r.error;
+  }
+}
+
+// The attack round's relay (attacks/ on branch attack-round): the candidate moves fd 4 behind a
+// pipe of its own and rewrites the child's verdict lines, nonce included. Computing nothing, it
+// turned wrong_result into ok; the judge's verdict (on a pipe the candidate never holds) says
+// wrong_result, and the whole task is tampering.
+TEST_F(SandboxTest, RelayThatRewritesVerdictsMeetsTheJudge) {
+  for (SandboxMode mode : {SandboxMode::kBwrap, SandboxMode::kNone}) {
+    auto recs =
+        evaluate("rms_norm_relay_rewrites_verdict.cpp", {.sandbox = mode, .shapes = {"15", "5"}});
+    ASSERT_EQ(recs.size(), 2u);
+    for (const auto& r : recs) {
+      EXPECT_EQ(r.status, EvalStatus::kRejected) << sandbox_mode_name(mode) << ": " << r.error;
+      EXPECT_EQ(r.error.rfind("tampering: ", 0), 0u) << r.error;
+      EXPECT_NE(r.error.find("the judge"), std::string::npos) << r.error;
+      EXPECT_FALSE(r.s_j);
+    }
+  }
+}
+
+// The relay with honest outputs and forged timing (S_i 0.95 for a slow kernel in the attack
+// round): 50 forged samples against the judge's brackets of the real timed calls is tampering;
+// forging only the values, keeping the count, is refuted by the judge's clock on a shape whose
+// calls take tens of milliseconds (rms_norm shape 3 on this cpu: past the 5 ms allowance). The honest twin passes on both shapes.
+TEST_F(SandboxTest, ForgedTimingIsRefutedByTheJudgesClock) {
+  auto forged = evaluate("rms_norm_relay_forges_timing.cpp", {.shapes = {"15", "0"}});
+  ASSERT_EQ(forged.size(), 2u);
+  for (const auto& r : forged) {
+    EXPECT_EQ(r.status, EvalStatus::kRejected) << r.error;
+    EXPECT_NE(r.error.find("tampering: the child reports 50 timed samples"), std::string::npos)
+        << r.error;
+  }
+  auto values = evaluate("rms_norm_relay_forges_timing.cpp",
+                         {.shapes = {"3"}, .defines = {{"ATTACK_KEEP_COUNT", "1"}}});
+  ASSERT_EQ(values.size(), 1u);
+  EXPECT_EQ(values[0].status, EvalStatus::kRejected) << values[0].error;
+  EXPECT_EQ(values[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << values[0].error;
+  EXPECT_FALSE(values[0].s_j);
+  auto honest = evaluate("rms_norm_correct.cpp", {.shapes = {"15", "0"}});
+  ASSERT_EQ(honest.size(), 2u);
+  for (const auto& r : honest) {
+    EXPECT_EQ(r.status, EvalStatus::kOk) << r.error;
+    EXPECT_TRUE(r.s_j) << "honest timing is scored";
+  }
+}
+
+// Attack 6 ("the timer in reach"): the candidate patches clock_gettime in the child's GOT to run
+// 100x slow. The child's steady_clock times its (slow, honest) calls at 1/100; the judge's clock
+// is in another process: `rejected`, no S_j. The twin with the same patch at the true rate, and
+// a tiny launch-bound shape (15) where the bound cannot tell, pass.
+TEST_F(SandboxTest, SlowedClockIsRefutedByTheJudgesClock) {
+  for (SandboxMode mode : {SandboxMode::kBwrap, SandboxMode::kNone}) {
+    auto recs = evaluate("rms_norm_slows_clock.cpp", {.sandbox = mode, .shapes = {"3"}});
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << sandbox_mode_name(mode) << ": " << recs[0].error;
+    EXPECT_EQ(recs[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << recs[0].error;
+    EXPECT_FALSE(recs[0].s_j);
+  }
+  auto twin = evaluate("rms_norm_slows_clock.cpp",
+                       {.shapes = {"0", "15"}, .defines = {{"ATTACK_SLOWDOWN", "1"}}});
+  ASSERT_EQ(twin.size(), 2u);
+  for (const auto& r : twin) {
+    EXPECT_EQ(r.status, EvalStatus::kOk) << r.error;
+    EXPECT_TRUE(r.timing && r.timing->n >= 3);
+  }
+}
+
 // `atrex eval`'s evaluator chose its own temp folder: it is gone with the evaluator.
 TEST_F(SandboxTest, TemporaryWorkFolderIsRemoved) {
   const fs::path work = fs::temp_directory_path() / fmt::format("atrex-eval-{}", ::getpid());

@@ -8,6 +8,8 @@
 // after one).
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -29,6 +31,9 @@ class ChildDevice {
  public:
   virtual ~ChildDevice() = default;
   virtual std::string name() const = 0;  // "NVIDIA H200", "host CPU (model)"
+  // Whether alloc() returns host memory (the cpu backend): its buffers are read and written
+  // directly, without to_host/from_host copies.
+  virtual bool host_memory() const { return false; }
   virtual DLDevice dl_device() const = 0;
   virtual void* stream() = 0;  // passed to the candidate (NULL on CPU)
   // Memory.
@@ -88,7 +93,40 @@ class ChildDevice {
   virtual Status synchronize() = 0;
   // Flushes the caches (outside the timed window), then times `call` (microseconds, device
   // time where the backend can measure it). `call` returns the candidate's return code.
+  // Implementations run the timing hooks (set_timing_hooks) right before the timed window
+  // opens (after the flush is issued) and right after it closes (the device work done), so the
+  // judge's clock brackets each timed call (judge_link.h).
   virtual Status time_call(const std::function<int()>& call, int& rc, double& us) = 0;
+  void set_timing_hooks(std::function<void()> before, std::function<void()> after) {
+    timing_before_ = std::move(before);
+    timing_after_ = std::move(after);
+  }
+  // The judge's calibration (judge.cpp), in the judge's own process, with no candidate: what one
+  // timed sample costs inside a bracket beyond the candidate's call (microseconds on this
+  // process's clock), `reset` standing in for the output reset of a timed call. This default:
+  // the median wall time of time_call around `reset`, i.e. the flush, the events and the sync.
+  virtual Status bracket_overhead(const std::function<Status()>& reset, double& us) {
+    std::vector<double> walls;
+    for (int k = 0; k < 5; ++k) {
+      Status inner = ok();
+      int rc = 0;
+      double device_us = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      ATREX_TRY(time_call(
+          [&] {
+            inner = reset();
+            return 0;
+          },
+          rc, device_us));
+      ATREX_TRY(synchronize());
+      walls.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      ATREX_TRY(inner);
+    }
+    std::sort(walls.begin(), walls.end());
+    us = walls[walls.size() / 2];
+    return ok();
+  }
   virtual std::string timing_method() const = 0;
   // Graph-replay timing (cuda_timer.h). Backends without graphs leave `unsupported` set.
   // capture_timed: records `batch` times (`before`, flush, timed call); replay_timed appends their
@@ -127,6 +165,17 @@ class ChildDevice {
   virtual Json trace_stats() const { return Json::object(); }
   // Clocks, throttle reasons, temperature, power (NVML on the GPU); {} where unknown.
   virtual Json clocks() { return Json::object(); }
+
+ protected:
+  void timing_before() {
+    if (timing_before_) timing_before_();
+  }
+  void timing_after() {
+    if (timing_after_) timing_after_();
+  }
+
+ private:
+  std::function<void()> timing_before_, timing_after_;
 };
 
 }  // namespace atrex::runner

@@ -15,13 +15,15 @@
 #include <fmt/format.h>
 
 #include "atrex/common/process/seccomp.h"
+#include "judge.h"
 #include "shape_run.h"
 
 namespace atrex::runner {
 
 ChildShapeResponse run_child_shape(const ChildTaskRequest& task, const ChildShape& item,
-                                   ChildDevice& device, child::CandidateLoader& loader) {
-  child::ShapeRun run(task, item, device, loader);
+                                   ChildDevice& device, child::CandidateLoader& loader,
+                                   child::JudgeLink& judge) {
+  child::ShapeRun run(task, item, device, loader, judge);
   return run.run();
 }
 
@@ -40,6 +42,16 @@ ChildArgs child_args(int argc, char** argv) {
     if (std::strcmp(argv[i], "--request-fd") == 0) a.request_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--response-fd") == 0) a.response_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--stop-fd") == 0) a.stop_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--judge-out-fd") == 0) a.judge_out_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--judge-in-fd") == 0) a.judge_in_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--shared-fd") == 0) a.shared_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--check-in-fd") == 0) a.check_in_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--check-out-fd") == 0) a.check_out_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--ping-fd") == 0) a.ping_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--pong-fd") == 0) a.pong_fd = std::atoi(argv[i + 1]);
+  }
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--judge") == 0) a.judge = true;
   }
   return a;
 }
@@ -88,10 +100,13 @@ bool stop_fd_readable(int fd) {
 }  // namespace
 
 int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
-                   child::CandidateLoader& loader, int response_fd, int stop_fd) {
+                   child::CandidateLoader& loader, child::JudgeLink& judge, int response_fd,
+                   int stop_fd) {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   ::sigaction(SIGUSR1, &sa, nullptr);
+  // A judge that is gone is an error on the next write (a crashed verdict), not SIGPIPE.
+  ::signal(SIGPIPE, SIG_IGN);
   // The device is set up (context, runtime threads); from here on the candidate may run.
   if (task.seccomp) {
     if (auto s = install_candidate_seccomp(); !s) {
@@ -103,12 +118,17 @@ int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
   for (const ChildShape& item : task.shapes) {
     if (g_stop_requested.load() || stop_fd_readable(stop_fd)) break;
     const auto t0 = std::chrono::steady_clock::now();
-    ChildShapeResponse response = run_child_shape(task, item, device, loader);
+    ChildShapeResponse response = run_child_shape(task, item, device, loader, judge);
     // steady_clock is CLOCK_MONOTONIC, shared with the runner: it charges the child's start to
     // the first shape.
     response.started_at_s = std::chrono::duration<double>(t0.time_since_epoch()).count();
     response.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     response.nonce = task.nonce;
+    if (auto told = judge.shape_end(item.shape_id, response.status); !told &&
+        response.status != EvalStatus::kCrashed) {
+      response.status = EvalStatus::kCrashed;
+      response.error = "judge: " + told.error().message;
+    }
     if (auto w = write_response_line(response_fd, to_json(response).dump() + "\n"); !w) {
       fmt::print(stderr, "{}\n", w.error().message);
       return 1;
@@ -126,10 +146,28 @@ int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
 
 int child_main(int argc, char** argv, ChildDevice& device) {
   const ChildArgs args = child_args(argc, argv);
+  if (args.judge) {
+    if (args.request_fd < 0 || args.response_fd < 0 || args.check_in_fd < 0 ||
+        args.check_out_fd < 0 || args.shared_fd < 0) {
+      fmt::print(stderr,
+                 "usage: {} --judge --request-fd N --response-fd M --check-in-fd A "
+                 "--check-out-fd B --shared-fd C [--ping-fd P --pong-fd Q] [--device N]\n",
+                 argv[0]);
+      return 2;
+    }
+    auto request = read_child_request(args);
+    if (!request || !request->task) {
+      fmt::print(stderr, "{}\n", request ? "the judge takes a task request" : request.error().message);
+      return 2;
+    }
+    return run_judge_task(*request->task, device, args.response_fd, args.check_in_fd,
+                          args.check_out_fd, args.shared_fd, args.ping_fd, args.pong_fd);
+  }
   const bool task_mode = args.request_fd >= 0 && args.response_fd >= 0;
   if (!task_mode && (args.request.empty() || args.response.empty())) {
     fmt::print(stderr,
-               "usage: {0} --request-fd N --response-fd M [--device N] (task)\n"
+               "usage: {0} --request-fd N --response-fd M --stop-fd S --judge-out-fd A "
+               "--judge-in-fd B --shared-fd C [--device N] (task)\n"
                "       {0} --request FILE --response FILE [--device N] (dump)\n",
                argv[0]);
     return 2;
@@ -145,7 +183,8 @@ int child_main(int argc, char** argv, ChildDevice& device) {
       return 2;
     }
     auto loader = child::make_shared_object_loader();
-    return run_child_task(*request->task, device, *loader, args.response_fd, args.stop_fd);
+    child::JudgeLink judge(args.judge_out_fd, args.judge_in_fd, args.shared_fd);
+    return run_child_task(*request->task, device, *loader, judge, args.response_fd, args.stop_fd);
   }
   ATREX_ASSERT(request->dump.has_value(), "a request is a task or a dump");
   const ChildDumpResponse response = run_child_dump(*request->dump, device);

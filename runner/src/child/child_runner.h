@@ -9,6 +9,7 @@
 
 #include "atrex/common/json_io.h"
 #include "child_device.h"
+#include "judge_link.h"
 #include "loader.h"
 #include "protocol/child_protocol.h"
 
@@ -17,7 +18,8 @@ namespace atrex::runner {
 // One shape of `task`, through the gates (shape_run.h). Never throws; a failure of the
 // candidate is a status in the response.
 ChildShapeResponse run_child_shape(const ChildTaskRequest& task, const ChildShape& item,
-                                   ChildDevice& device, child::CandidateLoader& loader);
+                                   ChildDevice& device, child::CandidateLoader& loader,
+                                   child::JudgeLink& judge);
 
 // Dump mode (`atrex problems dump`): for each item, draws the inputs, runs the reference on this
 // backend and writes the tensors and manifest.json (atrex.dump/1) into its out_dir. Each item's
@@ -32,14 +34,24 @@ ChildDumpResponse run_child_dump(const ChildDumpRequest& request, ChildDevice& d
 // `stop_fd` is readable (in the sandbox a signal would reach bwrap, not this process).
 // Returns the exit code (0; 1 when the response cannot be written; 3 after a crash; 5 when the
 // seccomp filter cannot be installed: no candidate runs then).
+// Every checked call goes to the judge through `judge` (judge_link.h), and each shape ends with
+// a shape_end message to it before its response line.
 int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
-                   child::CandidateLoader& loader, int response_fd, int stop_fd = -1);
+                   child::CandidateLoader& loader, child::JudgeLink& judge, int response_fd,
+                   int stop_fd = -1);
 
 // The command line of the children (--device N is read by the device setup).
 struct ChildArgs {
   std::string request, response;          // dump mode: files
   int request_fd = -1, response_fd = -1;  // task mode: inherited fds
   int stop_fd = -1;  // task mode: readable (a byte, or EOF) = stop after the shape in hand
+  // Task mode: the pipe to the judge, the pipe from it, the memfd shared with it.
+  int judge_out_fd = -1, judge_in_fd = -1, shared_fd = -1;
+  // Judge mode (`--judge`): no candidate; checks from `check_in_fd`, answers to
+  // `check_out_fd`, verdicts to `response_fd` (judge.h).
+  bool judge = false;
+  int check_in_fd = -1, check_out_fd = -1;
+  int ping_fd = -1, pong_fd = -1;  // judge mode: the runner's echo (judge.h)
 };
 ChildArgs child_args(int argc, char** argv);
 // The request from the fd (read to its end, then closed) or the file.

@@ -25,7 +25,8 @@ Status cuda(cudaError_t e) { return problems::cuda::cuda_status(e); }
 
 class CudaDevice final : public ChildDevice {
  public:
-  explicit CudaDevice(int device) : device_(device) {}
+  // `trace`: set up CUPTI (the judge, which times no candidate, does not).
+  CudaDevice(int device, bool trace) : device_(device), trace_wanted_(trace) {}
 
   Status init() {
     ATREX_TRY(cuda(cudaSetDevice(device_)));
@@ -39,7 +40,11 @@ class CudaDevice final : public ChildDevice {
       nvml_ = std::make_unique<NvmlClocks>(bus_id);
     ATREX_TRY(timer_.init(stream_, l2_bytes_));
 #if ATREX_HAVE_CUPTI
-    if (auto traced = trace_.init(); !traced) trace_unavailable_ = traced.error().message;
+    if (!trace_wanted_) {
+      trace_unavailable_ = "the judge traces nothing";
+    } else if (auto traced = trace_.init(); !traced) {
+      trace_unavailable_ = traced.error().message;
+    }
 #else
     trace_unavailable_ = "atrex-eval-cuda was built without the CUPTI headers";
 #endif
@@ -131,7 +136,8 @@ class CudaDevice final : public ChildDevice {
     return cuda(cudaGetLastError());
   }
   Status time_call(const std::function<int()>& call, int& rc, double& us) override {
-    return timer_.time_eager(call, rc, us);
+    return timer_.time_eager(
+        call, rc, us, [this] { timing_before(); }, [this] { timing_after(); });
   }
   std::string timing_method() const override { return "cuda_events_l2_flush"; }
   Status capture_timed(const std::function<int()>& call, const std::function<Status()>& before,
@@ -152,7 +158,7 @@ class CudaDevice final : public ChildDevice {
           trace_.end();
           return r;
         },
-        rc, event_us);
+        rc, event_us, [this] { timing_before(); }, [this] { timing_after(); });
   }
   Status trace_collect(std::map<uint64_t, CallTrace>& out) override {
     if (!trace_unavailable_.empty()) return make_error(ErrorCode::kUnavailable, trace_unavailable_);
@@ -173,6 +179,7 @@ class CudaDevice final : public ChildDevice {
 
  private:
   int device_;
+  bool trace_wanted_ = true;
   std::map<void*, size_t> live_;         // buffer -> size
   std::multimap<size_t, void*> cached_;  // released buffers by size
   std::string name_;
@@ -221,10 +228,12 @@ int probe() {
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--probe") == 0) return atrex::runner::probe();
   int device = 0;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--device") == 0) device = std::atoi(argv[i + 1]);
+  bool judge = false;
+  for (int i = 1; i < argc; ++i) {
+    if (i + 1 < argc && std::strcmp(argv[i], "--device") == 0) device = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--judge") == 0) judge = true;
   }
-  atrex::runner::CudaDevice dev(device);
+  atrex::runner::CudaDevice dev(device, !judge);
   if (auto e = dev.init(); !e) {
     // No usable GPU: the runner records why from this output (status crashed).
     std::fprintf(stderr, "atrex-eval-cuda: cannot initialise device %d: %s\n", device,

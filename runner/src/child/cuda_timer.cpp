@@ -39,12 +39,16 @@ Status CudaTimer::flush() {
       cudaMemsetAsync(flush_, static_cast<int>(++flush_round_ & 0xff), flush_size_, stream_));
 }
 
-Status CudaTimer::time_eager(const std::function<int()>& call, int& rc, double& us) {
+Status CudaTimer::time_eager(const std::function<int()>& call, int& rc, double& us,
+                             const std::function<void()>& before,
+                             const std::function<void()>& after) {
   ATREX_TRY(flush());
+  if (before) before();
   ATREX_TRY(cuda_status(cudaEventRecord(start_, stream_)));
   rc = call();
   ATREX_TRY(cuda_status(cudaEventRecord(stop_, cudaStreamLegacy)));
   ATREX_TRY(cuda_status(cudaEventSynchronize(stop_)));
+  if (after) after();
   float ms = 0;
   ATREX_TRY(cuda_status(cudaEventElapsedTime(&ms, start_, stop_)));
   us = static_cast<double>(ms) * 1000.0;

@@ -42,7 +42,11 @@ class CudaTimer {
   Status flush();
   // One eager sample: flush, start event, `call` (returns the candidate's rc), stop event; `us` is
   // the device time between the events in microseconds.
-  Status time_eager(const std::function<int()>& call, int& rc, double& us);
+  // `before`/`after` (optional): run right before the start event is recorded (the flush is
+  // issued) and right after the stop event has completed: the judge's bracket (judge_link.h).
+  Status time_eager(const std::function<int()>& call, int& rc, double& us,
+                    const std::function<void()>& before = {},
+                    const std::function<void()>& after = {});
 
   // Captures `batch` timed calls into a graph, plus a graph of one bare call (no flush, no
   // events) used to re-check what replays compute. When the call cannot be captured,

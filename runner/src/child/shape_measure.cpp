@@ -14,10 +14,8 @@ namespace atrex::runner::child {
 
 void ShapeRun::swap_input_sets() {
   std::swap(pristine_in_, alt_pristine_in_);
-  std::swap(ref_out_, alt_ref_out_);
-  std::swap(host_pristine_, alt_host_pristine_);
-  std::swap(host_ref_, alt_host_ref_);
-  std::swap(host_mirrors_valid_, alt_host_mirrors_valid_);
+  std::swap(set_seed_, alt_set_seed_);
+  std::swap(set_probe_, alt_set_probe_);
 }
 
 // Keeps the last correctness seed's inputs and reference as the second set and draws a timing
@@ -28,11 +26,8 @@ bool ShapeRun::prepare_second_input_set(ChildShapeResponse& resp) {
     resp.input_rotation = "off: no room for a second input set (" + second_set_error_ + ")";
     return false;
   }
-  alt_host_pristine_.clear();
-  alt_host_ref_.clear();
-  alt_host_mirrors_valid_ = false;
   swap_input_sets();  // the seed's set becomes the second one; prepare_seed fills the fresh one
-  const uint64_t timing_seed = item_.seeds.back() ^ 0x9E3779B97F4A7C15ull;
+  const uint64_t timing_seed = item_.seeds.back() ^ kTimingSeedMix;
   rotation_failure_ = prepare_seed(timing_seed);
   resp.input_rotation = "on";
   return !rotation_failure_;
@@ -124,7 +119,18 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     return total >= min_time_us && stats::relative_standard_error(samples) <= target_rse;
   };
   uint64_t next_call = 0;
+  // The judge's clock brackets every timed call (a graph replay: its batch), from its go to the
+  // child's done (judge_link.h); the runner holds the claimed samples against those brackets.
+  if (auto f = device_error(judge_.timing_begin(item_.shape_id), "opening the judge's timing"))
+    return Failure{EvalStatus::kCrashed, f->error};
+  dev_.set_timing_hooks([this] { judge_.call_begin(); }, [this] { judge_.call_end(1); });
+  struct HooksOff {
+    ChildDevice& dev;
+    ~HooksOff() { dev.set_timing_hooks({}, {}); }
+  } hooks_off{dev_};
   while (!done()) {
+    if (!judge_.failed().empty())
+      return Failure{EvalStatus::kCrashed, "judge: " + judge_.failed()};
     if (cupti) {
       // A batch of traced calls, then their spans (a call without device records: its event time).
       const uint64_t first = next_call;
@@ -150,7 +156,11 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
       continue;
     }
     if (graph) {
-      if (auto f = device_error(dev_.replay_timed(samples), "graph replay")) return f;
+      const size_t before = samples.size();
+      judge_.call_begin();
+      const Status replayed = dev_.replay_timed(samples);
+      judge_.call_end(static_cast<int>(samples.size() - before));
+      if (auto f = device_error(replayed, "graph replay")) return f;
       continue;
     }
     int rc = 0;
@@ -160,6 +170,11 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     if (rc != 0) return Failure{EvalStatus::kWrongResult, "during timing: " + returned_error(rc)};
     samples.push_back(us);
   }
+  dev_.set_timing_hooks({}, {});
+  if (!judge_.failed().empty())
+    return Failure{EvalStatus::kCrashed, "judge: " + judge_.failed()};
+  if (auto f = device_error(judge_.timing_end(), "closing the judge's timing"))
+    return Failure{EvalStatus::kCrashed, f->error};
   timing_phase.reset();
   std::string method = cupti   ? "cupti_kernel_span_l2_flush"
                        : graph ? dev_.graph_timing_method()

@@ -14,6 +14,7 @@
 
 #include "atrex/candidate.h"
 #include "child_device.h"
+#include "judge_link.h"
 #include "launch.h"
 #include "loader.h"
 #include "protocol/child_protocol.h"
@@ -24,8 +25,8 @@ namespace atrex::runner::child {
 class ShapeRun {
  public:
   ShapeRun(const ChildTaskRequest& task, const ChildShape& item, ChildDevice& dev,
-           CandidateLoader& loader)
-      : task_(task), item_(item), dev_(dev), loader_(loader), buffers_(dev) {}
+           CandidateLoader& loader, JudgeLink& judge)
+      : task_(task), item_(item), dev_(dev), loader_(loader), judge_(judge), buffers_(dev) {}
 
   // The response (atrex.child-response/1) for the item's shape; never throws.
   ChildShapeResponse run();
@@ -42,16 +43,16 @@ class ShapeRun {
   Status initialise_output(size_t i, void* buffer, const std::vector<void*>& inputs);
   // A device error (a crash of the context) as the `crashed` verdict, naming `where`.
   std::optional<Failure> device_error(const Status& status, const char* where);
-  // Fresh inputs for `seed`, pristine copies for the reference and the unchanged-input check;
-  // `range_probe`: the operator's probed inputs scaled (check_range_probe).
+  // Fresh inputs for `seed` in the work buffers, and pristine copies to restore them from (the
+  // timed calls' input rotation); `range_probe`: the operator's probed inputs scaled
+  // (check_range_probe). No reference runs here: the judge has its own (judge.h).
   std::optional<Failure> prepare_seed(uint64_t seed, bool range_probe = false);
   std::optional<Failure> check_range_probe(ChildShapeResponse& resp, double atol, double rtol,
                                            uint64_t seed);
   std::string returned_error(int rc);
 
   // --- shape_checks.cpp
-  std::optional<Failure> host_mirrors();
-  // Poisons outputs, calls the candidate once, and checks outputs and inputs.
+  // Poisons outputs, calls the candidate once, and has the judge check outputs and inputs.
   std::optional<Failure> call_and_check(ChildShapeResponse& resp, double atol, double rtol,
                                         const std::string& context,
                                         const std::function<int()>& invoke = {});
@@ -69,6 +70,7 @@ class ShapeRun {
   const ChildShape& item_;
   ChildDevice& dev_;
   CandidateLoader& loader_;
+  JudgeLink& judge_;
   Buffers buffers_;
   problems::ResolvedShape shape_;
   AtrexCandidateRunFn entry_ = nullptr;
@@ -76,14 +78,14 @@ class ShapeRun {
   std::unique_ptr<LaunchBuilder> launch_;
   PhaseClock phases_;
   // The second input set of the timed calls (see measure).
-  std::vector<void*> alt_pristine_in_, alt_ref_out_;
-  std::vector<std::vector<uint8_t>> alt_host_pristine_, alt_host_ref_;
+  std::vector<void*> alt_pristine_in_;
   std::optional<Failure> rotation_failure_;
   std::string second_set_error_;
-  std::vector<void*> work_in_, pristine_in_, out_, ref_out_;
-  // Host mirrors, sized on first use (host_mirrors).
-  std::vector<std::vector<uint8_t>> host_pristine_, host_scratch_, host_ref_, host_out_;
-  bool host_mirrors_valid_ = false, alt_host_mirrors_valid_ = false;
+  std::vector<void*> work_in_, pristine_in_, out_;
+  // The input set in pristine_in_ (and alt_pristine_in_), as the judge knows it: its seed and
+  // whether the range probe scaled it.
+  uint64_t set_seed_ = 0, alt_set_seed_ = 0;
+  bool set_probe_ = false, alt_set_probe_ = false;
 };
 
 }  // namespace atrex::runner::child

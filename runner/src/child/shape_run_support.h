@@ -18,6 +18,11 @@
 
 namespace atrex::runner::child {
 
+// How the input sets beyond a shape's correctness seeds derive from them, in the child and in
+// the judge alike (the judge accepts a check only on an input set of the shape's).
+inline constexpr uint64_t kRangeProbeSeedMix = 0x52414e4745ull;     // seeds[0] ^ this, scaled
+inline constexpr uint64_t kTimingSeedMix = 0x9E3779B97F4A7C15ull;   // seeds.back() ^ this
+
 // Device buffers released when the child is done (or bails out).
 class Buffers {
  public:

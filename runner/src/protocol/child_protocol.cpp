@@ -199,6 +199,58 @@ Result<ChildShapeResponse> child_shape_response_from_json(const Json& j,
   return c;
 }
 
+Json to_json(const JudgeVerdict& v) {
+  return Json{{"schema", kJudgeVerdictSchema},
+              {"nonce", v.nonce},
+              {"shape_id", v.shape_id},
+              {"status", eval_status_name(v.status)},
+              {"error", v.error},
+              {"tampering", v.tampering},
+              {"claimed", eval_status_name(v.claimed)},
+              {"seeds_passed", v.seeds_passed},
+              {"max_abs_error", v.max_abs_error},
+              {"max_rel_error", v.max_rel_error},
+              {"low_signal_outputs", v.low_signal_outputs},
+              {"range_probe", v.range_probe},
+              {"checks", v.checks},
+              {"post_timing_checks", v.post_timing_checks},
+              {"post_timing_sets", v.post_timing_sets},
+              {"timed", v.timed},
+              {"bracket_us", v.bracket_us},
+              {"bracket_calls", v.bracket_calls},
+              {"bracket_overhead_us", v.bracket_overhead_us},
+              {"bracket_latency_us", v.bracket_latency_us}};
+}
+
+Result<JudgeVerdict> judge_verdict_from_json(const Json& j, const std::string& source) {
+  JudgeVerdict v;
+  ATREX_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::open(JsonField(j, source)));
+  ATREX_TRY(r.schema(kJudgeVerdictSchema));
+  ATREX_TRY(r.required("nonce", v.nonce));
+  ATREX_TRY(r.required("shape_id", v.shape_id));
+  ATREX_TRY(r.required("status", v.status));
+  ATREX_TRY(r.required("error", v.error));
+  ATREX_TRY(r.required("tampering", v.tampering));
+  ATREX_TRY(r.required("claimed", v.claimed));
+  ATREX_TRY(r.required("seeds_passed", v.seeds_passed));
+  ATREX_TRY(r.required("max_abs_error", v.max_abs_error));
+  ATREX_TRY(r.required("max_rel_error", v.max_rel_error));
+  ATREX_TRY(r.required("low_signal_outputs", v.low_signal_outputs));
+  ATREX_TRY(r.required("range_probe", v.range_probe));
+  ATREX_TRY(r.required("checks", v.checks));
+  ATREX_TRY(r.required("post_timing_checks", v.post_timing_checks));
+  ATREX_TRY(r.required("post_timing_sets", v.post_timing_sets));
+  ATREX_TRY(r.required("timed", v.timed));
+  ATREX_TRY(r.required("bracket_us", v.bracket_us));
+  ATREX_TRY(r.required("bracket_calls", v.bracket_calls));
+  ATREX_TRY(r.required("bracket_overhead_us", v.bracket_overhead_us));
+  ATREX_TRY(r.required("bracket_latency_us", v.bracket_latency_us));
+  ATREX_TRY(r.finish());
+  if (v.bracket_us.size() != v.bracket_calls.size())
+    return JsonField(j, source).fail("bracket_us and bracket_calls differ in length");
+  return v;
+}
+
 Json to_json(const ChildDumpResponse& d) {
   Json items = Json::array();
   for (const auto& i : d.items) {

@@ -20,6 +20,7 @@ namespace atrex::runner {
 
 inline constexpr const char* kChildRequestSchema = "atrex.child-request/1";
 inline constexpr const char* kChildResponseSchema = "atrex.child-response/1";
+inline constexpr const char* kJudgeVerdictSchema = "atrex.judge-verdict/1";
 
 // The performance gate's loop (EvalSettings' timing part).
 struct TimingLoop {
@@ -96,6 +97,48 @@ struct ChildShapeResponse {
 };
 Json to_json(const ChildShapeResponse& r);
 Result<ChildShapeResponse> child_shape_response_from_json(const Json& j, const std::string& source);
+
+// What the judge (judge.h: the same child binary with --judge, its own sandbox, no candidate
+// loaded) says about one shape, on its own pipe to the runner, which the candidate's process
+// cannot reach. The judge draws the seeds' inputs, runs the reference and compares the outputs
+// (and the inputs, unchanged) the candidate's child publishes after each checked call
+// (docs/evaluation.md "The judge").
+struct JudgeVerdict {
+  std::string nonce;  // the judge's own request's, never the child's
+  std::string shape_id;
+  // ok: every check the shape needs was made and passed; wrong_result: a check failed (error);
+  // rejected: the child's checks were incomplete for the status it claimed (error says what).
+  EvalStatus status = EvalStatus::kRejected;
+  std::string error;
+  // What the child's messages to the judge broke (a message that does not parse, an input set
+  // that is not one of the shape's, a shape out of order): the whole task is tampering.
+  std::string tampering;
+  EvalStatus claimed = EvalStatus::kCrashed;  // the status the child said it would report
+  int seeds_passed = 0;  // distinct correctness seeds of the shape checked and passed
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  std::vector<std::string> low_signal_outputs;
+  std::string range_probe;  // what the range probe scaled, "" when it was not checked
+  int checks = 0;                // checked calls compared
+  int post_timing_checks = 0;    // of those, after the timed calls
+  int post_timing_sets = 0;      // distinct input sets among them
+  bool timed = false;            // the child opened and closed a timed section
+  // The timed calls on the judge's clock (CLOCK_MONOTONIC in the judge's process): per bracket,
+  // the wall microseconds from the judge's go to the child's done, and how many timed samples
+  // the child said the bracket holds (1 for an eager call, a batch for a graph replay).
+  std::vector<double> bracket_us;
+  std::vector<int> bracket_calls;
+  // What one timed sample costs the device beyond the candidate's call, inside a bracket
+  // (the cache flush and output reset where they fall inside it), measured by the judge on its
+  // own device with no candidate: 0 on cpu (the flush is outside the bracket).
+  double bracket_overhead_us = 0;
+  // The judge's own wake-up latency at that moment (twice the median round trip of 15 pings
+  // between two of its threads over a pipe, microseconds): how much of a bracket two wake-ups
+  // may take on this host now. A loaded host makes it long.
+  double bracket_latency_us = 0;
+};
+Json to_json(const JudgeVerdict& v);
+Result<JudgeVerdict> judge_verdict_from_json(const Json& j, const std::string& source);
 
 Json to_json(const ChildDumpResponse& r);
 Result<ChildDumpResponse> child_dump_response_from_json(const Json& j, const std::string& source);

@@ -47,4 +47,29 @@ class ResponseChannel {
   std::string why_;
 };
 
+// The judge's pipe to the runner (judge.h), read the same way: one atrex.judge-verdict/1 line per
+// shape the child finished, in the order asked for, carrying the judge's own nonce. The judge is
+// atrex's code, but what it says is read as strictly as the child's lines: a judge that cannot
+// be read cannot vouch for a shape, and every shape of the task is then `rejected`.
+class JudgeChannel {
+ public:
+  JudgeChannel(std::string nonce, std::vector<std::string> shape_ids,
+               size_t max_bytes = 64u << 20);
+  std::vector<JudgeVerdict> feed(std::string_view bytes);
+  void finish();
+  bool broken() const { return !why_.empty(); }
+  const std::string& why() const { return why_; }
+
+ private:
+  void take(std::string_view line, std::vector<JudgeVerdict>& out);
+
+  std::string nonce_;
+  std::vector<std::string> shape_ids_;
+  size_t max_bytes_;
+  size_t bytes_ = 0;
+  size_t accepted_ = 0;
+  std::string partial_;
+  std::string why_;
+};
+
 }  // namespace atrex::runner

@@ -27,11 +27,16 @@ void add_path_list(const char* var, std::vector<fs::path>& out) {
 
 }  // namespace
 
-SandboxView eval_sandbox_view(Backend backend, const fs::path& child_dir, const fs::path& library) {
+SandboxView eval_sandbox_view(Backend backend, const fs::path& child_binary,
+                              const fs::path& library) {
   SandboxView v;
   std::error_code ec;
-  v.read_only.push_back(fs::weakly_canonical(child_dir, ec));
-  v.read_only.push_back(library);
+  // The binary is run by the path it has here: bound at that path (and, when a link leads
+  // elsewhere, at its target too, which the loader follows).
+  v.read_only.push_back(child_binary);
+  if (const fs::path c = fs::weakly_canonical(child_binary, ec); !ec && c != child_binary)
+    v.read_only.push_back(c);
+  if (!library.empty()) v.read_only.push_back(library);
   add_path_list("LD_LIBRARY_PATH", v.read_only);
   add_path_list("ATREX_SANDBOX_BIND", v.read_only);
   if (backend == Backend::kCpu) {

@@ -20,12 +20,12 @@ struct EvalSandbox {
   uint64_t cpu_memory_bytes = 0;
 };
 
-// The read-only view: the child's folder (the child binary), the compiled candidate, the
-// folders of LD_LIBRARY_PATH (a bundle's libraries) and of $ATREX_SANDBOX_BIND (':'-separated,
+// The read-only view: the child binary (that file alone, not its folder), the compiled candidate
+// (empty for the judge, which loads none), the folders of LD_LIBRARY_PATH (a bundle's libraries) and of $ATREX_SANDBOX_BIND (':'-separated,
 // for a host's odd library folder), /usr and the /lib* links; on GPU backends the device nodes
 // (/dev/nvidia*, /dev/nvidia-caps; /dev/kfd, /dev/dri) and /sys read-only; on cpu only
 // /sys/devices/system/cpu.
-SandboxView eval_sandbox_view(Backend backend, const std::filesystem::path& child_dir,
+SandboxView eval_sandbox_view(Backend backend, const std::filesystem::path& child_binary,
                               const std::filesystem::path& library);
 
 // The rlimits of a child: RLIMIT_AS (cpu only), RLIMIT_FSIZE 64 MiB (its output log and any

@@ -1,0 +1,612 @@
+// The judge (judge.h): checks of the candidate child's calls against references that live only
+// here, and the child's timed calls on this process's clock.
+#include "judge.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "atrex/common/process/seccomp.h"
+#include "atrex/common/wire/reader.h"
+#include "child_runner.h"
+#include "shape_run_support.h"
+
+namespace atrex::runner {
+namespace {
+
+using child::Buffers;
+using Clock = std::chrono::steady_clock;
+
+void close_fd(int fd) { ::close(fd); }
+double wake_up_latency_us(int ping_fd, int pong_fd);
+
+// Thrown inside the judge's loop: what the child's messages broke (tampering) or a device
+// failure of the judge's own (crashed).
+struct Stop {
+  bool tampering;
+  std::string why;
+};
+
+class Judge {
+ public:
+  Judge(const ChildTaskRequest& task, ChildDevice& dev, int verdict_fd, int in_fd, int out_fd,
+        int shared_fd, int ping_fd, int pong_fd)
+      : task_(task), dev_(dev), verdict_fd_(verdict_fd), in_(in_fd), out_(out_fd),
+        shared_(shared_fd), ping_(ping_fd), pong_(pong_fd) {}
+
+  int run();
+
+ private:
+  struct InputSet {
+    uint64_t seed = 0;
+    bool probe = false;
+    bool filled = false;
+    uint64_t last_use = 0;
+    std::vector<void*> in, ref;
+    std::vector<std::vector<uint8_t>> host_in, host_ref;  // device backends: mirrors
+    bool host_valid = false;
+  };
+
+  std::optional<std::string> read_line();
+  void reply(const Json& j);
+  void handle(const Json& message);
+  // The shape in hand, which `shape_id` must name; `enter`: its buffers allocated (not for a
+  // shape the child ends without checks: one that does not resolve, a candidate that does not
+  // load).
+  const ChildShape& current(const std::string& shape_id, bool enter = true);
+  void begin_verdict();
+  void enter_shape();
+  void leave_shape();
+  bool legit_set(uint64_t seed, bool probe);
+  InputSet& input_set(uint64_t seed, bool probe);
+  void host_mirrors(InputSet& set);
+  void check(uint64_t seed, bool probe, const std::string& context);
+  std::string compare(InputSet& set, const std::string& context);
+  void finish_shape(EvalStatus claimed);
+  void write_verdict(const JudgeVerdict& v);
+  void device(const Status& s, const char* where) {
+    if (!s) throw Stop{false, fmt::format("judge: {}: {}", where, s.error().message)};
+  }
+
+  const ChildTaskRequest& task_;
+  ChildDevice& dev_;
+  int verdict_fd_, in_, out_, shared_, ping_, pong_;
+  std::string pending_;
+  bool verdict_broken_ = false;
+
+  // The shape in hand (task_.shapes[index_]).
+  size_t index_ = 0;
+  bool entered_ = false;
+  const problems::OperatorDef* def_ = nullptr;
+  problems::ResolvedShape shape_;
+  double atol_ = 0, rtol_ = 0;
+  bool probe_required_ = false;
+  std::unique_ptr<Buffers> buffers_;
+  InputSet sets_[2];
+  uint64_t uses_ = 0;
+  std::vector<void*> cand_in_, cand_out_;                  // device staging (or host)
+  std::vector<std::vector<uint8_t>> host_in_, host_out_;  // what the child published
+  JudgeVerdict verdict_;
+  std::set<uint64_t> passed_seeds_;
+  std::set<std::pair<uint64_t, bool>> post_timing_sets_;
+  bool in_timing_ = false, bracket_open_ = false;
+  Clock::time_point bracket_start_;
+};
+
+std::optional<std::string> Judge::read_line() {
+  for (;;) {
+    if (const auto nl = pending_.find('\n'); nl != std::string::npos) {
+      std::string line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      return line;
+    }
+    if (pending_.size() > (1u << 20)) throw Stop{true, "a message to the judge is over 1 MiB"};
+    char buf[65536];
+    const ssize_t n = ::read(in_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (!pending_.empty()) throw Stop{true, "an unfinished message to the judge"};
+      return std::nullopt;  // the child is done (or gone)
+    }
+    pending_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+void Judge::reply(const Json& j) {
+  // The child may be gone (its pipe closed): that ends the judge at the next read.
+  (void)write_response_line(out_, j.dump() + "\n");
+}
+
+void Judge::write_verdict(const JudgeVerdict& v) {
+  JudgeVerdict out = v;
+  out.nonce = task_.nonce;
+  if (!write_response_line(verdict_fd_, to_json(out).dump() + "\n")) verdict_broken_ = true;
+}
+
+const ChildShape& Judge::current(const std::string& shape_id, bool enter) {
+  if (index_ >= task_.shapes.size())
+    throw Stop{true, fmt::format("a message for shape {} after the task's last shape", shape_id)};
+  const ChildShape& item = task_.shapes[index_];
+  if (shape_id != item.shape_id)
+    throw Stop{true, fmt::format("a message for shape {} where shape {} is in hand", shape_id,
+                                 item.shape_id)};
+  if (enter && !entered_) enter_shape();
+  return item;
+}
+
+// Per-shape bookkeeping, for the shape at index_ (before its first message).
+void Judge::begin_verdict() {
+  verdict_ = JudgeVerdict{};
+  if (index_ < task_.shapes.size()) verdict_.shape_id = task_.shapes[index_].shape_id;
+  passed_seeds_.clear();
+  post_timing_sets_.clear();
+  in_timing_ = bracket_open_ = false;
+  const auto* def = problems::find_native_operator(task_.operator_name);
+  probe_required_ = def && def->range_probe.enabled() && index_ < task_.shapes.size() &&
+                    task_.shapes[index_].range_probe;
+}
+
+void Judge::enter_shape() {
+  const ChildShape& item = task_.shapes[index_];
+  def_ = problems::find_native_operator(task_.operator_name);
+  if (!def_) throw Stop{true, "a check of an operator without a native definition"};
+  problems::Shape shape;
+  shape.id = item.shape_id;
+  shape.params = item.params;
+  auto resolved = problems::resolve_shape(*def_, shape);
+  if (!resolved) throw Stop{true, "a check of a shape that does not resolve: " +
+                                      resolved.error().message};
+  shape_ = std::move(*resolved);
+  atol_ = def_->atol.value_or(task_.atol);
+  rtol_ = def_->rtol.value_or(task_.rtol);
+  buffers_ = std::make_unique<Buffers>(dev_);
+  auto take = [&](size_t bytes, std::vector<void*>& into) {
+    auto p = buffers_->alloc(bytes);
+    if (!p) throw Stop{false, "judge: allocating: " + p.error().message};
+    into.push_back(*p);
+  };
+  for (auto& set : sets_) {
+    set = InputSet{};
+    for (const auto& d : shape_.inputs) take(d.bytes(), set.in);
+    for (const auto& d : shape_.outputs) take(d.bytes(), set.ref);
+  }
+  host_in_.assign(shape_.inputs.size(), {});
+  host_out_.assign(shape_.outputs.size(), {});
+  for (size_t i = 0; i < shape_.inputs.size(); ++i) host_in_[i].resize(shape_.inputs[i].bytes());
+  for (size_t i = 0; i < shape_.outputs.size(); ++i)
+    host_out_[i].resize(shape_.outputs[i].bytes());
+  cand_in_.clear();
+  cand_out_.clear();
+  if (dev_.host_memory()) {
+    for (auto& b : host_in_) cand_in_.push_back(b.data());
+    for (auto& b : host_out_) cand_out_.push_back(b.data());
+  } else {
+    for (const auto& d : shape_.inputs) take(d.bytes(), cand_in_);
+    for (const auto& d : shape_.outputs) take(d.bytes(), cand_out_);
+  }
+  entered_ = true;
+}
+
+void Judge::leave_shape() {
+  for (auto& set : sets_) set = InputSet{};
+  cand_in_.clear();
+  cand_out_.clear();
+  buffers_.reset();
+  if (entered_) dev_.trim();
+  entered_ = false;
+  ++index_;
+  begin_verdict();
+}
+
+Judge::InputSet& Judge::input_set(uint64_t seed, bool probe) {
+  for (auto& set : sets_) {
+    if (set.filled && set.seed == seed && set.probe == probe) {
+      set.last_use = ++uses_;
+      return set;
+    }
+  }
+  InputSet& set = sets_[0].last_use <= sets_[1].last_use ? sets_[0] : sets_[1];
+  set.filled = false;
+  set.host_valid = false;
+  for (size_t i = 0; i < shape_.inputs.size(); ++i) {
+    const int e = probe ? problems::range_probe_exponent(*def_, i) : 0;
+    device(e != 0 ? dev_.generate_scaled(shape_, i, seed, e, set.in[i])
+                  : dev_.generate(shape_, i, seed, set.in[i]),
+           "generating inputs");
+  }
+  device(dev_.synchronize(), "generating inputs");
+  for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+    const std::string& from = def_->outputs[i].initial_from;
+    bool copied = false;
+    for (size_t k = 0; !from.empty() && k < shape_.inputs.size(); ++k) {
+      if (shape_.inputs[k].name == from) {
+        device(dev_.copy(set.ref[i], set.in[k], shape_.outputs[i].bytes()), "initialising");
+        copied = true;
+      }
+    }
+    if (!copied) device(dev_.fill(set.ref[i], 0xFF, shape_.outputs[i].bytes()), "initialising");
+  }
+  std::vector<const void*> in(set.in.begin(), set.in.end());
+  device(dev_.reference(shape_, in, set.ref), "reference");
+  device(dev_.synchronize(), "reference");
+  set.seed = seed;
+  set.probe = probe;
+  set.filled = true;
+  set.last_use = ++uses_;
+  return set;
+}
+
+void Judge::host_mirrors(InputSet& set) {
+  if (set.host_valid || dev_.host_memory()) return;
+  set.host_in.resize(shape_.inputs.size());
+  set.host_ref.resize(shape_.outputs.size());
+  for (size_t i = 0; i < shape_.inputs.size(); ++i) {
+    set.host_in[i].resize(shape_.inputs[i].bytes());
+    device(dev_.to_host(set.host_in[i].data(), set.in[i], shape_.inputs[i].bytes()), "copy");
+  }
+  for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+    set.host_ref[i].resize(shape_.outputs[i].bytes());
+    device(dev_.to_host(set.host_ref[i].data(), set.ref[i], shape_.outputs[i].bytes()), "copy");
+  }
+  set.host_valid = true;
+}
+
+// The comparison of the published buffers with `set`: "" when they pass, else the message (the
+// same words the child used to give: docs/evaluation.md "Gate 2").
+std::string Judge::compare(InputSet& set, const std::string& context) {
+  auto host_ptrs = [&](bool inputs) {
+    std::vector<const void*> p;
+    if (dev_.host_memory()) {
+      for (void* b : inputs ? set.in : set.ref) p.push_back(b);
+    } else {
+      for (auto& b : inputs ? set.host_in : set.host_ref) p.push_back(b.data());
+    }
+    return p;
+  };
+  for (size_t i = 0; i < shape_.inputs.size(); ++i) {
+    bool on_device = false;
+    int64_t first = -1;
+    device(dev_.first_difference(cand_in_[i], set.in[i], shape_.inputs[i].bytes(), first,
+                                 on_device),
+           "comparing inputs");
+    if (on_device && first < 0) continue;
+    host_mirrors(set);
+    const auto pristine = host_ptrs(true);
+    const auto diff = child::first_byte_difference(
+        shape_.inputs[i], host_in_[i].data(), static_cast<const uint8_t*>(pristine[i]));
+    if (!diff.empty())
+      return context + "the candidate modified its input " + diff + "; inputs are read-only";
+  }
+  std::vector<std::optional<problems::CompareResult>> passed(shape_.outputs.size());
+  const std::vector<const void*> dev_out(cand_out_.begin(), cand_out_.end()),
+      dev_ref(set.ref.begin(), set.ref.end());
+  bool need_host = false;
+  for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+    problems::CompareResult c;
+    bool on_device = false;
+    device(def_->outputs[i].compare
+               ? dev_.compare_custom(shape_, i, dev_out, dev_ref, atol_, rtol_, c, on_device)
+               : dev_.compare(shape_.outputs[i], cand_out_[i], set.ref[i], atol_, rtol_, c,
+                              on_device),
+           "comparing outputs");
+    if (on_device && c.pass)
+      passed[i] = c;
+    else
+      need_host = true;
+  }
+  std::vector<const void*> cand, ref, in;
+  if (need_host) {
+    host_mirrors(set);
+    for (auto& b : host_out_) cand.push_back(b.data());
+    ref = host_ptrs(false);
+    in = host_ptrs(true);
+  }
+  for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+    const auto custom = def_->outputs[i].compare;
+    problems::CompareResult c =
+        passed[i] ? *passed[i]
+        : custom  ? custom(shape_, i, cand, ref, in, atol_, rtol_)
+                  : problems::compare_output(shape_.outputs[i], cand[i], ref[i], atol_, rtol_);
+    verdict_.max_abs_error = std::max(verdict_.max_abs_error, c.max_abs_error);
+    verdict_.max_rel_error = std::max(verdict_.max_rel_error, c.max_rel_error);
+    if (c.low_signal) {
+      auto& ls = verdict_.low_signal_outputs;
+      if (std::find(ls.begin(), ls.end(), shape_.outputs[i].name) == ls.end())
+        ls.push_back(shape_.outputs[i].name);
+    }
+    if (!c.pass) return context + c.message;
+  }
+  return {};
+}
+
+// Whether (seed, probe) is one of the shape's input sets (true: one of its correctness seeds);
+// tampering otherwise.
+bool Judge::legit_set(uint64_t seed, bool probe) {
+  const ChildShape& item = task_.shapes[index_];
+  const bool own_seed = std::find(item.seeds.begin(), item.seeds.end(), seed) != item.seeds.end();
+  const bool legit =
+      (!probe && own_seed) ||
+      (probe && probe_required_ && seed == (item.seeds.front() ^ child::kRangeProbeSeedMix)) ||
+      (!probe && item.performance && seed == (item.seeds.back() ^ child::kTimingSeedMix));
+  if (!legit)
+    throw Stop{true, fmt::format("a check of shape {} on input set {:#x}{} that is not one of "
+                                 "the shape's",
+                                 item.shape_id, seed, probe ? " (range probe)" : "")};
+  return own_seed && !probe;
+}
+
+void Judge::check(uint64_t seed, bool probe, const std::string& context) {
+  const ChildShape& item = task_.shapes[index_];
+  const bool own_seed = legit_set(seed, probe);
+  if (verdict_.status == EvalStatus::kWrongResult)
+    throw Stop{true, fmt::format("a check of shape {} after a failed one", item.shape_id)};
+  InputSet& set = input_set(seed, probe);
+  // What the child published: inputs, then outputs, from offset 0.
+  off_t offset = 0;
+  auto read_into = [&](std::vector<uint8_t>& b) {
+    for (size_t done = 0; done < b.size();) {
+      const ssize_t n = ::pread(shared_, b.data() + done, b.size() - done,
+                                offset + static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        throw Stop{true, fmt::format("the buffers published for shape {} end at byte {} of the "
+                                     "shape's tensors",
+                                     item.shape_id, offset + static_cast<off_t>(done))};
+      done += static_cast<size_t>(n);
+    }
+    offset += static_cast<off_t>(b.size());
+  };
+  for (auto& b : host_in_) read_into(b);
+  for (auto& b : host_out_) read_into(b);
+  if (!dev_.host_memory()) {
+    for (size_t i = 0; i < host_in_.size(); ++i)
+      device(dev_.from_host(cand_in_[i], host_in_[i].data(), host_in_[i].size()), "copy");
+    for (size_t i = 0; i < host_out_.size(); ++i)
+      device(dev_.from_host(cand_out_[i], host_out_[i].data(), host_out_[i].size()), "copy");
+  }
+  const std::string failure = compare(set, context);
+  ++verdict_.checks;
+  if (verdict_.timed) {
+    ++verdict_.post_timing_checks;
+    post_timing_sets_.emplace(seed, probe);
+    verdict_.post_timing_sets = static_cast<int>(post_timing_sets_.size());
+  }
+  if (!failure.empty()) {
+    verdict_.status = EvalStatus::kWrongResult;
+    verdict_.error = failure;
+    reply(Json{{"pass", false}, {"error", failure}});
+    return;
+  }
+  if (!probe && own_seed && !verdict_.timed && !in_timing_) passed_seeds_.insert(seed);
+  if (probe) {
+    std::string inputs;
+    for (const auto& name : def_->range_probe.inputs) inputs += (inputs.empty() ? "" : ", ") + name;
+    verdict_.range_probe = fmt::format("{} scaled by 2^{}", inputs, def_->range_probe.exponent);
+  }
+  reply(Json{{"pass", true}, {"error", ""}});
+}
+
+void Judge::finish_shape(EvalStatus claimed) {
+  const ChildShape& item = task_.shapes[index_];
+  verdict_.claimed = claimed;
+  verdict_.seeds_passed = static_cast<int>(passed_seeds_.size());
+  if (in_timing_) throw Stop{true, "a shape ended inside its timed calls"};
+  if (verdict_.status != EvalStatus::kWrongResult) {
+    std::vector<std::string> missing;
+    for (uint64_t s : item.seeds) {
+      if (!passed_seeds_.count(s)) {
+        missing.push_back("the correctness seeds");
+        break;
+      }
+    }
+    if (probe_required_ && verdict_.range_probe.empty()) missing.push_back("the range probe");
+    if (item.performance && !verdict_.timed) missing.push_back("the timed calls");
+    if (item.performance && verdict_.post_timing_checks < 2)
+      missing.push_back("the checks after timing");
+    if (missing.empty()) {
+      verdict_.status = EvalStatus::kOk;
+    } else {
+      std::string m;
+      for (const auto& s : missing) m += (m.empty() ? "" : ", ") + s;
+      verdict_.status = EvalStatus::kRejected;
+      verdict_.error = fmt::format("the judge saw no check of {} ({} checked calls)", m,
+                                   verdict_.checks);
+    }
+  }
+  write_verdict(verdict_);
+  leave_shape();
+}
+
+void Judge::handle(const Json& message) {
+  auto r = ObjectReader::open(JsonField(message, "a message to the judge"));
+  if (!r) throw Stop{true, r.error().message};
+  std::string op;
+  auto need = [&](const Status& s) {
+    if (!s) throw Stop{true, s.error().message};
+  };
+  need(r->required("op", op));
+  if (op == "prepare") {
+    std::string shape_id;
+    uint64_t seed = 0;
+    bool probe = false;
+    need(r->required("shape_id", shape_id));
+    need(r->required("seed", seed));
+    need(r->required("probe", probe));
+    need(r->finish());
+    current(shape_id);
+    if (in_timing_) throw Stop{true, "an input set prepared inside the timed calls"};
+    legit_set(seed, probe);
+    input_set(seed, probe);
+  } else if (op == "check") {
+    std::string shape_id, context;
+    uint64_t seed = 0;
+    bool probe = false;
+    need(r->required("shape_id", shape_id));
+    need(r->required("seed", seed));
+    need(r->required("probe", probe));
+    need(r->required("context", context));
+    need(r->finish());
+    current(shape_id);
+    if (in_timing_) throw Stop{true, "a check inside the timed calls"};
+    check(seed, probe, context);
+  } else if (op == "timing_begin") {
+    std::string shape_id;
+    need(r->required("shape_id", shape_id));
+    need(r->finish());
+    const ChildShape& item = current(shape_id);
+    if (!item.performance || in_timing_ || verdict_.timed)
+      throw Stop{true, fmt::format("timed calls of shape {} not asked for, or twice", shape_id)};
+    // The calibration: one timed sample's cost beyond the call, on this process's device and
+    // clock, with this shape's output reset (and input copy) standing in for the child's.
+    InputSet* from = sets_[0].filled ? &sets_[0] : sets_[1].filled ? &sets_[1] : nullptr;
+    auto reset = [&]() -> Status {
+      for (size_t i = 0; i < cand_out_.size(); ++i)
+        ATREX_TRY(dev_.fill(cand_out_[i], 0xFF, shape_.outputs[i].bytes()));
+      for (size_t i = 0; from && i < cand_in_.size(); ++i)
+        ATREX_TRY(dev_.copy(cand_in_[i], from->in[i], shape_.inputs[i].bytes()));
+      return ok();
+    };
+    device(dev_.bracket_overhead(reset, verdict_.bracket_overhead_us), "calibrating timing");
+    verdict_.bracket_latency_us = wake_up_latency_us(ping_, pong_);
+    in_timing_ = true;
+    reply(Json{{"go", true}});
+  } else if (op == "call_begin") {
+    need(r->finish());
+    if (!in_timing_ || bracket_open_) throw Stop{true, "a timed call outside the timed calls"};
+    bracket_open_ = true;
+    bracket_start_ = Clock::now();
+    reply(Json{{"go", true}});
+  } else if (op == "call_end") {
+    int calls = 0;
+    need(r->required("calls", calls));
+    need(r->finish());
+    const auto now = Clock::now();
+    if (!bracket_open_) throw Stop{true, "a timed call ended that never began"};
+    if (calls < 1 || calls > 100000) throw Stop{true, fmt::format("a bracket of {} calls", calls)};
+    bracket_open_ = false;
+    verdict_.bracket_us.push_back(
+        std::chrono::duration<double, std::micro>(now - bracket_start_).count());
+    verdict_.bracket_calls.push_back(calls);
+    reply(Json{{"go", true}});
+  } else if (op == "timing_end") {
+    need(r->finish());
+    if (!in_timing_ || bracket_open_) throw Stop{true, "timed calls ended that never began"};
+    in_timing_ = false;
+    verdict_.timed = true;
+  } else if (op == "shape_end") {
+    std::string shape_id;
+    EvalStatus claimed = EvalStatus::kCrashed;
+    need(r->required("shape_id", shape_id));
+    need(r->required("status", claimed));
+    need(r->finish());
+    current(shape_id, false);
+    finish_shape(claimed);
+  } else {
+    throw Stop{true, fmt::format("a message to the judge with op \"{}\"", op)};
+  }
+}
+
+// Twice the median round trip of 15 one-byte pings to the runner's echo thread (another
+// process, woken as the child is woken by a go and as the judge is woken by a done): the two
+// wake-ups a bracket holds, as this host schedules them now. Without the echo fds, between this
+// thread and a helper of its own (which a loaded host schedules more kindly: same process).
+double wake_up_latency_us(int ping_fd, int pong_fd) {
+  int ping[2] = {-1, -1}, pong[2] = {-1, -1};
+  std::thread echo;
+  if (ping_fd < 0 || pong_fd < 0) {
+    if (::pipe(ping) != 0) return 0;
+    if (::pipe(pong) != 0) {
+      close_fd(ping[0]);
+      close_fd(ping[1]);
+      return 0;
+    }
+    echo = std::thread([&] {
+      char b;
+      while (::read(ping[0], &b, 1) == 1) {
+        if (::write(pong[1], &b, 1) != 1) break;
+      }
+    });
+    ping_fd = ping[1];
+    pong_fd = pong[0];
+  }
+  std::vector<double> trips;
+  for (int k = 0; k < 15; ++k) {
+    char b = 'p';
+    const auto t0 = Clock::now();
+    if (::write(ping_fd, &b, 1) != 1 || ::read(pong_fd, &b, 1) != 1) break;
+    trips.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  if (echo.joinable()) {
+    close_fd(ping[1]);  // the helper's read sees EOF
+    echo.join();
+    close_fd(ping[0]);
+    close_fd(pong[0]);
+    close_fd(pong[1]);
+  }
+  if (trips.empty()) return 0;
+  std::sort(trips.begin(), trips.end());
+  return 2 * trips[trips.size() / 2];
+}
+
+int Judge::run() {
+  begin_verdict();
+  try {
+    for (;;) {
+      auto line = read_line();
+      if (!line) return 0;
+      Json message;
+      try {
+        message = Json::parse(*line);
+      } catch (const Json::exception&) {
+        throw Stop{true, "a message to the judge is not JSON"};
+      }
+      handle(message);
+      if (verdict_broken_) return 1;
+    }
+  } catch (const Stop& stop) {
+    JudgeVerdict v = verdict_;
+    if (index_ < task_.shapes.size()) v.shape_id = task_.shapes[index_].shape_id;
+    if (stop.tampering) {
+      v.status = EvalStatus::kRejected;
+      v.tampering = stop.why;
+    } else {
+      v.status = EvalStatus::kCrashed;
+      v.error = stop.why;
+    }
+    write_verdict(v);
+    // The child waits for an answer: a failed check, so that it stops the shape.
+    reply(Json{{"pass", false}, {"error", stop.why}, {"go", false}});
+    fmt::print(stderr, "{}\n", stop.why);
+    if (!stop.tampering) std::_Exit(3);  // the device may be unusable
+    return 0;
+  }
+}
+
+}  // namespace
+
+int run_judge_task(const ChildTaskRequest& task, ChildDevice& device, int verdict_fd,
+                   int check_in_fd, int check_out_fd, int shared_fd, int ping_fd, int pong_fd) {
+  ::signal(SIGPIPE, SIG_IGN);
+  if (task.seccomp) {
+    if (auto s = install_candidate_seccomp(); !s) {
+      fmt::print(stderr, "the judge refuses to run: {}\n", s.error().message);
+      return 5;
+    }
+  }
+  Judge judge(task, device, verdict_fd, check_in_fd, check_out_fd, shared_fd, ping_fd, pong_fd);
+  return judge.run();
+}
+
+}  // namespace atrex::runner

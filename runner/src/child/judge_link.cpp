@@ -1,0 +1,147 @@
+#include "judge_link.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace atrex::runner::child {
+
+namespace {
+
+Status write_all(int fd, const void* data, size_t n, off_t offset, bool positioned) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t done = 0; done < n;) {
+    const ssize_t w = positioned
+                          ? ::pwrite(fd, p + done, n - done, offset + static_cast<off_t>(done))
+                          : ::write(fd, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return io_error(fmt::format("writing to the judge: {}", std::strerror(errno)));
+    done += static_cast<size_t>(w);
+  }
+  return ok();
+}
+
+}  // namespace
+
+JudgeLink::~JudgeLink() {
+  if (map_) ::munmap(map_, map_bytes_);
+}
+
+// Mapped, not written: RLIMIT_FSIZE (64 MiB) bounds write(2) offsets even inside a file's size,
+// and a shape's buffers are often larger. The runner sized the memfd for the largest shape.
+Status JudgeLink::publish(ChildDevice& dev,
+                          const std::vector<std::pair<const void*, size_t>>& buffers) {
+  if (shared_ < 0) return io_error("no judge: the child was started without --shared-fd");
+  if (!map_) {
+    struct stat st {};
+    if (::fstat(shared_, &st) != 0)
+      return io_error(fmt::format("the shared memfd: {}", std::strerror(errno)));
+    map_bytes_ = static_cast<size_t>(st.st_size);
+    if (map_bytes_ > 0) {
+      void* m = ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, shared_, 0);
+      if (m == MAP_FAILED)
+        return io_error(fmt::format("mapping the shared memfd: {}", std::strerror(errno)));
+      map_ = static_cast<uint8_t*>(m);
+    }
+  }
+  size_t offset = 0;
+  for (const auto& [ptr, bytes] : buffers) {
+    if (offset + bytes > map_bytes_)
+      return io_error(fmt::format("the shared memfd holds {} bytes, the shape's buffers more",
+                                  map_bytes_));
+    if (dev.host_memory())
+      std::memcpy(map_ + offset, ptr, bytes);
+    else
+      ATREX_TRY(dev.to_host(map_ + offset, ptr, bytes));
+    offset += bytes;
+  }
+  return ok();
+}
+
+Status JudgeLink::send(const Json& message) {
+  if (out_ < 0) return io_error("no judge: the child was started without --judge-out");
+  const std::string line = message.dump() + "\n";
+  return write_all(out_, line.data(), line.size(), 0, false);
+}
+
+Result<Json> JudgeLink::receive() {
+  for (;;) {
+    if (const auto nl = pending_.find('\n'); nl != std::string::npos) {
+      const std::string line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      try {
+        return Json::parse(line);
+      } catch (const Json::exception& e) {
+        return io_error(fmt::format("the judge's reply does not parse: {}", e.what()));
+      }
+    }
+    char buf[4096];
+    const ssize_t n = ::read(in_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error(fmt::format("reading the judge's reply: {}", std::strerror(errno)));
+    if (n == 0) return io_error("the judge is gone (its pipe closed)");
+    pending_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+Status JudgeLink::expect_go() {
+  ATREX_ASSIGN_OR_RETURN(Json reply, receive());
+  if (!reply.is_object() || reply.value("go", false) != true)
+    return io_error("the judge did not answer go: " + reply.dump());
+  return ok();
+}
+
+Status JudgeLink::prepare(const std::string& shape_id, uint64_t seed, bool probe) {
+  return send(Json{{"op", "prepare"}, {"shape_id", shape_id}, {"seed", seed}, {"probe", probe}});
+}
+
+Result<std::string> JudgeLink::check(const std::string& shape_id, uint64_t seed, bool probe,
+                                     const std::string& context) {
+  ATREX_TRY(send(Json{{"op", "check"},
+                      {"shape_id", shape_id},
+                      {"seed", seed},
+                      {"probe", probe},
+                      {"context", context}}));
+  ATREX_ASSIGN_OR_RETURN(Json reply, receive());
+  if (!reply.is_object() || !reply.contains("pass") || !reply["pass"].is_boolean())
+    return io_error("the judge's reply to a check has no pass: " + reply.dump());
+  if (reply["pass"].get<bool>()) return std::string();
+  std::string error = reply.value("error", std::string("the judge's check failed"));
+  return error.empty() ? std::string("the judge's check failed") : error;
+}
+
+Status JudgeLink::timing_begin(const std::string& shape_id) {
+  ATREX_TRY(send(Json{{"op", "timing_begin"}, {"shape_id", shape_id}}));
+  return expect_go();
+}
+
+void JudgeLink::call_begin() {
+  if (!sticky_.empty()) return;
+  Status s = send(Json{{"op", "call_begin"}});
+  if (s) s = expect_go();
+  if (!s) sticky_ = s.error().message;
+}
+
+// Waits for the judge's acknowledgement: this process then sleeps while the judge takes its
+// timestamp, so the judge wakes at once (a hand-off) instead of waiting for a busy CPU, which
+// on a loaded host added milliseconds to every bracket.
+void JudgeLink::call_end(int calls) {
+  if (!sticky_.empty()) return;
+  Status s = send(Json{{"op", "call_end"}, {"calls", calls}});
+  if (s) s = expect_go();
+  if (!s) sticky_ = s.error().message;
+}
+
+Status JudgeLink::timing_end() { return send(Json{{"op", "timing_end"}}); }
+
+Status JudgeLink::shape_end(const std::string& shape_id, EvalStatus claimed) {
+  return send(
+      Json{{"op", "shape_end"}, {"shape_id", shape_id}, {"status", eval_status_name(claimed)}});
+}
+
+}  // namespace atrex::runner::child

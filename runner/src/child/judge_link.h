@@ -1,0 +1,73 @@
+// The evaluation child's side of the judge (judge.h; docs/evaluation.md "The judge"). The child
+// no longer holds any reference output: after each checked call it publishes the candidate's
+// inputs and outputs (host bytes, inputs then outputs in the shape's order) into a memfd it
+// shares with the judge and asks the judge, on a pipe, to compare them with the input set it
+// names (seed, range probe or not); the judge answers pass, or the failure's message. Around
+// every timed call (or graph replay batch) it lets the judge's clock bracket the call.
+//
+// Messages are JSON lines, child -> judge: {"op":"prepare","shape_id","seed","probe"},
+// {"op":"check","shape_id","seed","probe","context"},
+// {"op":"timing_begin","shape_id"}, {"op":"call_begin"}, {"op":"call_end","calls"},
+// {"op":"timing_end"}, {"op":"shape_end","shape_id","status"}; judge -> child: {"pass","error"}
+// after a check, {"go":true} after timing_begin, call_begin and call_end.
+//
+// The candidate runs in this process and can write anything on these fds; the judge reads them as
+// untrusted (judge.cpp). Nothing here is a secret: the judge's verdict goes to the runner on a
+// pipe this process never holds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "atrex/common/error.h"
+#include "atrex/common/json_io.h"
+#include "atrex/common/wire/eval_record.h"
+#include "child_device.h"
+
+namespace atrex::runner::child {
+
+class JudgeLink {
+ public:
+  // `to_judge`, `from_judge`: the pipe ends; `shared_fd`: the memfd both map (-1: no judge, every
+  // call fails: a task needs one).
+  JudgeLink(int to_judge, int from_judge, int shared_fd)
+      : out_(to_judge), in_(from_judge), shared_(shared_fd) {}
+  ~JudgeLink();
+  JudgeLink(const JudgeLink&) = delete;
+  JudgeLink& operator=(const JudgeLink&) = delete;
+
+  // Writes `buffers` (device pointers of `dev`, with byte sizes) one after the other from
+  // offset 0 of the shared memfd.
+  Status publish(ChildDevice& dev, const std::vector<std::pair<const void*, size_t>>& buffers);
+  // Tells the judge which input set comes next, so that it draws it and runs the reference
+  // while this process draws the same inputs and calls the candidate (no answer awaited).
+  Status prepare(const std::string& shape_id, uint64_t seed, bool probe);
+  // The judge's comparison of what was published with input set (seed, probe): "" when it
+  // passed, else the failure's message (context included). kIo when the judge cannot be reached.
+  Result<std::string> check(const std::string& shape_id, uint64_t seed, bool probe,
+                            const std::string& context);
+  Status timing_begin(const std::string& shape_id);
+  // Bracket one timed call (calls = 1) or a replay batch (calls = its samples). Errors stick
+  // (failed()) because the hooks of ChildDevice::time_call return nothing.
+  void call_begin();
+  void call_end(int calls);
+  Status timing_end();
+  Status shape_end(const std::string& shape_id, EvalStatus claimed);
+  // The first error of call_begin/call_end ("" while none).
+  const std::string& failed() const { return sticky_; }
+
+ private:
+  Status send(const Json& message);
+  Result<Json> receive();
+  Status expect_go();
+
+  int out_, in_, shared_;
+  std::string pending_;  // bytes read after the last reply's newline
+  uint8_t* map_ = nullptr;  // the shared memfd, mapped on first use
+  size_t map_bytes_ = 0;
+  std::string sticky_;
+};
+
+}  // namespace atrex::runner::child

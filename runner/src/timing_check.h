@@ -1,0 +1,42 @@
+// Timing the candidate cannot bend (issue 14 item 4; docs/evaluation.md "The judge"): the
+// child's claimed timed samples held against the judge's clock. The judge brackets every timed
+// call (a graph replay: its batch) from its go to the child's done; a bracket can only be longer
+// than the call it holds, never shorter, whatever the candidate does to the child's clock or
+// to the child's report. So the shortest bracket, less the latency of the two pipe hops and the
+// harness's own per-sample cost (the judge's calibration), bounds the true time of a call from
+// below. A claimed median under half that bound cannot be a measurement of these calls.
+#pragma once
+
+#include <string>
+
+#include "atrex/common/wire/eval_record.h"
+#include "protocol/child_protocol.h"
+
+namespace atrex::runner {
+
+// The pipe hops of a bracket (the judge's go reaching the child, the child's done reaching the
+// judge), allowed per bracket: at least this, or the judge's measured wake-up latency when that
+// is longer (a loaded host), so that wake-ups do not make an honest call look slow (only the
+// shortest bracket counts, and latency only lengthens a bracket).
+// 5 ms: on the loaded 2-core development VM honest brackets of a 3 us call came out 1.4-1.6 ms
+// long while the judge's echo measured under 0.1 ms (the wake-ups of the sandboxed processes are
+// slower than the echo's; not understood yet), so the floor is set above what was seen.
+inline constexpr double kBracketLatencyUs = 5000;
+// How far under the outside bound a claimed median may be before it is refused: 2x.
+inline constexpr double kClaimedTimeFactor = 2;
+
+struct TimingCrossCheck {
+  bool plausible = true;
+  double bound_us = 0;    // the judge's lower bound on one call (microseconds)
+  double claimed_us = 0;  // the child's median
+  std::string why;        // when not plausible: the record's error
+};
+
+// `claimed`: the child's timing; `judge`: the judge's brackets and calibration. A claim whose
+// sample count differs from the judge's brackets is tampering, not a timing verdict: the caller
+// checks that first (timed_calls()).
+TimingCrossCheck cross_check_timing(const TimingSummary& claimed, const JudgeVerdict& judge);
+// The number of timed samples the judge's brackets hold.
+int timed_calls(const JudgeVerdict& judge);
+
+}  // namespace atrex::runner

@@ -1,0 +1,195 @@
+// The judge's side of the runner (issue 14 items 3 and 4; docs/evaluation.md "The judge"):
+// reading its channel, folding its verdict into a record, and holding claimed timing against
+// its clock. Unit tests; the end-to-end attacks are SandboxTest.* (sandbox_test.cpp).
+#include <gtest/gtest.h>
+
+#include "protocol/response_channel.h"
+#include "shape_batch.h"
+#include "timing_check.h"
+
+namespace atrex::runner {
+namespace {
+
+TimingSummary claimed(double median_us, int n) {
+  TimingSummary t;
+  t.time_us_median = median_us;
+  t.n = n;
+  t.samples_us.assign(static_cast<size_t>(n), median_us);
+  return t;
+}
+
+JudgeVerdict brackets(std::vector<double> us, std::vector<int> calls, double overhead_us = 0) {
+  JudgeVerdict j;
+  j.status = EvalStatus::kOk;
+  j.claimed = EvalStatus::kOk;
+  j.timed = true;
+  j.post_timing_checks = 4;
+  j.post_timing_sets = 2;
+  j.seeds_passed = 5;
+  j.bracket_us = std::move(us);
+  j.bracket_calls = std::move(calls);
+  j.bracket_overhead_us = overhead_us;
+  return j;
+}
+
+TEST(TimingCrossCheck, HonestCallsPassWhateverTheirSize) {
+  // A 5 ms cpu call, bracketed a little longer (pipe hops).
+  EXPECT_TRUE(cross_check_timing(claimed(5000, 3), brackets({5040, 5100, 5030}, {1, 1, 1})).plausible);
+  // A launch-bound 2 us GPU kernel: each bracket is mostly flush, events, sync and pipe hops.
+  EXPECT_TRUE(
+      cross_check_timing(claimed(2, 3), brackets({180, 240, 900}, {1, 1, 1}, 45)).plausible);
+  // A multi-kernel candidate timed by its device span: host launches lengthen the bracket.
+  EXPECT_TRUE(
+      cross_check_timing(claimed(30, 3), brackets({260, 270, 255}, {1, 1, 1}, 40)).plausible);
+  // A graph replay of 20 samples of a 3 us kernel with a 35 us flush each.
+  EXPECT_TRUE(cross_check_timing(claimed(3, 40), brackets({950, 1000}, {20, 20}, 40)).plausible);
+  // A loaded host (load 13 on 2 cores): every bracket 1.5 ms longer than the 431 us call, and
+  // the judge's own ping-pong measured 1.6 ms of wake-ups.
+  JudgeVerdict loaded = brackets({1902, 2050, 1990}, {1, 1, 1});
+  loaded.bracket_latency_us = 1600;
+  EXPECT_TRUE(cross_check_timing(claimed(431, 3), loaded).plausible);
+  // A busy host: one bracket stalled for 20 ms; only the shortest counts.
+  EXPECT_TRUE(
+      cross_check_timing(claimed(300, 3), brackets({350, 20000, 20500}, {1, 1, 1})).plausible);
+}
+
+TEST(TimingCrossCheck, ClaimsFarUnderTheJudgesBracketsAreRefuted) {
+  // A clock slowed 100x on a 15 ms call: 150 us claimed.
+  auto slowed = cross_check_timing(claimed(150, 3), brackets({15040, 15100, 15030}, {1, 1, 1}));
+  EXPECT_FALSE(slowed.plausible);
+  EXPECT_NEAR(slowed.bound_us, 10030, 1);
+  EXPECT_NE(slowed.why.find("timing refuted by the judge's clock"), std::string::npos) << slowed.why;
+  // A forged median of 2.7 us for the same calls.
+  EXPECT_FALSE(
+      cross_check_timing(claimed(2.7, 3), brackets({15040, 15100, 15030}, {1, 1, 1})).plausible);
+  // Graph batches: 20 samples of a 500 us kernel claimed at 5 us.
+  EXPECT_FALSE(
+      cross_check_timing(claimed(5, 40), brackets({10900, 11000}, {20, 20}, 40)).plausible);
+  // The same 100x bend on the loaded host: the longer allowance still leaves it refuted.
+  JudgeVerdict loaded = brackets({11700, 12100, 11900}, {1, 1, 1});
+  loaded.bracket_latency_us = 1600;
+  EXPECT_FALSE(cross_check_timing(claimed(100, 3), loaded).plausible);
+  // The margin: a claim at half the bound passes, under it does not.
+  EXPECT_TRUE(cross_check_timing(claimed(2500, 1), brackets({10000}, {1})).plausible);
+  EXPECT_FALSE(cross_check_timing(claimed(2490, 1), brackets({10000}, {1})).plausible);
+}
+
+ChildShapeResponse child_line(EvalStatus status, int n = 3) {
+  ChildShapeResponse c;
+  c.shape_id = "15";
+  c.status = status;
+  c.input_rotation = "on";
+  if (status == EvalStatus::kOk) c.timing = claimed(5000, n);
+  return c;
+}
+
+TEST(JudgeRecord, OkNeedsTheJudgesOkAndTakesItsFigures) {
+  JudgeVerdict j = brackets({5040, 5100, 5030}, {1, 1, 1});
+  j.max_abs_error = 0.007;
+  j.range_probe = "x scaled by 2^11";
+  EvalRecord r;
+  const ChildShapeResponse c = child_line(EvalStatus::kOk);
+  apply_child_response(r, c);
+  EXPECT_EQ(judge_record(r, c, &j), "");
+  EXPECT_EQ(r.status, EvalStatus::kOk);
+  EXPECT_EQ(r.max_abs_error, 0.007);
+  EXPECT_EQ(r.seeds_passed, 5);
+  EXPECT_EQ(r.range_probe, "x scaled by 2^11");
+}
+
+TEST(JudgeRecord, EveryDisagreementWithTheJudgeIsTampering) {
+  const ChildShapeResponse ok = child_line(EvalStatus::kOk);
+  EvalRecord r;
+  EXPECT_NE(judge_record(r, ok, nullptr).find("without a verdict of the judge"), std::string::npos);
+  JudgeVerdict failed = brackets({5040, 5100, 5030}, {1, 1, 1});
+  failed.status = EvalStatus::kWrongResult;
+  failed.claimed = EvalStatus::kOk;
+  failed.error = "out[0, 0]: got nan";
+  EXPECT_NE(judge_record(r, ok, &failed).find("the judge: wrong_result: out[0, 0]"),
+            std::string::npos);
+  JudgeVerdict told = brackets({5040, 5100, 5030}, {1, 1, 1});
+  told.claimed = EvalStatus::kWrongResult;  // the relay rewrote the child's line, not its message
+  EXPECT_NE(judge_record(r, ok, &told).find("told the judge"), std::string::npos);
+  JudgeVerdict incomplete = brackets({5040, 5100, 5030}, {1, 1, 1});
+  incomplete.status = EvalStatus::kRejected;
+  incomplete.error = "the judge saw no check of the range probe";
+  EXPECT_NE(judge_record(r, ok, &incomplete).find("range probe"), std::string::npos);
+  JudgeVerdict one_set = brackets({5040, 5100, 5030}, {1, 1, 1});
+  one_set.post_timing_sets = 1;
+  EXPECT_NE(judge_record(r, ok, &one_set).find("rotated input sets"), std::string::npos);
+  const ChildShapeResponse fifty = child_line(EvalStatus::kOk, 50);
+  JudgeVerdict three = brackets({5040, 5100, 5030}, {1, 1, 1});
+  EXPECT_NE(judge_record(r, fifty, &three).find("50 timed samples"), std::string::npos);
+  JudgeVerdict tampered = three;
+  tampered.tampering = "a check of shape 15 on input set 0x1 that is not one of the shape's";
+  EXPECT_NE(judge_record(r, child_line(EvalStatus::kWrongResult), &tampered).find("input set"),
+            std::string::npos);
+}
+
+TEST(JudgeRecord, RefutedTimingIsRejectedNotScored) {
+  ChildShapeResponse c = child_line(EvalStatus::kOk);
+  c.timing = claimed(150, 3);
+  JudgeVerdict j = brackets({15040, 15100, 15030}, {1, 1, 1});
+  EvalRecord r;
+  apply_child_response(r, c);
+  EXPECT_EQ(judge_record(r, c, &j), "");
+  EXPECT_EQ(r.status, EvalStatus::kRejected);
+  EXPECT_NE(r.error.find("timing refuted"), std::string::npos) << r.error;
+}
+
+TEST(JudgeRecord, FailuresKeepTheChildsStatusAndTakeTheJudgesWords) {
+  JudgeVerdict j;
+  j.status = EvalStatus::kWrongResult;
+  j.claimed = EvalStatus::kWrongResult;
+  j.error = "the candidate modified its input x (element 3); inputs are read-only";
+  ChildShapeResponse c = child_line(EvalStatus::kWrongResult);
+  c.error = "rewritten by the candidate";
+  EvalRecord r;
+  apply_child_response(r, c);
+  EXPECT_EQ(judge_record(r, c, &j), "");
+  EXPECT_EQ(r.status, EvalStatus::kWrongResult);
+  EXPECT_EQ(r.error, j.error);
+  // The candidate's own failure (a non-zero return) stands without a judge's failure.
+  JudgeVerdict none;
+  none.status = EvalStatus::kRejected;
+  none.claimed = EvalStatus::kWrongResult;
+  ChildShapeResponse returned = child_line(EvalStatus::kWrongResult);
+  returned.error = "the candidate returned 1";
+  EvalRecord r2;
+  apply_child_response(r2, returned);
+  EXPECT_EQ(judge_record(r2, returned, &none), "");
+  EXPECT_EQ(r2.status, EvalStatus::kWrongResult);
+  EXPECT_EQ(r2.error, "the candidate returned 1");
+}
+
+std::string verdict_line(const std::string& nonce, const std::string& shape,
+                         const std::string& tampering = "") {
+  JudgeVerdict v;
+  v.nonce = nonce;
+  v.shape_id = shape;
+  v.tampering = tampering;
+  return to_json(v).dump() + "\n";
+}
+
+TEST(JudgeChannel, TakesVerdictsInOrderAndATamperingLineAnywhere) {
+  JudgeChannel ch("j1", {"15", "5"});
+  auto got = ch.feed(verdict_line("j1", "15") + verdict_line("j1", "5") +
+                     verdict_line("j1", "", "an unfinished message to the judge"));
+  ch.finish();
+  EXPECT_FALSE(ch.broken()) << ch.why();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2].tampering, "an unfinished message to the judge");
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {verdict_line("child-nonce", "15"), "nonce"},
+           {verdict_line("j1", "5"), "shape 5 where 15"},
+           {"{}\n", "nonce"},
+       }) {
+    JudgeChannel bad("j1", {"15", "5"});
+    EXPECT_TRUE(bad.feed(text).empty());
+    EXPECT_TRUE(bad.broken()) << text;
+    EXPECT_NE(bad.why().find(why), std::string::npos) << bad.why();
+  }
+}
+
+}  // namespace
+}  // namespace atrex::runner
