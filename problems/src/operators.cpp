@@ -3,6 +3,7 @@
 
 #include "atrex/problems/operator.h"
 #include "ops/def_helpers.h"
+#include "ops/edge_cases.h"
 
 namespace atrex::problems {
 namespace {
@@ -15,6 +16,7 @@ std::vector<OperatorDef> make_operators() {
   ops::add_moe_gemm_operators(ops);
   ops::add_attention_operators(ops);
   ops::add_rope_conv_delta_operators(ops);
+  ops::attach_edge_cases(ops);
   return ops;
 }
 

@@ -1,40 +1,21 @@
 #include "atrex/problems/signal.h"
 
 #include <cmath>
-#include <cstring>
 
 #include <fmt/format.h>
 
 #include "atrex/problems/compare.h"
+#include "atrex/problems/host_run.h"
 
 namespace atrex::problems {
 
 Result<std::vector<OutputSignal>> measure_output_signal(const ResolvedShape& shape, uint64_t seed,
                                                         double atol, double rtol) {
   const OperatorDef& def = *shape.def;
-  if (!def.reference_cpu)
-    return invalid_input(fmt::format("operator {} has no CPU reference", def.name));
   if (def.atol) atol = *def.atol;
   if (def.rtol) rtol = *def.rtol;
-  std::vector<std::vector<uint8_t>> in(shape.inputs.size()), out(shape.outputs.size());
-  std::vector<const void*> in_ptr;
-  std::vector<void*> out_ptr;
-  for (size_t i = 0; i < shape.inputs.size(); ++i) {
-    in[i].resize(shape.inputs[i].bytes());
-    generate_input_cpu(shape, i, seed, in[i].data());
-    in_ptr.push_back(in[i].data());
-  }
-  for (size_t o = 0; o < shape.outputs.size(); ++o) {
-    out[o].assign(shape.outputs[o].bytes(), uint8_t{0});
-    // In-place outputs start as their input, as the evaluator initialises them.
-    const std::string& from = def.outputs[o].initial_from;
-    for (size_t i = 0; !from.empty() && i < shape.inputs.size(); ++i) {
-      if (shape.inputs[i].name == from && in[i].size() == out[o].size())
-        std::memcpy(out[o].data(), in[i].data(), in[i].size());
-    }
-    out_ptr.push_back(out[o].data());
-  }
-  def.reference_cpu(shape, in_ptr, out_ptr);
+  ATREX_ASSIGN_OR_RETURN(HostRun run, run_reference_host(shape, seed));
+  const auto& out = run.outputs;
   std::vector<OutputSignal> res;
   for (size_t o = 0; o < shape.outputs.size(); ++o) {
     const TensorDesc& t = shape.outputs[o];

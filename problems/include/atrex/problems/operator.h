@@ -136,6 +136,21 @@ struct FreeDim {
   int64_t min_value = 1;  // the smallest value the operator accepts
 };
 
+// The edge-case input set of the correctness gate (docs/evaluation.md "Edge-case inputs"): one
+// more input set per shape, drawn as for a seed, in which the named inputs are then rewritten on
+// the host into the operator's edge cases, the ones random draws never produce: ties at the k-th
+// value for the top-k operators, all-zero rows for the quantisers, experts without tokens for
+// the routing operators, non-identity block tables and slot mappings and shorter, partial last
+// blocks for the paged attentions. Checked like a seed, never timed; every rewrite keeps the
+// input within the operator's documented domain (the reference's semantics decide the answer).
+// `apply` rewrites input `index` of `shape` (host memory, bytes() long) for `seed`.
+using EdgeCaseFn = void (*)(const ResolvedShape& shape, size_t index, uint64_t seed, void* data);
+struct EdgeCase {
+  std::string input;  // the input tensor's name
+  EdgeCaseFn apply = nullptr;
+  std::string what;  // what the rewrite produces, for `problems show` and the docs
+};
+
 struct OperatorDef {
   std::string name;
   std::string semantics;  // one paragraph: what the reference computes, dtypes of arithmetic
@@ -153,6 +168,7 @@ struct OperatorDef {
   std::string roofline_notes;
   RangeProbe range_probe;          // off unless set (see RangeProbe)
   std::vector<FreeDim> free_dims;  // empty: no unseen-shape check (see FreeDim)
+  std::vector<EdgeCase> edge_cases;  // empty: no edge-case input set (see EdgeCase)
 };
 
 // Evaluates dims and checks parameters. Errors (kInvalidInput) name operator, shape, parameter.
@@ -163,6 +179,11 @@ Result<ResolvedShape> resolve_shape(const OperatorDef& def, const Shape& shape);
 // drawn values are multiplied by 2^scale_exponent (the range probe; distribution inputs only).
 void generate_input_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data,
                         int scale_exponent = 0);
+
+// Rewrites host input `index` of `shape` in place into its edge-case form for `seed` (EdgeCase);
+// false (and `data` untouched) when the operator defines none for that input. Deterministic in
+// (shape, index, seed), like the generators.
+bool apply_edge_case_cpu(const ResolvedShape& shape, size_t index, uint64_t seed, void* data);
 
 // The exponent the range probe scales input `index` of `def` by (0: not scaled).
 int range_probe_exponent(const OperatorDef& def, size_t index);
