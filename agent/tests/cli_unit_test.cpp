@@ -4,6 +4,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/sandbox.h"
+#include "cli/task_text.h"
 #include "cli/workspace.h"
 
 namespace atrex::agent::cli {
@@ -312,6 +314,29 @@ TEST_F(CliWorkspace, EvalSocketAnswersEachRequestAndRefusesMalformedOnes) {
   EXPECT_EQ(seen[0], "kernel.cpp:int x;");
   server.stop();
   EXPECT_FALSE(fs::exists(sock)) << "the socket goes with the run";
+}
+
+}  // namespace
+}  // namespace atrex::agent::cli
+
+namespace atrex::agent::cli {
+namespace {
+
+// The generation's direction (chosen by the loop from what the audit trail has not tried) is in
+// the workspace brief, so parallel and later cli generations explore different techniques.
+TEST(CliTaskText, TheGenerationsDirectionIsInTheBrief) {
+  Direction d{"kb:memory_bound#2", "Vectorised 16-byte loads", "Load rows as uint4."};
+  ProposalContext ctx{"rms_norm", Backend::kCpu, 1, 0, 1, nullptr, nullptr, nullptr, nullptr, &d};
+  const TaskFiles files = task_files(ctx, {}, "kernel.cpp", 4);
+  ASSERT_FALSE(files.empty());
+  const auto task = std::find_if(files.begin(), files.end(),
+                                 [](const auto& f) { return f.first == "TASK.md"; });
+  ASSERT_NE(task, files.end());
+  EXPECT_NE(task->second.find("Vectorised 16-byte loads"), std::string::npos) << task->second;
+  EXPECT_NE(task->second.find("Load rows as uint4."), std::string::npos);
+  ctx.direction = nullptr;
+  const auto none = task_files(ctx, {}, "kernel.cpp", 4);
+  EXPECT_EQ(none.front().second.find("optimisation direction\n"), std::string::npos);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "atrex/agent/direction.h"
 #include "atrex/common/embedded.h"
 #include "openai/prompt.h"
 
@@ -57,12 +58,14 @@ std::string task_md(const ProposalContext& ctx, const std::vector<const KbNote*>
     s += fmt::format(
         "\n## Where you start\n\nAn earlier session reached a quick median S_j of {:.4f} with "
         "the kernel in `best{}` and then stopped improving. Start from it, but take a different "
-        "optimisation direction than the one it embodies{}.\n",
-        ctx.best->score, source_extension(ctx.backend),
-        notes.empty() ? ""
-                      : fmt::format(" (for example: {}, kb/{})",
-                                    notes[ctx.generation % notes.size()]->title,
-                                    notes[ctx.generation % notes.size()]->path));
+        "optimisation direction than the one it embodies.\n",
+        ctx.best->score, source_extension(ctx.backend));
+  }
+  // The generation's direction (direction.h): chosen when it started, one the audit trail had
+  // not tried, so parallel and later generations explore different techniques.
+  if (ctx.direction && !ctx.direction->title.empty()) {
+    s += fmt::format("\n## This attempt's optimisation direction\n\n{}\n", ctx.direction->title);
+    if (!ctx.direction->text.empty()) s += "\n" + ctx.direction->text + "\n";
   }
   return s;
 }
