@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -112,7 +113,24 @@ std::vector<std::string> small_shapes(const problems::Suite& suite, const std::s
   return out;
 }
 
-TEST(TemplatesIntegration, CpuTemplatesPassTheGatesAtTheirCorners) {
+// The operators that have templates for a backend, one ctest test each (so ctest -j spreads the
+// corner runs and compiles over the cores instead of one serial test of many minutes).
+std::vector<std::string> template_operators(Backend backend) {
+  std::vector<std::string> ops;
+  auto cat = TemplateCatalog::embedded();
+  if (!cat) return ops;
+  for (const auto& t : cat->all())
+    if (t.backend == backend && std::find(ops.begin(), ops.end(), t.op) == ops.end())
+      ops.push_back(t.op);
+  return ops;
+}
+
+std::string op_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+
+class CpuCorners : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CpuCorners, CpuTemplatesPassTheGatesAtTheirCorners) {
+  const std::string op = GetParam();
   auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
   ASSERT_TRUE(suite);
   auto profiles =
@@ -120,20 +138,21 @@ TEST(TemplatesIntegration, CpuTemplatesPassTheGatesAtTheirCorners) {
   runner::EvaluatorOptions o;
   o.suite = &*suite;
   o.hardware = *problems::find_hardware_profile(*profiles, "H20");
-  o.cache_dir = fs::temp_directory_path() / ("atrex_tpl_cache_" + std::to_string(::getpid()));
+  o.cache_dir =
+      fs::temp_directory_path() / ("atrex_tpl_cache_" + op + "_" + std::to_string(::getpid()));
   o.include_dir = ATREX_TEST_INCLUDE_DIR;
   o.child_dir = ATREX_TEST_BIN_DIR;
   runner::Evaluator ev(o);
   auto cat = TemplateCatalog::embedded();
   ASSERT_TRUE(cat);
-  for (const auto& t : cat->all()) {
-    if (t.backend != Backend::kCpu) continue;
-    for (const auto& pt : corner_points(t)) {
+  int evaluated = 0;
+  for (const auto* t : cat->find(op, Backend::kCpu)) {
+    for (const auto& pt : corner_points(*t)) {
       EvalTask task;
-      task.task_id = t.path + format_params(pt);
-      task.operator_name = t.op;
-      task.shape_ids = small_shapes(*suite, t.op);
-      task.candidate.source = render(t, pt);
+      task.task_id = t->path + format_params(pt);
+      task.operator_name = t->op;
+      task.shape_ids = small_shapes(*suite, t->op);
+      task.candidate.source = render(*t, pt);
       task.candidate.sha256 = sha256_hex(task.candidate.source);
       task.candidate.backend = Backend::kCpu;
       task.candidate.agent = "test";
@@ -143,12 +162,17 @@ TEST(TemplatesIntegration, CpuTemplatesPassTheGatesAtTheirCorners) {
       ASSERT_TRUE(recs) << recs.error().message;
       for (const auto& r : *recs) {
         EXPECT_EQ(r.status, EvalStatus::kOk)
-            << t.path << " " << format_params(pt) << " shape " << r.shape_id << ": " << r.error;
+            << t->path << " " << format_params(pt) << " shape " << r.shape_id << ": " << r.error;
       }
+      ++evaluated;
     }
   }
+  EXPECT_GT(evaluated, 0) << op;
   fs::remove_all(o.cache_dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(TemplatesIntegration, CpuCorners,
+                         ::testing::ValuesIn(template_operators(Backend::kCpu)), op_name);
 
 // The released attention_forward and unified_attention shapes small enough for CI hold one
 // sequence each; these batches exercise what they do not: several sequences of unaligned
@@ -211,26 +235,35 @@ TEST(TemplatesIntegration, CpuAttentionTemplatesPassTheGatesOnMixedBatches) {
 }
 
 #ifdef ATREX_TEST_HAVE_NVCC
-TEST(TemplatesIntegration, CudaTemplatesCompilesAtTheirCorners) {
-  runner::CompileCache cache(
-      fs::temp_directory_path() / ("atrex_tpl_nvcc_" + std::to_string(::getpid())),
-      ATREX_TEST_INCLUDE_DIR);
+class CudaCorners : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaCorners, CudaTemplatesCompilesAtTheirCorners) {
+  const std::string op = GetParam();
+  const fs::path dir =
+      fs::temp_directory_path() / ("atrex_tpl_nvcc_" + op + "_" + std::to_string(::getpid()));
+  runner::CompileCache cache(dir, ATREX_TEST_INCLUDE_DIR);
   auto cat = TemplateCatalog::embedded();
   ASSERT_TRUE(cat);
-  for (const auto& t : cat->all()) {
-    if (t.backend != Backend::kCuda) continue;
-    for (const auto& pt : corner_points(t)) {
+  int compiled = 0;
+  for (const auto* t : cat->find(op, Backend::kCuda)) {
+    for (const auto& pt : corner_points(*t)) {
       CandidateRef c;
-      c.source = render(t, pt);
+      c.source = render(*t, pt);
       c.sha256 = sha256_hex(c.source);
       c.backend = Backend::kCuda;
-      c.file_name = t.name + ".cu";
+      c.file_name = t->name + ".cu";
       auto r = cache.compile(c, "sm_90a", 600);
       ASSERT_TRUE(r) << r.error().message;
-      EXPECT_TRUE(r->ok) << t.path << " " << format_params(pt) << ":\n" << r->log;
+      EXPECT_TRUE(r->ok) << t->path << " " << format_params(pt) << ":\n" << r->log;
+      ++compiled;
     }
   }
+  EXPECT_GT(compiled, 0) << op;
+  fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(TemplatesIntegration, CudaCorners,
+                         ::testing::ValuesIn(template_operators(Backend::kCuda)), op_name);
 #endif
 
 // The hip templates compile with hipcc at their corners, for gfx90a (Debian 12's hipcc 5.2 does
