@@ -195,6 +195,24 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
+// fp8 e4m3fn (OCP FP8: bias 7, 3 mantissa bits, no infinities; 0x7f / 0xff are NaN) to float.
+inline float fp8_e4m3_to_float(uint8_t v) {
+  const uint32_t e = (v >> 3) & 15u, m = v & 7u;
+  uint32_t u;
+  if ((v & 0x7fu) == 0x7fu) {
+    u = 0x7fc00000u;
+  } else if (e) {
+    u = ((e + 120u) << 23) | (m << 20);
+  } else {
+    const float sub = static_cast<float>(m) * 0.001953125f;  // m * 2^-9
+    std::memcpy(&u, &sub, sizeof u);
+  }
+  u |= static_cast<uint32_t>(v & 0x80u) << 24;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
 /* ---- fork-join over rows (cpu candidates) -------------------------------------------------- */
 
 // Runs body(begin, end) over [0, rows) in contiguous chunks: at most `max_threads` of them and
