@@ -12,7 +12,7 @@ namespace {
 struct SourceContext {
   const OpInputs* inputs = nullptr;
   std::string op_name;
-  std::function<Result<SourceContext>(const Pattern&)> find;
+  std::function<Result<SourceContext>(const Pattern&, int nth)> find;
 };
 
 Result<const std::vector<int64_t>*> input_dims(const ParamSource& src, const SourceContext& c) {
@@ -44,7 +44,7 @@ Result<Json> eval_in(const ParamSource& src, const SourceContext& outer) {
   SourceContext c = outer;
   if (src.from_op) {
     if (!outer.find) return invalid_input("\"from\" without an anchor op");
-    ATREX_ASSIGN_OR_RETURN(c, outer.find(*src.from_op));
+    ATREX_ASSIGN_OR_RETURN(c, outer.find(*src.from_op, src.from_nth));
   }
   Json v;
   switch (src.kind) {
@@ -195,8 +195,10 @@ std::vector<int32_t> Classifier::chain_of(int32_t range) const {
   return chain;
 }
 
-const Shape& Classifier::shape_for(int rule_index, int32_t anchor) {
-  const uint64_t key = (static_cast<uint64_t>(rule_index) << 32) | static_cast<uint32_t>(anchor + 1);
+const Shape& Classifier::shape_for(int rule_index, int32_t anchor, int32_t root) {
+  // Rules < 2^8, ranges < 2^28 per file.
+  const uint64_t key = (static_cast<uint64_t>(rule_index) << 56) ^
+                       (static_cast<uint64_t>(anchor + 1) << 28) ^ static_cast<uint64_t>(root + 1);
   auto it = shapes_.find(key);
   if (it != shapes_.end()) return it->second;
   Shape shape;
@@ -206,11 +208,13 @@ const Shape& Classifier::shape_for(int rule_index, int32_t anchor) {
     const CpuRange& a = file_->ranges[anchor];
     ctx.op_name = names_.get(a.name);
     ctx.inputs = a.inputs >= 0 ? &file_->inputs[a.inputs] : nullptr;
-    ctx.find = [this, anchor](const Pattern& p) -> Result<SourceContext> {
+    const int32_t search_root = root >= 0 ? root : anchor;
+    ctx.find = [this, search_root](const Pattern& p, int nth) -> Result<SourceContext> {
       SourceContext found;
-      for_each_descendant(*file_, *idx_, anchor, [&](int32_t r) {
+      int seen = 0;
+      for_each_descendant(*file_, *idx_, search_root, [&](int32_t r) {
         const CpuRange& c = file_->ranges[r];
-        if (c.kind == RangeKind::kOp && p.search(names_.get(c.name))) {
+        if (c.kind == RangeKind::kOp && p.search(names_.get(c.name)) && seen++ == nth) {
           found.op_name = names_.get(c.name);
           found.inputs = c.inputs >= 0 ? &file_->inputs[c.inputs] : nullptr;
           return false;
@@ -218,8 +222,8 @@ const Shape& Classifier::shape_for(int rule_index, int32_t anchor) {
         return true;
       });
       if (found.op_name.empty()) {
-        return invalid_input(fmt::format("no op matching /{}/ under \"{}\"", p.text,
-                                         names_.get(file_->ranges[anchor].name)));
+        return invalid_input(fmt::format("no op #{} matching /{}/ under \"{}\"", nth, p.text,
+                                         names_.get(file_->ranges[search_root].name)));
       }
       return found;
     };
@@ -232,7 +236,7 @@ const Shape& Classifier::shape_for(int rule_index, int32_t anchor) {
     return shapes_.emplace(key, std::move(shape)).first->second;
   }
   shape.ok = true;
-  for (auto [list, out] : {std::pair{&rule.init, &shape.init}, std::pair{&rule.input, &shape.input},
+  for (auto [list, out] : {std::pair{&rule.input, &shape.input}, std::pair{&rule.init, &shape.init},
                            std::pair{&rule.hidden, &shape.hidden}}) {
     for (const auto& [name, src] : *list) {
       auto v = eval_in(src, ctx);
@@ -306,7 +310,7 @@ KernelClass Classifier::classify(uint32_t kernel) {
     const int slot = static_cast<int>(i) * 4;
     if (rule.kernel && !match(*rule.kernel, slot, k.name)) continue;
     if (rule.runtime && (call < 0 || !match(*rule.runtime, slot + 3, file_->runtime[call].name))) continue;
-    int32_t anchor = -1;
+    int32_t anchor = -1, root = -1;
     if (rule.op) {
       for (int32_t r : chain) {
         const CpuRange& c = file_->ranges[r];
@@ -327,9 +331,10 @@ KernelClass Classifier::classify(uint32_t kernel) {
       }
       if (scope < 0) continue;
       if (anchor < 0) anchor = scope;
+      root = scope;
     }
     if (anchor < 0) anchor = out.launch_op;
-    const Shape& shape = shape_for(static_cast<int>(i), anchor);
+    const Shape& shape = shape_for(static_cast<int>(i), anchor, root);
     if (!rule.when.empty()) {
       if (!shape.ok) continue;
       bool pass = true;

@@ -36,7 +36,8 @@ class Classifier {
 
  private:
   int8_t match(const Pattern& p, int slot, uint32_t name);
-  const Shape& shape_for(int rule, int32_t anchor);
+  // `anchor`: the op (or scope) parameters are read from; `root`: where `from` searches.
+  const Shape& shape_for(int rule, int32_t anchor, int32_t root);
   int phase_for(int32_t range);
   int step_phase(int32_t step);
   std::vector<int32_t> chain_of(int32_t range) const;

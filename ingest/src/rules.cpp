@@ -60,7 +60,7 @@ Result<ParamSource> parse_source(const JsonField& f) {
     return s;
   }
   ATREX_TRY(only_keys(f, {"value", "input", "dim", "prod", "dims", "concrete", "dtype", "list",
-                          "repeat", "times", "mul", "div", "add", "from"}));
+                          "repeat", "times", "mul", "div", "add", "from", "nth"}));
   int kinds = 0;
   if (f.has("value")) {
     ++kinds;
@@ -145,6 +145,11 @@ Result<ParamSource> parse_source(const JsonField& f) {
   }
   if (s.div == 0) return f.fail("\"div\" must not be 0");
   ATREX_ASSIGN_OR_RETURN(s.from_op, optional_pattern(f, "from"));
+  if (f.has("nth")) {
+    if (!s.from_op) return f.fail("\"nth\" goes with \"from\"");
+    ATREX_ASSIGN_OR_RETURN(s.from_nth, int_at(f, "nth"));
+    if (s.from_nth < 0) return f.fail("\"nth\" must be >= 0");
+  }
   return s;
 }
 

@@ -1,5 +1,6 @@
 // End to end over hand-made traces: the join, the families, phases, weights and the suite.
 #include <cmath>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -355,6 +356,64 @@ TEST(Ingest, ASyntheticTwoRankGzipTraceMapsEveryKernelToItsOwnRank) {
   EXPECT_GT(norm.phase_us[kPrefill], 0);
   EXPECT_GT(norm.phase_us[kDecode], 0);
   EXPECT_DOUBLE_EQ(norm.phase_us[kUnknownPhase], 0);
+}
+
+}  // namespace
+}  // namespace atrex::ingest
+
+namespace atrex::ingest {
+namespace {
+
+// The traces recorded on the H200 (testing/data/traces/README.md): the models' operators map.
+TEST(IngestRecorded, TheLlamaAndQwenMoeTracesMapTheirOperatorsWithShapes) {
+  const fs::path dir = ATREX_TEST_TRACE_DIR;
+  auto r = run({dir / "llama-dense.pt.trace.json.gz", dir / "qwen-moe.pt.trace.json.gz"});
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->traces.size(), 2u);
+  // GPU activities: the manifest's kernels plus memsets (3; 23) and memcpys (0; 61).
+  EXPECT_EQ(r->traces[0].kernels, 549 + 3);
+  EXPECT_EQ(r->traces[1].kernels, 1121 + 23 + 61);
+  for (const auto& t : r->traces) {
+    EXPECT_FALSE(t.truncated) << t.path;
+    EXPECT_GT(t.graph_kernels, 0) << t.path;  // the CUDA-graph replays of layer 0's MLP
+    EXPECT_EQ(t.unlaunched_kernels, 0) << t.path;
+    EXPECT_GT(t.phase_us[kPrefill], 0) << t.path;
+    EXPECT_GT(t.phase_us[kDecode], 0) << t.path;
+  }
+  EXPECT_GT(r->mapped_us / r->gpu_us, 0.99) << coverage_markdown(*r);
+  auto has_shape = [&](const std::string& fam, const Json& input) {
+    auto it = r->families.find(fam);
+    if (it == r->families.end()) return false;
+    for (const auto& [k, s] : it->second.shapes) {
+      if (s.input_kwargs == input) return true;
+    }
+    return false;
+  };
+  // Prefill: 4 x 512 tokens; decode: 4 tokens against a 513..516-token cache.
+  EXPECT_TRUE(has_shape("rms_norm", {{"token_count", 2048}, {"hidden_size", 1024}}));
+  EXPECT_TRUE(has_shape("rms_norm", {{"token_count", 4}, {"hidden_size", 1024}}));
+  EXPECT_TRUE(has_shape("silu_and_mul", {{"shape", {2048, 5632}}}));
+  EXPECT_TRUE(has_shape("attention_forward",
+                        {{"num_heads", 16}, {"head_dim", 64}, {"seq_lens", {512, 512, 512, 512}}}));
+  EXPECT_TRUE(has_shape("paged_attention_decode",
+                        {{"num_seqs", 4}, {"ctx_len", 513}, {"num_query_heads", 16},
+                         {"num_kv_heads", 4}, {"head_size", 64}, {"block_size", 16}, {"dtype", "bf16"}}));
+  EXPECT_TRUE(has_shape("fused_moe", {{"token_count", 2048}, {"hidden_size", 1024},
+                                      {"intermediate_size", 512}, {"num_experts", 16}, {"top_k", 4}}));
+  EXPECT_TRUE(has_shape("moe_topk_gating_softmax", {{"token_count", 2048}, {"num_experts", 16}}));
+  EXPECT_TRUE(r->families.count("fused_qkv_rope"));
+  EXPECT_GT(r->families.at("dense_gemm").gpu_us, 0);
+  std::set<std::string> suite;
+  for (const auto& op : r->suite) suite.insert(op.name);
+  for (const char* op : {"rms_norm", "silu_and_mul", "attention_forward", "fused_moe",
+                         "moe_topk_gating_softmax"}) {
+    EXPECT_TRUE(suite.count(op)) << op << "\n" << coverage_markdown(*r);
+  }
+  auto out = testing::temp_dir("suite");
+  ASSERT_TRUE(write_suite(*r, out));
+  auto loaded = problems::Suite::load(out);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  EXPECT_EQ(loaded->operators().size(), r->suite.size());
 }
 
 }  // namespace

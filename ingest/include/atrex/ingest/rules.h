@@ -12,7 +12,8 @@
 //   runtime: the launching runtime call ("cudaGraphLaunch" for graph-replayed kernels);
 // and every `when` condition holds on the extracted parameters. The op or scope range that
 // matched is the rule's anchor; parameters are read from the anchor's record_shapes data (or,
-// with `from`, from the first op at or under the anchor whose name matches).
+// with `from`, from the first (or `nth`) op whose name matches at or under the matched scope
+// range when the rule has a `scope`, else under the anchor).
 #pragma once
 
 #include <filesystem>
@@ -47,7 +48,8 @@ struct ParamSource {
   int dim = 0;
   int from = 0;
   std::optional<int> to;
-  std::optional<Pattern> from_op;  // `from`: read from this op at/under the anchor
+  std::optional<Pattern> from_op;  // `from`: read from this op under the rule's scope (or anchor)
+  int from_nth = 0;                // `nth`: the nth such op in start order (0: the first)
   std::vector<ParamSource> items;  // kList; kRepeat: items[0] = repeat, items[1] = times
   int64_t mul = 1, div = 1, add = 0;
 };
