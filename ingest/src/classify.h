@@ -42,6 +42,7 @@ class Classifier {
   int step_phase(int32_t step);
   std::vector<int32_t> chain_of(int32_t range) const;
 
+  std::vector<bool> uses_from_;  // per rule: some source reads through `from`
   const Rules& rules_;
   const StringPool& names_;
   const TraceFile* file_ = nullptr;
