@@ -33,11 +33,17 @@ Result<Json> apply_modifiers(const ParamSource& src, Json v, const std::string& 
   if (!v.is_number_integer()) {
     return invalid_input(fmt::format("mul/div/add on a non-integer value {} of \"{}\"", v.dump(), op));
   }
-  int64_t x = v.get<int64_t>() * src.mul;
+  int64_t x = 0, y = 0;
+  if (__builtin_mul_overflow(v.get<int64_t>(), src.mul, &x)) {
+    return invalid_input(fmt::format("{} * {} of \"{}\" is out of range", v.dump(), src.mul, op));
+  }
   if (x % src.div != 0) {
     return invalid_input(fmt::format("{} of \"{}\" is not divisible by {}", x, op, src.div));
   }
-  return Json(x / src.div + src.add);
+  if (__builtin_add_overflow(x / src.div, src.add, &y)) {
+    return invalid_input(fmt::format("{} + {} of \"{}\" is out of range", x / src.div, src.add, op));
+  }
+  return Json(y);
 }
 
 Result<Json> eval_in(const ParamSource& src, const SourceContext& outer) {
@@ -71,7 +77,12 @@ Result<Json> eval_in(const ParamSource& src, const SourceContext& outer) {
                                          c.op_name, dims_text(*d)));
       }
       int64_t p = 1;
-      for (int i = a; i < b; ++i) p *= (*d)[i];
+      for (int i = a; i < b; ++i) {
+        if ((*d)[i] < 0 || __builtin_mul_overflow(p, (*d)[i], &p)) {
+          return invalid_input(fmt::format("input {} of \"{}\" is {}: product out of range",
+                                           src.input, c.op_name, dims_text(*d)));
+        }
+      }
       v = p;
       break;
     }

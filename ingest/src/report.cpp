@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "atrex/ingest/ingest.h"
+#include "atrex/problems/suite.h"
 
 namespace atrex::ingest {
 namespace fs = std::filesystem;
@@ -200,6 +201,15 @@ Result<void> write_suite(const IngestResult& r, const fs::path& dir) {
     ATREX_TRY(write_json(od / "metadata.json", meta));
   }
   ATREX_TRY(write_json(data / "operator_importance.json", imp));
+  // The release layout carries its hardware profiles (configs/hardware/*.yaml), which `roofline`
+  // and sweeps look up in the suite folder: the bundled suite's are copied.
+  const fs::path hw_from = problems::default_suite_dir() / "configs" / "hardware";
+  const fs::path hw_to = dir / "configs" / "hardware";
+  if (fs::exists(hw_from, ec)) {
+    fs::create_directories(hw_to, ec);
+    fs::copy(hw_from, hw_to, fs::copy_options::overwrite_existing | fs::copy_options::recursive, ec);
+    if (ec) return io_error(fmt::format("{}: cannot copy hardware profiles: {}", hw_to.string(), ec.message()));
+  }
   return ok();
 }
 

@@ -72,6 +72,7 @@ TEST(Ingest, KernelsJoinTheirOpByCorrelationAndTheSuiteLoadsWithWeightsSummingTo
   EXPECT_EQ(r->families.at("silu_and_mul").shapes.begin()->second.input_kwargs["shape"],
             Json::parse("[2048, 4096]"));
   ASSERT_TRUE(write_suite(*r, dir / "suite"));
+  EXPECT_TRUE(fs::exists(dir / "suite" / "configs" / "hardware"));
   auto suite = problems::Suite::load(dir / "suite");
   ASSERT_TRUE(suite) << suite.error().message;
   ASSERT_EQ(suite->operators().size(), 2u);

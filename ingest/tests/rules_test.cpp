@@ -98,6 +98,12 @@ TEST(IngestRules, SourcesReadDimsSlicesConcreteValuesAndDtypes) {
   EXPECT_FALSE(eval("{input: 0, dim: 1, div: 2}"));  // 7 is odd: no silent rounding
   EXPECT_FALSE(eval("{concrete: 0}"));
   EXPECT_FALSE(eval("{input: 2, dims: true}"));
+  // A hostile trace's dims overflow int64: an error, not a wrapped shape.
+  OpInputs huge;
+  huge.dims = {{int64_t{1} << 40, int64_t{1} << 40}, {-4, 8}};
+  EXPECT_FALSE(detail::eval_source(source("{input: 0, prod: [0]}"), huge, "op"));
+  EXPECT_FALSE(detail::eval_source(source("{input: 0, dim: 0, mul: 16777216}"), huge, "op"));
+  EXPECT_FALSE(detail::eval_source(source("{input: 1, prod: [0]}"), huge, "op"));
 }
 
 }  // namespace
