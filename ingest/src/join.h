@@ -26,7 +26,7 @@ template <class F>
 void for_each_descendant(const TraceFile& file, const FileIndex& idx, int32_t range, F&& f) {
   const CpuRange& r = file.ranges[range];
   const auto& order = idx.thread_order[r.thread];
-  const double end = r.ts_us + r.dur_us + 1e-3;
+  const double end = r.ts_us + r.dur_us + 5e-3;  // join.cpp kEps
   for (size_t i = idx.order_pos[range]; i < order.size(); ++i) {
     const CpuRange& c = file.ranges[order[i]];
     if (c.ts_us > end) break;
