@@ -15,7 +15,7 @@ packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git ca-certificates
   # libraries (docs/architecture.md / docs/architecture.md "Dependencies")
-  nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev libexpected-dev
+  nlohmann-json3-dev zlib1g-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev libexpected-dev
   libdlpack-dev libssl-dev libgtest-dev libgmock-dev libhiredis-dev
   # the evaluation sandbox (docs/evaluation.md "Sandbox"): bubblewrap runs every evaluation
   # child in its own namespaces; libseccomp builds the child's syscall filter

@@ -45,6 +45,8 @@ void add_report_command(CLI::App& app, GlobalOptions& g, int& rc);
 // `sweep submit|status|wait|cancel|resume` (under `sweep`) and the `runner` / `agent-worker`
 // daemons.
 void add_cluster_commands(CLI::App& sweep, GlobalOptions& g, int& rc);
+// `ingest` and `bench ingest` (after add_bench_commands: it adds to `bench`).
+void add_ingest_commands(CLI::App& app, GlobalOptions& g, int& rc);
 // The `runner` and `agent-worker` daemons.
 void add_worker_commands(CLI::App& app, GlobalOptions& g, int& rc);
 

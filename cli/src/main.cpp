@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   atrex::cli::add_eval_command(app, g, rc);
   atrex::cli::add_compile_command(app, g, rc);
   atrex::cli::add_bench_commands(app, g, rc);
+  atrex::cli::add_ingest_commands(app, g, rc);
   atrex::cli::add_sweep_commands(app, g, rc);
   atrex::cli::add_report_command(app, g, rc);
   atrex::cli::add_worker_commands(app, g, rc);
