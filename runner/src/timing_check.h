@@ -29,6 +29,8 @@ struct TimingCrossCheck {
   bool plausible = true;
   double bound_us = 0;    // the judge's lower bound on one call (microseconds)
   double claimed_us = 0;  // the child's median
+  double shortest_bracket_us = 0;  // per call, of the shortest bracket (diagnostics)
+  double latency_us = 0;           // the allowance used per bracket
   std::string why;        // when not plausible: the record's error
 };
 

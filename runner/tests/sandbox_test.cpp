@@ -18,6 +18,7 @@
 #include "atrex/runner/evaluator.h"
 #include "atrex/testing/redis_server.h"
 #include "protocol/response_channel.h"
+#include "sandbox/eval_sandbox.h"
 
 namespace atrex::runner {
 namespace {
@@ -362,6 +363,98 @@ TEST_F(SandboxTest, SlowedClockIsRefutedByTheJudgesClock) {
     EXPECT_EQ(r.status, EvalStatus::kOk) << r.error;
     EXPECT_TRUE(r.timing && r.timing->n >= 3);
   }
+}
+
+// Whether this host gives evaluation children a cgroup (common/process/cgroup.h), and if not why.
+std::string cgroup_unavailable() {
+  auto probe = ChildCgroup::create(fmt::format("atrex-probe-{}", ::getpid()), {1ull << 30, 1024});
+  return probe->active() ? std::string() : probe->describe();
+}
+
+// Sets ATREX_CGROUP=off for one scope: the same attack without the cgroup, to show it works then.
+struct CgroupOff {
+  CgroupOff() { ::setenv("ATREX_CGROUP", "off", 1); }
+  ~CgroupOff() { ::unsetenv("ATREX_CGROUP"); }
+};
+
+// (d) Memory RLIMIT_AS does not count (attack round of the second session): 3 GiB of memfd and
+// SysV shm pages held under a 2 GiB RLIMIT_AS. The child's cgroup memory limit (the same 2 GiB)
+// counts them: the kernel kills the child, or a page is refused, well under 3 GiB; the honest
+// twin passes under the same limits. Without the cgroup (ATREX_CGROUP=off) the attack holds all
+// 3 GiB. Skipped, saying why, on a host that gives no cgroup (docs/evaluation.md "rlimits").
+TEST_F(SandboxTest, MemoryPastTheAddressSpaceLimitStopsAtTheCgroupLimit) {
+  if (const std::string why = cgroup_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  auto recs = evaluate("rms_norm_unaccounted_memory.cpp", {.cpu_memory_bytes = 2ull << 30});
+  ASSERT_EQ(recs.size(), 1u);
+  ASSERT_NE(recs[0].status, EvalStatus::kOk);
+  if (recs[0].status == EvalStatus::kCrashed) {
+    EXPECT_NE(recs[0].error.find("cgroup memory limit"), std::string::npos) << recs[0].error;
+  } else {
+    EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+    const auto at = recs[0].error.find("held_mib=");
+    ASSERT_NE(at, std::string::npos) << recs[0].error;
+    EXPECT_LT(std::stoll(recs[0].error.substr(at + 9)), 2048) << recs[0].error;
+  }
+  auto honest = evaluate("rms_norm_sandbox_honest.cpp", {.cpu_memory_bytes = 2ull << 30});
+  ASSERT_EQ(honest.size(), 1u);
+  EXPECT_EQ(honest[0].status, EvalStatus::kOk) << "the limit leaves room: " << honest[0].error;
+  CgroupOff off;
+  auto open = evaluate("rms_norm_unaccounted_memory.cpp", {.cpu_memory_bytes = 2ull << 30});
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_NE(open[0].error.find("held_mib=3072"), std::string::npos)
+      << "without the cgroup RLIMIT_AS alone does not stop it: " << open[0].error;
+}
+
+// (d) Threads (attack round of the second session): threads are allowed, and each takes one of
+// the host's pids. The child's cgroup task limit (max(1024, 8 x cores)) stops 3000 parked
+// threads with EAGAIN; without the cgroup all 3000 start. The honest twin's threads work.
+TEST_F(SandboxTest, ThreadBombStopsAtTheCgroupTaskLimit) {
+  if (const std::string why = cgroup_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  const uint64_t limit = eval_child_cgroup_limits(Backend::kCpu, {}).tasks;
+  if (limit >= 3000) GTEST_SKIP() << "this host's task limit (" << limit << ") is above the attack's 3000";
+  auto recs = evaluate("rms_norm_thread_bomb.cpp", {});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+  const auto at = recs[0].error.find("threads=");
+  ASSERT_NE(at, std::string::npos) << recs[0].error;
+  EXPECT_LT(std::stoll(recs[0].error.substr(at + 8)), static_cast<long long>(limit)) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("last=EAGAIN"), std::string::npos) << recs[0].error;
+  auto honest = evaluate("rms_norm_sandbox_honest.cpp", {});
+  ASSERT_EQ(honest.size(), 1u);
+  EXPECT_EQ(honest[0].status, EvalStatus::kOk) << honest[0].error;
+  CgroupOff off;
+  auto open = evaluate("rms_norm_thread_bomb.cpp", {});
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_NE(open[0].error.find("threads=3000 last=none"), std::string::npos) << open[0].error;
+}
+
+// The children keep the runner's session (one scheduling autogroup with the judge): TIOCSTI and
+// TIOCLINUX, which would type into a controlling terminal, are denied by the seccomp filter.
+// Without the sandbox (no filter) the same calls reach the kernel (ENOTTY on /dev/null, or a
+// terminal's answer), which shows the test would see the rule go.
+TEST_F(SandboxTest, TerminalInputIsDenied) {
+  auto recs = evaluate("rms_norm_terminal_input.cpp", {});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("tiocsti=EPERM tioclinux=EPERM"), std::string::npos) << recs[0].error;
+  auto open = evaluate("rms_norm_terminal_input.cpp", {.sandbox = SandboxMode::kNone});
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(open[0].error.find("tiocsti=EPERM"), std::string::npos) << open[0].error;
+}
+
+// OPEN (reported to the judge's input handling, branch gate-inputs): timed calls return at once
+// and a thread of the candidate's computes their outputs between calls; calls checked right
+// after they return are computed in the call (their call site is learnt from the first call).
+// On rms_norm shape 3 it was timed 2.2x faster than its honest twin and passed the judge (the
+// brackets hold only the call). The defense: re-check random timed calls' outputs the moment the
+// call returns. Enable once that lands: the attack must fail, its twin (ATTACK_ASYNC 0) pass.
+TEST_F(SandboxTest, DISABLED_OutputsFinishedAfterTheCallReturnsAreCaught) {
+  auto recs = evaluate("rms_norm_async_output.cpp", {.shapes = {"3"}});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_NE(recs[0].status, EvalStatus::kOk) << recs[0].error;
+  auto twin = evaluate("rms_norm_async_output.cpp", {.shapes = {"3"}, .defines = {{"ATTACK_ASYNC", "0"}}});
+  ASSERT_EQ(twin.size(), 1u);
+  EXPECT_EQ(twin[0].status, EvalStatus::kOk) << twin[0].error;
 }
 
 // `atrex eval`'s evaluator chose its own temp folder: it is gone with the evaluator.

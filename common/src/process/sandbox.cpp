@@ -31,9 +31,9 @@ std::vector<std::string> bwrap_argv(const fs::path& bwrap, const SandboxView& vi
                                 "atrex-sandbox",
                                 // SIGKILL when the runner's child (bwrap) dies; killing bwrap
                                 // ends the PID namespace and every process in it.
-                                "--die-with-parent",
-                                // No controlling terminal to push input into (TIOCSTI).
-                                "--new-session", "--cap-drop", "ALL"};
+                                "--die-with-parent", "--cap-drop", "ALL"};
+  // No controlling terminal to push input into (TIOCSTI); see SandboxView::new_session.
+  if (view.new_session) a.push_back("--new-session");
   std::error_code ec;
   auto add = [&](std::initializer_list<std::string> args) { a.insert(a.end(), args); };
   if (view.system_folders) {
