@@ -379,7 +379,7 @@ TEST_F(CliSession, HostileAgentMeetsItsTaskAndWorkspaceLimits) {
   ASSERT_TRUE(probe_bwrap(bwrap_program())) << "the cli provider needs bwrap (no unsandboxed mode)";
   std::string hit, cgroup;
   const std::string marker = "atrex-left-" + std::to_string(::getpid());
-  const std::string out = run({"--fork", "600", "--leave", marker, "--nested-userns", "--tamper"},
+  const std::string out = run({"--fork", "600", "--leave", marker, "--nested-userns", "--tamper", "--sysctl"},
                               {.tasks = 128, .workspace_bytes = 256ull << 20, .poll_ms = 100}, hit,
                               &cgroup);
   EXPECT_NE(out.find("hostile agent done"), std::string::npos) << out;
@@ -390,6 +390,7 @@ TEST_F(CliSession, HostileAgentMeetsItsTaskAndWorkspaceLimits) {
   }
   EXPECT_TRUE(fs::exists(root_ / "run" / "eval.sock"));
   EXPECT_NE(out.find("userns=denied"), std::string::npos) << out;
+  EXPECT_NE(out.find("sysctl core_pattern: denied"), std::string::npos) << out;
   EXPECT_FALSE(process_with_marker_alive(marker)) << "a process outlived the session";
   const auto at = out.find("forks=");
   ASSERT_NE(at, std::string::npos) << out;

@@ -428,6 +428,25 @@ TEST_F(SandboxTest, ThreadBombStopsAtTheCgroupTaskLimit) {
   EXPECT_NE(open[0].error.find("threads=3000 last=none"), std::string::npos) << open[0].error;
 }
 
+// The host's kernel settings (the attack round of the second session, critical): started as
+// root, the sandbox's root is the host's uid 0, and the fresh /proc let a sandboxed process
+// rewrite kernel.core_pattern (a pipe there runs any command as host root at the next crash).
+// The candidate only opens the files for writing. In the sandbox: read-only; without it, as
+// root, the same open succeeds (so the test sees the defense go).
+TEST_F(SandboxTest, HostKernelSettingsAreReadOnly) {
+  auto recs = evaluate("rms_norm_host_sysctl.cpp", {});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+  EXPECT_EQ(recs[0].error.find("core_pattern=ok"), std::string::npos) << recs[0].error;
+  EXPECT_EQ(recs[0].error.find("sysrq=ok"), std::string::npos) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("core_pattern=EROFS"), std::string::npos) << recs[0].error;
+  if (::geteuid() == 0) {
+    auto open = evaluate("rms_norm_host_sysctl.cpp", {.sandbox = SandboxMode::kNone});
+    ASSERT_EQ(open.size(), 1u);
+    EXPECT_NE(open[0].error.find("core_pattern=ok"), std::string::npos) << open[0].error;
+  }
+}
+
 // The children keep the runner's session (one scheduling autogroup with the judge): TIOCSTI and
 // TIOCLINUX, which would type into a controlling terminal, are denied by the seccomp filter.
 // Without the sandbox (no filter) the same calls reach the kernel (ENOTTY on /dev/null, or a

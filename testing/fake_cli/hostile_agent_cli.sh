@@ -13,11 +13,13 @@
 #                      expected: it dies with the session's PID namespace
 #   --nested-userns    try to make a user namespace of its own (`unshare -U`, the first step of most
 #                      kernel privilege escalations): `userns=ALLOWED|denied (...)`
+#   --sysctl           open the host's kernel.core_pattern for writing (nothing written):
+#                      `sysctl core_pattern: ALLOWED|denied (...)`
 #   --tamper           try to replace the gateway tool, remove the evaluation socket and write
 #                      into /run/atrex: `tamper <what>: denied|ALLOWED`
 # Lines go to stdout; the test reads the session's output file.
 set -u
-forks=0 fill=0 tmp=0 leave="" userns=0 tamper=0
+forks=0 fill=0 tmp=0 leave="" userns=0 tamper=0 sysctl=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --fork) forks=$2; shift 2 ;;
@@ -26,6 +28,7 @@ while [ $# -gt 0 ]; do
     --leave) leave=$2; shift 2 ;;
     --nested-userns) userns=1; shift ;;
     --tamper) tamper=1; shift ;;
+    --sysctl) sysctl=1; shift ;;
     *) shift ;;
   esac
 done
@@ -37,6 +40,17 @@ fi
 
 if [ "$userns" = 1 ]; then
   if out=$(unshare -U true 2>&1); then echo "userns=ALLOWED"; else echo "userns=denied ($out)"; fi
+fi
+
+if [ "$sysctl" = 1 ]; then
+  python3 -c '
+import os
+try:
+    os.close(os.open("/proc/sys/kernel/core_pattern", os.O_WRONLY))
+    print("sysctl core_pattern: ALLOWED")
+except OSError as e:
+    print("sysctl core_pattern: denied (%s)" % e.strerror)
+'
 fi
 
 if [ "$tamper" = 1 ]; then

@@ -78,6 +78,10 @@ std::vector<std::string> cli_bwrap_argv(const fs::path& bwrap, const CliSandbox&
     }
   }
   add({"--proc", "/proc", "--dev", "/dev"});
+  // The host's kernel settings read-only (common/process/sandbox.cpp: as root, the sandbox's
+  // root is the host's uid 0 and the fresh /proc's sysctls took its writes).
+  add({"--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger",
+       "/proc/sysrq-trigger"});
   add({"--size", std::to_string(box.tmp_bytes), "--tmpfs", "/tmp"});
   add({"--bind", box.workspace.string(), kSandboxWorkspace});
   add({"--ro-bind", box.run_dir.string(), kSandboxRunDir});
