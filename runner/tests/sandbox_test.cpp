@@ -447,6 +447,24 @@ TEST_F(SandboxTest, HostKernelSettingsAreReadOnly) {
   }
 }
 
+// The seccomp filter against the kernel's other system-call ABIs (a defense without a test so
+// far): fork through the x32 ABI or the 32-bit int 0x80 entry is not the x86-64 fork the filter
+// names; libseccomp's filter kills a process that uses another ABI (SIGSYS). Without the
+// sandbox int 0x80's fork makes a child (so the test sees the filter go).
+TEST_F(SandboxTest, OtherSystemCallAbisAreKilled) {
+  for (const char* int80 : {"0", "1"}) {
+    auto recs = evaluate("rms_norm_seccomp_abi.cpp", {.defines = {{"ATTACK_INT80", int80}}});
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].status, EvalStatus::kCrashed) << recs[0].error;
+    EXPECT_NE(recs[0].error.find("SIGSYS"), std::string::npos) << recs[0].error;
+  }
+  auto open = evaluate("rms_norm_seccomp_abi.cpp",
+                       {.sandbox = SandboxMode::kNone, .defines = {{"ATTACK_INT80", "1"}}});
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_NE(open[0].error.find("int80_fork="), std::string::npos) << open[0].error;
+  EXPECT_EQ(open[0].error.find("int80_fork=-"), std::string::npos) << open[0].error;
+}
+
 // The children keep the runner's session (one scheduling autogroup with the judge): TIOCSTI and
 // TIOCLINUX, which would type into a controlling terminal, are denied by the seccomp filter.
 // Without the sandbox (no filter) the same calls reach the kernel (ENOTTY on /dev/null, or a
