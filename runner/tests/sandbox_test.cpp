@@ -494,6 +494,23 @@ TEST_F(SandboxTest, DISABLED_OutputsFinishedAfterTheCallReturnsAreCaught) {
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << twin[0].error;
 }
 
+// OPEN (the judge's clock, not fixed here): a relay of the candidate's own between the harness
+// and the judge (fds 6 and 7) answers each call_begin with a go of its own and sends the judge
+// call_begin and call_end back to back after the call: every bracket holds one round trip and
+// no call. With the child's clock slowed 10x it claimed 8.0 ms on rms_norm shape 3 (honest twin:
+// 75.5 ms), S_j 0.48 against 0.05, and passed. The defense needs the bracket to hold the work:
+// a go that carries what the call needs (which fresh input set) and a done that carries a
+// digest of the outputs the judge later checks (docs/evaluation.md "What stays open").
+TEST_F(SandboxTest, DISABLED_RelayThatEmptiesTheJudgesBracketsIsRefuted) {
+  auto recs = evaluate("rms_norm_relay_empties_brackets.cpp", {.shapes = {"3"}});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << recs[0].error;
+  auto twin = evaluate("rms_norm_relay_empties_brackets.cpp",
+                       {.shapes = {"3"}, .defines = {{"ATTACK_SLOWDOWN", "1"}}});
+  ASSERT_EQ(twin.size(), 1u);
+  EXPECT_EQ(twin[0].status, EvalStatus::kOk) << twin[0].error;
+}
+
 // `atrex eval`'s evaluator chose its own temp folder: it is gone with the evaluator.
 TEST_F(SandboxTest, TemporaryWorkFolderIsRemoved) {
   const fs::path work = fs::temp_directory_path() / fmt::format("atrex-eval-{}", ::getpid());
