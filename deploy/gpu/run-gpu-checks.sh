@@ -32,7 +32,7 @@
 #            mode (what each record says).
 #   attacks: the attack round of the second session on this host (docs/evaluation.md "Threat
 #            model"): the SandboxTest cases of the new attacks, then each cpu attack through
-#            `atrex eval --log-level debug` (what each record says, and the line that says which
+#            `atrex --log-level debug eval` (what each record says, and the line that says which
 #            cgroup the children got on this host).
 #   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
 #   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
@@ -371,7 +371,7 @@ if want attacks; then
       "rms_norm_terminal_input 15" "rms_norm_seccomp_abi 15" "rms_norm_slows_clock 0" \
       "rms_norm_relay_empties_brackets 3" "rms_norm_async_output 3" "rms_norm_correct 3"; do
     set -- $spec
-    "$atrex" eval "kernels/faults/$1.cpp" --operator rms_norm --shapes "$2" --hardware H20 --log-level debug \
+    "$atrex" --log-level debug eval "kernels/faults/$1.cpp" --operator rms_norm --shapes "$2" --hardware H20 \
       --unseen-shapes 0 --seeds 2 --out "$out/attack-$1.jsonl" > "$out/attack-$1.log" 2>&1
     grep -h -E "children's cgroup|judge's shortest bracket" "$out/attack-$1.log" | head -3 | tee -a "$out/attacks.txt"
     python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); print(sys.argv[2], r["sandbox"], r["status"], (r.get("timing") or {}).get("time_us_median"), r.get("s_j"), r["error"][:300])' \
