@@ -378,13 +378,16 @@ struct CgroupOff {
 };
 
 // (d) Memory RLIMIT_AS does not count (attack round of the second session): 3 GiB of memfd and
-// SysV shm pages held under a 2 GiB RLIMIT_AS. The child's cgroup memory limit (the same 2 GiB)
-// counts them: the kernel kills the child, or a page is refused, well under 3 GiB; the honest
-// twin passes under the same limits. Without the cgroup (ATREX_CGROUP=off) the attack holds all
-// 3 GiB. Skipped, saying why, on a host that gives no cgroup (docs/evaluation.md "rlimits").
+// SysV shm pages were held under a 2 GiB RLIMIT_AS. The child's cgroup memory limit (the same
+// figure as RLIMIT_AS) counts them: the kernel kills the child, or a page is refused, under the
+// limit; the honest twin passes under the same limits. Without the cgroup (ATREX_CGROUP=off) the
+// attack holds all it asked for. Skipped, saying why, on a host that gives no cgroup (docs/evaluation.md "rlimits").
 TEST_F(SandboxTest, MemoryPastTheAddressSpaceLimitStopsAtTheCgroupLimit) {
   if (const std::string why = cgroup_unavailable(); !why.empty()) GTEST_SKIP() << why;
-  auto recs = evaluate("rms_norm_unaccounted_memory.cpp", {.cpu_memory_bytes = 2ull << 30});
+  // 1 GiB limits and 1.5 GiB asked for (the attack's default is 3 GiB): filling pages is the
+  // test's time, ~10 s a GiB on the loaded development VM.
+  const Run attack{.defines = {{"ATTACK_TARGET_MIB", "1536"}}, .cpu_memory_bytes = 1ull << 30};
+  auto recs = evaluate("rms_norm_unaccounted_memory.cpp", attack);
   ASSERT_EQ(recs.size(), 1u);
   ASSERT_NE(recs[0].status, EvalStatus::kOk);
   if (recs[0].status == EvalStatus::kCrashed) {
@@ -393,15 +396,17 @@ TEST_F(SandboxTest, MemoryPastTheAddressSpaceLimitStopsAtTheCgroupLimit) {
     EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
     const auto at = recs[0].error.find("held_mib=");
     ASSERT_NE(at, std::string::npos) << recs[0].error;
-    EXPECT_LT(std::stoll(recs[0].error.substr(at + 9)), 2048) << recs[0].error;
+    EXPECT_LT(std::stoll(recs[0].error.substr(at + 9)), 1024) << recs[0].error;
   }
-  auto honest = evaluate("rms_norm_sandbox_honest.cpp", {.cpu_memory_bytes = 2ull << 30});
+  auto honest = evaluate("rms_norm_sandbox_honest.cpp", {.cpu_memory_bytes = 1ull << 30});
   ASSERT_EQ(honest.size(), 1u);
   EXPECT_EQ(honest[0].status, EvalStatus::kOk) << "the limit leaves room: " << honest[0].error;
   CgroupOff off;
-  auto open = evaluate("rms_norm_unaccounted_memory.cpp", {.cpu_memory_bytes = 2ull << 30});
+  auto open = evaluate("rms_norm_unaccounted_memory.cpp", attack);
   ASSERT_EQ(open.size(), 1u);
-  EXPECT_NE(open[0].error.find("held_mib=3072"), std::string::npos)
+  const auto at = open[0].error.find("held_mib=");
+  ASSERT_NE(at, std::string::npos) << open[0].error;
+  EXPECT_GE(std::stoll(open[0].error.substr(at + 9)), 1536)
       << "without the cgroup RLIMIT_AS alone does not stop it: " << open[0].error;
 }
 
