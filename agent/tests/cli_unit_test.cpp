@@ -409,6 +409,8 @@ TEST_F(CliSession, HostileAgentMeetsItsTaskAndWorkspaceLimits) {
   EXPECT_NE(hit.find("past its 256 MiB limit"), std::string::npos) << hit << "\n" << fill;
   EXPECT_EQ(fill.find("hostile agent done"), std::string::npos) << fill;
   EXPECT_LT(folder_disk_bytes(root_ / "workspace"), 1000ull << 20);
+  fs::remove_all(root_ / "workspace");
+  fs::create_directories(root_ / "workspace");
 
   // The honest twin: the same script asked for nothing ends normally under the same limits.
   const std::string honest = run({}, {.tasks = 128, .workspace_bytes = 256ull << 20}, hit);
