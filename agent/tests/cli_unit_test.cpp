@@ -8,11 +8,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 
 #include "atrex/agent/spec.h"
 #include "atrex/common/json_io.h"
+#include "atrex/common/process/sandbox.h"
 #include "cli/eval_server.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -324,6 +326,98 @@ namespace {
 
 // The generation's direction (chosen by the loop from what the audit trail has not tried) is in
 // the workspace brief, so parallel and later cli generations explore different techniques.
+// --- the session's limits (run_cli_session) against a hostile CLI ------------------------------
+
+// testing/fake_cli/hostile_agent_cli.sh run as the CLI of a real session in its bwrap sandbox,
+// with small limits, so that each attack meets its limit in seconds: a fork bomb stops at the
+// session's cgroup task limit (where the host gives a cgroup; without one, said and skipped), a
+// process left behind dies with the session, a nested user namespace is refused, the gateway's
+// files cannot be touched, and filling the workspace on the worker's disk kills the session at
+// its limit. The same script asked for nothing finishes normally (its honest twin).
+class CliSession : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("atrex_cli_session_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "workspace");
+    fs::create_directories(root_ / "run");
+    std::ofstream(root_ / "run" / "eval.sock") << "";
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::string run(const std::vector<std::string>& args, const CliSessionLimits& limits,
+                  std::string& limit_hit, std::string* cgroup = nullptr) {
+    const fs::path script = ATREX_TEST_HOSTILE_CLI;
+    CliSandbox box{root_ / "workspace", root_ / "run", "/bin/true", script, script, {}, false};
+    std::vector<std::string> command = {"hostile"};
+    command.insert(command.end(), args.begin(), args.end());
+    SubprocessOptions so;
+    so.argv = cli_bwrap_argv(bwrap_program(), box, command);
+    so.timeout = std::chrono::seconds(60);
+    so.output_file = root_ / "out.log";
+    so.env = std::map<std::string, std::string>{{"PATH", "/usr/bin:/bin"}, {"HOME", "/tmp"}};
+    auto r = run_cli_session(so, root_ / "workspace", limits, limit_hit, cgroup);
+    EXPECT_TRUE(r) << r.error().message;
+    std::ifstream in(root_ / "out.log");
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  }
+  fs::path root_;
+};
+
+bool process_with_marker_alive(const std::string& marker) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), {});
+    if (cmd.find(marker) != std::string::npos && cmd.find("hostile") == std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+TEST_F(CliSession, HostileAgentMeetsItsTaskAndWorkspaceLimits) {
+  ASSERT_TRUE(probe_bwrap(bwrap_program())) << "the cli provider needs bwrap (no unsandboxed mode)";
+  std::string hit, cgroup;
+  const std::string marker = "atrex-left-" + std::to_string(::getpid());
+  const std::string out = run({"--fork", "600", "--leave", marker, "--nested-userns", "--tamper", "--sysctl"},
+                              {.tasks = 128, .workspace_bytes = 256ull << 20, .poll_ms = 100}, hit,
+                              &cgroup);
+  EXPECT_NE(out.find("hostile agent done"), std::string::npos) << out;
+  EXPECT_TRUE(hit.empty()) << hit;
+  for (const char* t : {"cp /bin/true /atrex/bin/atrex-eval", "rm -f /run/atrex/eval.sock",
+                        "touch /run/atrex/x"}) {
+    EXPECT_NE(out.find(std::string("tamper ") + t + ": denied"), std::string::npos) << out;
+  }
+  EXPECT_TRUE(fs::exists(root_ / "run" / "eval.sock"));
+  EXPECT_NE(out.find("userns=denied"), std::string::npos) << out;
+  EXPECT_NE(out.find("sysctl core_pattern: denied"), std::string::npos) << out;
+  EXPECT_FALSE(process_with_marker_alive(marker)) << "a process outlived the session";
+  const auto at = out.find("forks=");
+  ASSERT_NE(at, std::string::npos) << out;
+  const long forks = std::stol(out.substr(at + 6));
+  if (cgroup.rfind("none", 0) == 0) {
+    EXPECT_EQ(forks, 600) << "no cgroup here (" << cgroup << "): nothing bounds the forks";
+  } else {
+    EXPECT_LT(forks, 128) << cgroup << ": " << out;
+    EXPECT_NE(out.find("last=EAGAIN"), std::string::npos) << out;
+  }
+
+  // The worker's disk: 1 GiB asked for, killed past 256 MiB (one poll of 100 ms late at most,
+  // so well under the 1 GiB).
+  const std::string fill =
+      run({"--fill", "1024"}, {.workspace_bytes = 256ull << 20, .poll_ms = 100}, hit);
+  EXPECT_NE(hit.find("past its 256 MiB limit"), std::string::npos) << hit << "\n" << fill;
+  EXPECT_EQ(fill.find("hostile agent done"), std::string::npos) << fill;
+  EXPECT_LT(folder_disk_bytes(root_ / "workspace"), 1000ull << 20);
+  fs::remove_all(root_ / "workspace");
+  fs::create_directories(root_ / "workspace");
+
+  // The honest twin: the same script asked for nothing ends normally under the same limits.
+  const std::string honest = run({}, {.tasks = 128, .workspace_bytes = 256ull << 20}, hit);
+  EXPECT_NE(honest.find("hostile agent done"), std::string::npos) << honest;
+  EXPECT_TRUE(hit.empty()) << hit;
+}
+
 TEST(CliTaskText, TheGenerationsDirectionIsInTheBrief) {
   Direction d{"kb:memory_bound#2", "Vectorised 16-byte loads", "Load rows as uint4."};
   ProposalContext ctx{"rms_norm", Backend::kCpu, 1, 0, 1, nullptr, nullptr, nullptr, nullptr, &d};

@@ -30,9 +30,13 @@
 #            forged timing, a bent event clock, honest kernels in every timing mode), the cpu
 #            judge attacks on this host, and the CUDA attack twins through `atrex eval` per timing
 #            mode (what each record says).
+#   attacks: the attack round of the second session on this host (docs/evaluation.md "Threat
+#            model"): the SandboxTest cases of the new attacks, then each cpu attack through
+#            `atrex --log-level debug eval` (what each record says, and the line that says which
+#            cgroup the children got on this host).
 #   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
 #   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|all]...
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|attacks|all]...
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
 #          deploy/gpu/smoke-sweep.yaml, for a quick check within a few minutes.
 set -uo pipefail
@@ -356,6 +360,26 @@ if want judge; then
     done
   done
   [ -n "${OUT:-}" ] && cp "$out/judge.txt" "$OUT/"
+fi
+if want attacks; then
+  echo "=== attacks: the second session's attack round on this host" | tee "$out/attacks.txt"
+  "$root/build/release/bin/atrex_runner_tests" \
+    --gtest_filter='SandboxTest.HostKernelSettingsAreReadOnly:SandboxTest.MemoryPastTheAddressSpaceLimitStopsAtTheCgroupLimit:SandboxTest.ThreadBombStopsAtTheCgroupTaskLimit:SandboxTest.TerminalInputIsDenied:SandboxTest.OtherSystemCallAbisAreKilled:SandboxTest.SlowedClockIsRefutedByTheJudgesClock:TimingCrossCheck.*' \
+    2>&1 | tee -a "$out/attacks.txt" || rc=1
+  echo "--- cpu attacks (file shape: sandbox status median_us s_j error)" | tee -a "$out/attacks.txt"
+  for spec in "rms_norm_host_sysctl 15" "rms_norm_unaccounted_memory 15" "rms_norm_thread_bomb 15" \
+      "rms_norm_terminal_input 15" "rms_norm_seccomp_abi 15" "rms_norm_slows_clock 0" \
+      "rms_norm_relay_empties_brackets 3" "rms_norm_async_output 3" "rms_norm_correct 3"; do
+    set -- $spec
+    "$atrex" --log-level debug eval "kernels/faults/$1.cpp" --operator rms_norm --shapes "$2" --hardware H20 \
+      --unseen-shapes 0 --seeds 2 --out "$out/attack-$1.jsonl" > "$out/attack-$1.log" 2>&1
+    grep -h -E "children's cgroup|judge's shortest bracket" "$out/attack-$1.log" | head -3 | tee -a "$out/attacks.txt"
+    python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readline()); print(sys.argv[2], r["sandbox"], r["status"], (r.get("timing") or {}).get("time_us_median"), r.get("s_j"), r["error"][:300])' \
+      "$out/attack-$1.jsonl" "$1 $2" 2>&1 | tee -a "$out/attacks.txt"
+  done
+  echo "--- host kernel settings after the attacks (expect unchanged)" | tee -a "$out/attacks.txt"
+  cat /proc/sys/kernel/core_pattern | tee -a "$out/attacks.txt"
+  [ -n "${OUT:-}" ] && cp "$out/attacks.txt" "$OUT/"
 fi
 if want sandboxBench; then
   echo "=== sandbox: atrex bench eval, sandbox on vs off, twice each (target: within 10%)" | tee "$out/sandbox-bench.txt"

@@ -1,7 +1,8 @@
 // CUDA twin of rms_norm_slows_clock.cpp (issue 14 attack 6 on the GPU): on its first call the
 // candidate redirects cudaEventElapsedTime in every loaded object's global offset table (the
 // child binary's calls into the shared CUDA runtime) to a function of its own that divides the
-// elapsed time by ATTACK_SLOWDOWN. The kernel is a correct but deliberately slow rms_norm (one
+// elapsed time by ATTACK_SLOWDOWN (the real function taken from the loader, so that lazy
+// binding's resolver cannot write the slot back). The kernel is a correct but deliberately slow rms_norm (one
 // block of 32 threads walks every row: tens of milliseconds on rms_norm shape 0). Event and graph-replay
 // timing read cudaEventElapsedTime, so the child claims 1/ATTACK_SLOWDOWN of the true time; the
 // judge's clock brackets each timed call (or replay batch) from another process: `rejected:
@@ -11,6 +12,7 @@
 // x86-64 ELF only.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <sys/mman.h>
@@ -102,7 +104,12 @@ static int patch_object(struct dl_phdr_info* info, size_t, void*) {
       if (mprotect(reinterpret_cast<void*>(at), static_cast<size_t>(page),
                    PROT_READ | PROT_WRITE) != 0)
         continue;
-      if (!g_real) g_real = reinterpret_cast<ElapsedFn>(*slot);
+      // The real function from the loader, not from the slot: the child is linked with lazy
+      // binding, and before the child's first timed call the slot holds its PLT stub, whose
+      // resolver writes the real address back into the slot on the first call through it and
+      // so undoes the patch after one sample (the H200 run of 2026-12-01: not one sample bent).
+      if (!g_real) g_real = reinterpret_cast<ElapsedFn>(dlsym(RTLD_DEFAULT, "cudaEventElapsedTime"));
+      if (!g_real) continue;
       *slot = reinterpret_cast<void*>(&slow_elapsed);
       ++g_patched;
     }

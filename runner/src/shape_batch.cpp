@@ -9,10 +9,13 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include "atrex/common/process/cgroup.h"
 #include "atrex/common/process/subprocess.h"
 #include "atrex/problems/operator.h"
 #include "protocol/response_channel.h"
@@ -152,6 +155,11 @@ std::string judge_record(EvalRecord& r, const ChildShapeResponse& c, const Judge
     r.range_probe = j->range_probe;
     if (c.timing) {
       const TimingCrossCheck t = cross_check_timing(*c.timing, *j);
+      spdlog::debug("shape {}: claimed median {:.4g} us; the judge's shortest bracket {:.4g} us "
+                    "per call of {} brackets, latency allowance {:.0f} us (measured {:.0f} us), "
+                    "bound {:.4g} us",
+                    c.shape_id, t.claimed_us, t.shortest_bracket_us, j->bracket_us.size(),
+                    t.latency_us, j->bracket_latency_us, t.bound_us);
       if (!t.plausible) {
         r.status = EvalStatus::kRejected;
         r.error = t.why;
@@ -373,7 +381,17 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     // Closed here once the child is forked.
     opt.inherit_fds = {{*req_fd, 3},       {pipe_fds[1], 4},   {stop_fds[0], 5},
                        {to_judge[1], 6},   {from_judge[0], 7}, {shared_child, 8}};
-    opt.policies = {&limits};
+    // A cgroup of its own where the host gives one (memory with memfd and shm pages, tasks):
+    // entered between fork and exec, removed when this turn of the loop ends.
+    static std::atomic<uint64_t> cgroup_serial{0};
+    const auto cgroup = ChildCgroup::create(
+        fmt::format("atrex-{}-{}", ::getpid(), cgroup_serial.fetch_add(1)),
+        eval_child_cgroup_limits(task.candidate.backend, ctx.sandbox));
+    {
+      static std::once_flag said;
+      std::call_once(said, [&] { spdlog::info("evaluation children's cgroup: {}", cgroup->describe()); });
+    }
+    opt.policies = {&limits, cgroup.get()};
     // The limit is per shape: every verdict restarts it.
     opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(st.shape_timeout_s * 1000));
     opt.output_file = ctx.work_dir / (stem + ".log");
@@ -400,6 +418,12 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     opt.should_abort = [&] { return channel.tampered(); };
     auto proc = run_subprocess(opt);
     if (proc && sandboxed) translate_bwrap_exit(*proc);
+    if (proc && cgroup->oom_killed()) {
+      proc->output_tail += fmt::format("\n[atrex] the child's cgroup memory limit ({} MiB) was "
+                                       "reached: the kernel killed a process of it",
+                                       eval_child_cgroup_limits(task.candidate.backend,
+                                                                ctx.sandbox).memory_bytes >> 20);
+    }
     child_done_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::steady_clock::now().time_since_epoch())
                            .count();

@@ -18,9 +18,12 @@ TimingCrossCheck cross_check_timing(const TimingSummary& claimed, const JudgeVer
   out.claimed_us = claimed.time_us_median;
   if (judge.bracket_us.empty()) return out;
   const double latency = std::max(kBracketLatencyUs, judge.bracket_latency_us);
+  out.latency_us = latency;
   double bound = std::numeric_limits<double>::infinity();
+  out.shortest_bracket_us = std::numeric_limits<double>::infinity();
   for (size_t k = 0; k < judge.bracket_us.size(); ++k) {
     const double calls = std::max(1, judge.bracket_calls[k]);
+    out.shortest_bracket_us = std::min(out.shortest_bracket_us, judge.bracket_us[k] / calls);
     const double inside = judge.bracket_us[k] - latency -
                           calls * std::max(0.0, judge.bracket_overhead_us);
     bound = std::min(bound, std::max(0.0, inside) / calls);

@@ -18,6 +18,7 @@
 #include "atrex/runner/evaluator.h"
 #include "atrex/testing/redis_server.h"
 #include "protocol/response_channel.h"
+#include "sandbox/eval_sandbox.h"
 
 namespace atrex::runner {
 namespace {
@@ -362,6 +363,157 @@ TEST_F(SandboxTest, SlowedClockIsRefutedByTheJudgesClock) {
     EXPECT_EQ(r.status, EvalStatus::kOk) << r.error;
     EXPECT_TRUE(r.timing && r.timing->n >= 3);
   }
+}
+
+// Whether this host gives evaluation children a cgroup (common/process/cgroup.h), and if not why.
+std::string cgroup_unavailable() {
+  auto probe = ChildCgroup::create(fmt::format("atrex-probe-{}", ::getpid()), {1ull << 30, 1024});
+  return probe->active() ? std::string() : probe->describe();
+}
+
+// Sets ATREX_CGROUP=off for one scope: the same attack without the cgroup, to show it works then.
+struct CgroupOff {
+  CgroupOff() { ::setenv("ATREX_CGROUP", "off", 1); }
+  ~CgroupOff() { ::unsetenv("ATREX_CGROUP"); }
+};
+
+// (d) Memory RLIMIT_AS does not count (attack round of the second session): 3 GiB of memfd and
+// SysV shm pages were held under a 2 GiB RLIMIT_AS. The child's cgroup memory limit (the same
+// figure as RLIMIT_AS) counts them: the kernel kills the child, or a page is refused, under the
+// limit; the honest twin passes under the same limits. Without the cgroup (ATREX_CGROUP=off) the
+// attack holds all it asked for. Skipped, saying why, on a host that gives no cgroup (docs/evaluation.md "rlimits").
+TEST_F(SandboxTest, MemoryPastTheAddressSpaceLimitStopsAtTheCgroupLimit) {
+  if (const std::string why = cgroup_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  // 1 GiB limits and 1.5 GiB asked for (the attack's default is 3 GiB): filling pages is the
+  // test's time, ~10 s a GiB on the loaded development VM.
+  const Run attack{.defines = {{"ATTACK_TARGET_MIB", "1536"}}, .cpu_memory_bytes = 1ull << 30};
+  auto recs = evaluate("rms_norm_unaccounted_memory.cpp", attack);
+  ASSERT_EQ(recs.size(), 1u);
+  ASSERT_NE(recs[0].status, EvalStatus::kOk);
+  if (recs[0].status == EvalStatus::kCrashed) {
+    EXPECT_NE(recs[0].error.find("cgroup memory limit"), std::string::npos) << recs[0].error;
+  } else {
+    EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+    const auto at = recs[0].error.find("held_mib=");
+    ASSERT_NE(at, std::string::npos) << recs[0].error;
+    EXPECT_LT(std::stoll(recs[0].error.substr(at + 9)), 1024) << recs[0].error;
+  }
+  auto honest = evaluate("rms_norm_sandbox_honest.cpp", {.cpu_memory_bytes = 1ull << 30});
+  ASSERT_EQ(honest.size(), 1u);
+  EXPECT_EQ(honest[0].status, EvalStatus::kOk) << "the limit leaves room: " << honest[0].error;
+  CgroupOff off;
+  auto open = evaluate("rms_norm_unaccounted_memory.cpp", attack);
+  ASSERT_EQ(open.size(), 1u);
+  const auto at = open[0].error.find("held_mib=");
+  ASSERT_NE(at, std::string::npos) << open[0].error;
+  EXPECT_GE(std::stoll(open[0].error.substr(at + 9)), 1536)
+      << "without the cgroup RLIMIT_AS alone does not stop it: " << open[0].error;
+}
+
+// (d) Threads (attack round of the second session): threads are allowed, and each takes one of
+// the host's pids. The child's cgroup task limit (max(1024, 8 x cores)) stops 3000 parked
+// threads with EAGAIN; without the cgroup all 3000 start. The honest twin's threads work.
+TEST_F(SandboxTest, ThreadBombStopsAtTheCgroupTaskLimit) {
+  if (const std::string why = cgroup_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  const uint64_t limit = eval_child_cgroup_limits(Backend::kCpu, {}).tasks;
+  if (limit >= 3000) GTEST_SKIP() << "this host's task limit (" << limit << ") is above the attack's 3000";
+  auto recs = evaluate("rms_norm_thread_bomb.cpp", {});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+  const auto at = recs[0].error.find("threads=");
+  ASSERT_NE(at, std::string::npos) << recs[0].error;
+  EXPECT_LT(std::stoll(recs[0].error.substr(at + 8)), static_cast<long long>(limit)) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("last=EAGAIN"), std::string::npos) << recs[0].error;
+  auto honest = evaluate("rms_norm_sandbox_honest.cpp", {});
+  ASSERT_EQ(honest.size(), 1u);
+  EXPECT_EQ(honest[0].status, EvalStatus::kOk) << honest[0].error;
+  CgroupOff off;
+  auto open = evaluate("rms_norm_thread_bomb.cpp", {});
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_NE(open[0].error.find("threads=3000 last=none"), std::string::npos) << open[0].error;
+}
+
+// The host's kernel settings (the attack round of the second session, critical): started as
+// root, the sandbox's root is the host's uid 0, and the fresh /proc let a sandboxed process
+// rewrite kernel.core_pattern (a pipe there runs any command as host root at the next crash).
+// The candidate only opens the files for writing. In the sandbox: read-only; without it, as
+// root, the same open succeeds (so the test sees the defense go).
+TEST_F(SandboxTest, HostKernelSettingsAreReadOnly) {
+  auto recs = evaluate("rms_norm_host_sysctl.cpp", {});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+  EXPECT_EQ(recs[0].error.find("core_pattern=ok"), std::string::npos) << recs[0].error;
+  EXPECT_EQ(recs[0].error.find("sysrq=ok"), std::string::npos) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("core_pattern=EROFS"), std::string::npos) << recs[0].error;
+  if (::geteuid() == 0) {
+    auto open = evaluate("rms_norm_host_sysctl.cpp", {.sandbox = SandboxMode::kNone});
+    ASSERT_EQ(open.size(), 1u);
+    EXPECT_NE(open[0].error.find("core_pattern=ok"), std::string::npos) << open[0].error;
+  }
+}
+
+// The seccomp filter against the kernel's other system-call ABIs (a defense without a test so
+// far): fork through the x32 ABI or the 32-bit int 0x80 entry is not the x86-64 fork the filter
+// names; libseccomp's filter kills a process that uses another ABI (SIGSYS). Without the
+// sandbox int 0x80's fork makes a child (so the test sees the filter go).
+TEST_F(SandboxTest, OtherSystemCallAbisAreKilled) {
+  for (const char* int80 : {"0", "1"}) {
+    auto recs = evaluate("rms_norm_seccomp_abi.cpp", {.defines = {{"ATTACK_INT80", int80}}});
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].status, EvalStatus::kCrashed) << recs[0].error;
+    EXPECT_NE(recs[0].error.find("SIGSYS"), std::string::npos) << recs[0].error;
+  }
+  auto open = evaluate("rms_norm_seccomp_abi.cpp",
+                       {.sandbox = SandboxMode::kNone, .defines = {{"ATTACK_INT80", "1"}}});
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_NE(open[0].error.find("int80_fork="), std::string::npos) << open[0].error;
+  EXPECT_EQ(open[0].error.find("int80_fork=-"), std::string::npos) << open[0].error;
+}
+
+// The children keep the runner's session (one scheduling autogroup with the judge): TIOCSTI and
+// TIOCLINUX, which would type into a controlling terminal, are denied by the seccomp filter.
+// Without the sandbox (no filter) the same calls reach the kernel (ENOTTY on /dev/null, or a
+// terminal's answer), which shows the test would see the rule go.
+TEST_F(SandboxTest, TerminalInputIsDenied) {
+  auto recs = evaluate("rms_norm_terminal_input.cpp", {});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("tiocsti=EPERM tioclinux=EPERM"), std::string::npos) << recs[0].error;
+  auto open = evaluate("rms_norm_terminal_input.cpp", {.sandbox = SandboxMode::kNone});
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(open[0].error.find("tiocsti=EPERM"), std::string::npos) << open[0].error;
+}
+
+// OPEN (reported to the judge's input handling, branch gate-inputs): timed calls return at once
+// and a thread of the candidate's computes their outputs between calls; calls checked right
+// after they return are computed in the call (their call site is learnt from the first call).
+// On rms_norm shape 3 it was timed 2.2x faster than its honest twin and passed the judge (the
+// brackets hold only the call). The defense: re-check random timed calls' outputs the moment the
+// call returns. Enable once that lands: the attack must fail, its twin (ATTACK_ASYNC 0) pass.
+TEST_F(SandboxTest, DISABLED_OutputsFinishedAfterTheCallReturnsAreCaught) {
+  auto recs = evaluate("rms_norm_async_output.cpp", {.shapes = {"3"}});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_NE(recs[0].status, EvalStatus::kOk) << recs[0].error;
+  auto twin = evaluate("rms_norm_async_output.cpp", {.shapes = {"3"}, .defines = {{"ATTACK_ASYNC", "0"}}});
+  ASSERT_EQ(twin.size(), 1u);
+  EXPECT_EQ(twin[0].status, EvalStatus::kOk) << twin[0].error;
+}
+
+// OPEN (the judge's clock, not fixed here): a relay of the candidate's own between the harness
+// and the judge (fds 6 and 7) answers each call_begin with a go of its own and sends the judge
+// call_begin and call_end back to back after the call: every bracket holds one round trip and
+// no call. With the child's clock slowed 10x it claimed 8.0 ms on rms_norm shape 3 (honest twin:
+// 75.5 ms), S_j 0.48 against 0.05, and passed. The defense needs the bracket to hold the work:
+// a go that carries what the call needs (which fresh input set) and a done that carries a
+// digest of the outputs the judge later checks (docs/evaluation.md "What stays open").
+TEST_F(SandboxTest, DISABLED_RelayThatEmptiesTheJudgesBracketsIsRefuted) {
+  auto recs = evaluate("rms_norm_relay_empties_brackets.cpp", {.shapes = {"3"}});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << recs[0].error;
+  auto twin = evaluate("rms_norm_relay_empties_brackets.cpp",
+                       {.shapes = {"3"}, .defines = {{"ATTACK_SLOWDOWN", "1"}}});
+  ASSERT_EQ(twin.size(), 1u);
+  EXPECT_EQ(twin[0].status, EvalStatus::kOk) << twin[0].error;
 }
 
 // `atrex eval`'s evaluator chose its own temp folder: it is gone with the evaluator.

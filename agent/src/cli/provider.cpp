@@ -162,12 +162,12 @@ class CliProvider final : public Provider {
     so.output_tail_bytes = 16 << 10;
     so.stop_signal = 0;
     so.env = sandbox_env(candidate);
-    ResourceLimits limits({.file_size_bytes = kFileSizeLimit});
-    so.policies = {&limits};
     spdlog::info("[{} {} g{} i{}] running {} in a sandboxed workspace (at most {:.0f} s)", agent_,
                  ctx.op, ctx.generation, ctx.iteration, s_.program_found.filename().string(),
                  o.timeout_s);
-    auto r = run_subprocess(so);
+    std::string limit_hit, cgroup;
+    auto r = run_cli_session(so, ws_->dir(), CliSessionLimits{.file_bytes = kFileSizeLimit},
+                             limit_hit, &cgroup);
     server.stop();
     if (!r) return tl::unexpected(r.error());
     translate_bwrap_exit(*r);
@@ -186,11 +186,13 @@ class CliProvider final : public Provider {
         report.completion_tokens * o.completion_usd_per_mtok / 1e6);
     std::string exit = r->started ? r->describe() : "did not start: " + r->output_tail;
     if (r->ok()) exit = "exit code 0";
+    if (!limit_hit.empty()) exit += "; " + limit_hit;
     p.provenance = Json{{"provider", "cli"},
                         {"program", s_.program_found.filename().string()},
                         {"output_format", output_format_name(o.output_format)},
                         {"exit", redact(exit)},
                         {"wall_s", r->wall_s},
+                        {"cgroup", cgroup},
                         {"output_parsed", report.parsed},
                         {"evals", evals},
                         {"usage", to_json(p.usage)}};

@@ -17,9 +17,13 @@
 // socket but the gateway's.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include "atrex/common/error.h"
+#include "atrex/common/process/subprocess.h"
 
 namespace atrex::agent::cli {
 
@@ -43,5 +47,29 @@ struct CliSandbox {
 // bwrap's argv running `command` (command[0] is replaced by the program as found) in `box`.
 std::vector<std::string> cli_bwrap_argv(const std::filesystem::path& bwrap, const CliSandbox& box,
                                         const std::vector<std::string>& command);
+
+// What one CLI session may use beyond its sandbox's view (docs/agents.md "Limits"): the session's
+// cgroup (common/process/cgroup.h, where the host gives one) caps its memory (the tmpfs /tmp
+// included) and its tasks (a fork bomb took the host's pids: kernel.pid_max is 32768 on the
+// development VM), RLIMIT_FSIZE each file, and the workspace's total size on the worker's disk
+// is polled while it runs (every `poll_ms`): past `workspace_bytes` the session is killed.
+struct CliSessionLimits {
+  uint64_t memory_bytes = 0;      // 0: half the machine's memory, at most 16 GiB
+  uint64_t tasks = 4096;          // processes and threads
+  uint64_t file_bytes = 512ull << 20;
+  uint64_t workspace_bytes = 2ull << 30;
+  int poll_ms = 500;
+};
+
+// Bytes the folder's files take on disk (st_blocks; links not followed, so a link to a host
+// folder counts nothing).
+uint64_t folder_disk_bytes(const std::filesystem::path& dir);
+
+// Runs the sandboxed session `so` (its argv from cli_bwrap_argv) under `limits`; `so.policies`
+// and `so.should_abort` are set here. `limit_hit` says which limit ended it, if one did (the
+// workspace's size; the cgroup's memory), empty otherwise; `cgroup` what the cgroup was.
+Result<SubprocessResult> run_cli_session(SubprocessOptions so, const std::filesystem::path& workspace,
+                                         const CliSessionLimits& limits, std::string& limit_hit,
+                                         std::string* cgroup = nullptr);
 
 }  // namespace atrex::agent::cli

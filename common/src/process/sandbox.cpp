@@ -31,9 +31,9 @@ std::vector<std::string> bwrap_argv(const fs::path& bwrap, const SandboxView& vi
                                 "atrex-sandbox",
                                 // SIGKILL when the runner's child (bwrap) dies; killing bwrap
                                 // ends the PID namespace and every process in it.
-                                "--die-with-parent",
-                                // No controlling terminal to push input into (TIOCSTI).
-                                "--new-session", "--cap-drop", "ALL"};
+                                "--die-with-parent", "--cap-drop", "ALL"};
+  // No controlling terminal to push input into (TIOCSTI); see SandboxView::new_session.
+  if (view.new_session) a.push_back("--new-session");
   std::error_code ec;
   auto add = [&](std::initializer_list<std::string> args) { a.insert(a.end(), args); };
   if (view.system_folders) {
@@ -50,6 +50,13 @@ std::vector<std::string> bwrap_argv(const fs::path& bwrap, const SandboxView& vi
     add({"--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"});
   }
   add({"--proc", "/proc", "--dev", "/dev"});
+  // The host's kernel settings read-only. A sandbox started as root maps its root to the host's
+  // uid 0, and the fresh /proc's sysctls then take its writes (bwrap's own cover of /proc/sys
+  // did not happen here): the attack round of the second session rewrote the host's
+  // kernel.core_pattern from inside, which runs any command as root outside every sandbox at
+  // the next crash. /proc/sysrq-trigger (reboot, crash) likewise where the kernel has it.
+  add({"--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger",
+       "/proc/sysrq-trigger"});
   if (view.sys) add({"--ro-bind", "/sys", "/sys"});
   for (const auto& d : view.devices) add({"--dev-bind-try", d.string(), d.string()});
   // /dev itself read-only (device nodes stay usable), /dev/shm a small tmpfs of its own.

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -92,6 +93,15 @@ Status install_candidate_seccomp() {
                                   SCMP_A0(SCMP_CMP_NE, AF_UNIX));
         rc != 0) {
       return failed("socket", rc);
+    }
+  }
+  // No input pushed into a terminal (the sandbox keeps the runner's session, and with it any
+  // controlling terminal: sandbox.h SandboxView::new_session).
+  for (unsigned long request : {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX)}) {
+    if (int rc = seccomp_rule_add(ctx.get(), deny, SCMP_SYS(ioctl), 1,
+                                  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, request));
+        rc != 0) {
+      return failed("ioctl", rc);
     }
   }
   if (int rc = seccomp_load(ctx.get()); rc != 0) return failed("seccomp_load", rc);

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 namespace atrex::runner {
 namespace fs = std::filesystem;
@@ -30,6 +32,10 @@ void add_path_list(const char* var, std::vector<fs::path>& out) {
 SandboxView eval_sandbox_view(Backend backend, const fs::path& child_binary,
                               const fs::path& library) {
   SandboxView v;
+  // The child and the judge in the runner's session, so in one scheduling autogroup: the
+  // judge's brackets hold two wake-ups between them (sandbox.h); TIOCSTI is denied by the
+  // child's seccomp filter (seccomp.h) instead.
+  v.new_session = false;
   std::error_code ec;
   // The binary is run by the path it has here: bound at that path (and, when a link leads
   // elsewhere, at its target too, which the loader follows).
@@ -67,6 +73,19 @@ ResourceLimits::Limits eval_child_limits(Backend backend, const EvalSandbox& san
       }
     }
   }
+  return l;
+}
+
+ChildCgroup::Limits eval_child_cgroup_limits(Backend backend, const EvalSandbox& sandbox) {
+  ChildCgroup::Limits l;
+  l.memory_bytes = backend == Backend::kCpu ? eval_child_limits(backend, sandbox).address_space_bytes
+                                            : 0;
+  if (l.memory_bytes == 0) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0)
+      l.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4 * 3;
+  }
+  l.tasks = std::max<uint64_t>(1024, 8ull * std::max(1u, std::thread::hardware_concurrency()));
   return l;
 }
 

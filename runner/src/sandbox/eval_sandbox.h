@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "atrex/common/process/cgroup.h"
 #include "atrex/common/process/sandbox.h"
 #include "atrex/common/process/subprocess.h"
 #include "atrex/common/wire/backend.h"
@@ -33,5 +34,11 @@ SandboxView eval_sandbox_view(Backend backend, const std::filesystem::path& chil
 // RLIMIT_NPROC: it counts every process of the user on the host and does not bind root; new
 // processes are denied by the seccomp filter instead.
 ResourceLimits::Limits eval_child_limits(Backend backend, const EvalSandbox& sandbox);
+
+// The cgroup limits of an evaluation child (common/process/cgroup.h), where the host lets atrex
+// make one: memory as RLIMIT_AS on cpu (the same figure, now counting memfd, tmpfs and SysV shm
+// pages too), three quarters of the machine's memory on GPU backends (host memory: pinned
+// buffers, the runtime's); tasks (processes and threads) max(1024, 8 x the cores).
+ChildCgroup::Limits eval_child_cgroup_limits(Backend backend, const EvalSandbox& sandbox);
 
 }  // namespace atrex::runner

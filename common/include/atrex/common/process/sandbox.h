@@ -30,6 +30,13 @@ struct SandboxView {
   bool sys = false;                              // /sys read-only (GPU runtimes read it)
   uint64_t scratch_bytes = 256ull << 20;         // the tmpfs at /tmp (the working folder)
   uint64_t shm_bytes = 64ull << 20;              // the tmpfs at /dev/shm (/dev is read-only)
+  // bwrap --new-session (setsid: no controlling terminal to push input into with TIOCSTI).
+  // The evaluation children go without: with the kernel's autogroups
+  // (kernel.sched_autogroup_enabled, the default) every session is a scheduling group of its
+  // own, and on a loaded host a wake-up across groups waited milliseconds (the judge's brackets
+  // of a 3 us call: median 1.8-6.7 ms in two sessions against 31-44 us in one, development VM
+  // under a load of ~18); they deny TIOCSTI and TIOCLINUX in their seccomp filter instead.
+  bool new_session = true;
 };
 
 // The bwrap program: $ATREX_BWRAP, else `bwrap` next to `beside` (a bundle ships it in bin/),
