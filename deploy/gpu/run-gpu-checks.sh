@@ -364,7 +364,7 @@ if want judge; then
 fi
 if want fresh; then
   echo "=== fresh values: edge-case sets, rotation with re-checks, guard regions" | tee "$out/fresh.txt"
-  # spec: file operator shapes defines... (defines prepended as -D through a patched copy)
+  # One `atrex eval` of FILE on OP at SHAPES in timing MODE; prints one line per record.
   fresh_eval() {
     local file=$1 op=$2 shapes=$3 mode=$4 tag=$5
     timeout 300 "$atrex" eval "$file" --operator "$op" --shapes "$shapes" --timing-mode "$mode" \

@@ -7,7 +7,7 @@
 // call's inputs are spliced (a few values moved): with the sampled key it hits on stale content
 // and returns a stale answer, which the judge's re-check of a timed call (or the check of the
 // last one) must reject as wrong_result. With ATTACK_FULL_KEY 1 it is correct, and it returns an
-// error once more than ATTACK_MAX_HITS calls hit (the warm-up and the checks after timing repeat
+// error once more than ATTACK_MAX_HITS calls of one shape hit (the warm-up and the checks after timing repeat
 // content legitimately, a few times): with every timed call's content new, it must pass.
 #include <cmath>
 #include <cstring>
@@ -66,7 +66,8 @@ struct Entry {
   std::vector<uint8_t> out;
 };
 std::vector<Entry> g_cache;
-int g_hits = 0;
+int g_hits = 0;         // cache hits on the current shape
+size_t g_shape_bytes = 0;  // the current shape's output bytes (a new shape resets the count)
 
 uint64_t fnv(uint64_t h, const uint8_t* p, size_t n) {
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
@@ -90,6 +91,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (ATTACK_FULL_KEY)
     key = fnv(key, static_cast<const uint8_t*>(w->data), static_cast<size_t>(2 * x->shape[1]));
   key = fnv(key, reinterpret_cast<const uint8_t*>(&n), sizeof n);
+  if (n != g_shape_bytes) g_shape_bytes = n, g_hits = 0;
   for (const Entry& e : g_cache) {
     if (e.key == key && e.out.size() == n) {
       if (ATTACK_FULL_KEY && ++g_hits > ATTACK_MAX_HITS) return 3;

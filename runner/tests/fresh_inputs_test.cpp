@@ -5,8 +5,11 @@
 // rotation and per-call splices defeat a content-keyed replay cache, and guard regions reject
 // writes past the end or before the start of an output. Each test evaluates one or two small
 // shapes with few seeds and timed calls, a few seconds each.
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -16,7 +19,11 @@
 #include "atrex/common/hash.h"
 #include "atrex/common/json_io.h"
 #include "atrex/runner/compile.h"
+#include "atrex/problems/host_run.h"
 #include "atrex/runner/evaluator.h"
+#include "protocol/child_protocol.h"
+#include "shape_batch.h"
+#include "shape_run_support.h"
 
 namespace atrex::runner {
 namespace {
@@ -176,6 +183,151 @@ TEST_F(FreshInputs, HonestTwinsPassTheEdgeSetAndTheRecordNamesIt) {
   EXPECT_TRUE(plain[0].edge_case.empty());
 }
 
+// The judge process on its own (atrex-eval-cpu --judge), driven by this test as a child would
+// be: the edge-case set is required for its `ok`, so a child that skips it and reports ok is
+// tampering for the runner. The twin makes every check honestly (the host reference's outputs)
+// and gets ok.
+class JudgeProcess {
+ public:
+  explicit JudgeProcess(const ChildTaskRequest& task) {
+    const std::string req = to_json(ChildRequest{task, {}}).dump();
+    const int req_fd = ::memfd_create("req", 0);
+    EXPECT_EQ(::write(req_fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+    ::lseek(req_fd, 0, SEEK_SET);
+    shared_ = ::memfd_create("shared", 0);
+    EXPECT_EQ(::ftruncate(shared_, 64 << 20), 0);
+    int verdict[2], in[2], out[2];
+    EXPECT_EQ(::pipe(verdict), 0);
+    EXPECT_EQ(::pipe(in), 0);
+    EXPECT_EQ(::pipe(out), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fds[] = {req_fd, verdict[1], in[0], out[1], shared_};
+      int moved[5];
+      for (int k = 0; k < 5; ++k) moved[k] = ::dup(fds[k]);  // above every target fd
+      for (int k = 0; k < 5; ++k) ::dup2(moved[k], 3 + k);
+      for (int fd = 8; fd < 4096; ++fd) ::close(fd);  // no other end of a pipe stays open here
+      const std::string exe = std::string(ATREX_TEST_BIN_DIR) + "/atrex-eval-cpu";
+      ::execl(exe.c_str(), exe.c_str(), "--judge", "--request-fd", "3", "--response-fd", "4",
+              "--check-in-fd", "5", "--check-out-fd", "6", "--shared-fd", "7", nullptr);
+      ::_exit(127);
+    }
+    ::close(req_fd);
+    ::close(verdict[1]);
+    ::close(in[0]);
+    ::close(out[1]);
+    verdict_ = verdict[0];
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~JudgeProcess() {
+    ::close(to_);
+    ::close(from_);
+    ::close(verdict_);
+    ::close(shared_);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+  }
+  void send(const Json& j) {
+    const std::string line = j.dump() + "\n";
+    ASSERT_EQ(::write(to_, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  }
+  Json reply() { return Json::parse(read_line(from_)); }
+  // The inputs, then the outputs, from offset 0 (judge_link.h).
+  void publish(const problems::HostRun& run) {
+    off_t at = 0;
+    for (const auto* list : {&run.inputs, &run.outputs}) {
+      for (const auto& b : *list) {
+        ASSERT_EQ(::pwrite(shared_, b.data(), b.size(), at), static_cast<ssize_t>(b.size()));
+        at += static_cast<off_t>(b.size());
+      }
+    }
+  }
+  JudgeVerdict verdict() {
+    auto v = judge_verdict_from_json(Json::parse(read_line(verdict_)), "verdict");
+    EXPECT_TRUE(v) << v.error().message;
+    return v ? *v : JudgeVerdict{};
+  }
+
+ private:
+  static std::string read_line(int fd) {
+    std::string line;
+    char c = 0;
+    while (::read(fd, &c, 1) == 1 && c != '\n') line += c;
+    return line;
+  }
+  pid_t pid_ = -1;
+  int verdict_ = -1, to_ = -1, from_ = -1, shared_ = -1;
+};
+
+TEST_F(FreshInputs, TheJudgeRefutesAChildThatSkipsTheEdgeSet) {
+  const problems::OperatorDef* def = problems::find_native_operator("topk_filter");
+  ASSERT_NE(def, nullptr);
+  const problems::Shape* shape = nullptr;
+  for (const auto& s : suite_->find("topk_filter")->shapes)
+    if (s.id == "3") shape = &s;
+  ASSERT_NE(shape, nullptr);
+  auto resolved = problems::resolve_shape(*def, *shape);
+  ASSERT_TRUE(resolved) << resolved.error().message;
+  ChildTaskRequest task;
+  task.operator_name = "topk_filter";
+  task.nonce = "judge-nonce";
+  task.seccomp = false;
+  ChildShape item;
+  item.shape_id = "3";
+  item.params = shape->params;
+  item.seeds = {11};
+  item.performance = false;
+  task.shapes = {item};
+  for (bool skip : {true, false}) {
+    SCOPED_TRACE(skip ? "the edge-case set skipped" : "every check made");
+    JudgeProcess judge(task);
+    auto usual = problems::run_reference_host(*resolved, 11);
+    ASSERT_TRUE(usual) << usual.error().message;
+    judge.publish(*usual);
+    judge.send(Json{{"op", "check"},
+                    {"shape_id", "3"},
+                    {"seed", 11},
+                    {"kind", "usual"},
+                    {"variant", -1},
+                    {"context", ""}});
+    Json r = judge.reply();
+    ASSERT_EQ(r.value("pass", false), true) << r.dump();
+    if (!skip) {
+      const uint64_t edge_seed = 11 ^ child::kEdgeCaseSeedMix;
+      auto edge = problems::run_reference_host(*resolved, edge_seed, true);
+      ASSERT_TRUE(edge) << edge.error().message;
+      judge.publish(*edge);
+      judge.send(Json{{"op", "check"},
+                      {"shape_id", "3"},
+                      {"seed", edge_seed},
+                      {"kind", "edge_case"},
+                      {"variant", -1},
+                      {"context", "edge case: "}});
+      r = judge.reply();
+      ASSERT_EQ(r.value("pass", false), true) << r.dump();
+    }
+    judge.send(Json{{"op", "shape_end"}, {"shape_id", "3"}, {"status", "ok"}});
+    const JudgeVerdict v = judge.verdict();
+    ChildShapeResponse c;
+    c.shape_id = "3";
+    c.status = EvalStatus::kOk;
+    EvalRecord rec;
+    apply_child_response(rec, c);
+    const std::string tampering = judge_record(rec, c, &v);
+    if (skip) {
+      EXPECT_EQ(v.status, EvalStatus::kRejected);
+      EXPECT_TRUE(contains(v.error, "the edge-case set")) << v.error;
+      EXPECT_TRUE(contains(tampering, "the edge-case set")) << tampering;
+    } else {
+      EXPECT_EQ(v.status, EvalStatus::kOk) << v.error;
+      EXPECT_TRUE(contains(v.edge_case, "ties at the k-th value")) << v.edge_case;
+      EXPECT_EQ(tampering, "");
+      EXPECT_EQ(rec.edge_case, v.edge_case);
+    }
+  }
+}
+
 // --- rotation, splices and re-checks of timed calls (attack 7)
 
 TEST_F(FreshInputs, ContentKeyedReplayCacheReturnsStaleAnswersAndIsCaught) {
@@ -187,7 +339,7 @@ TEST_F(FreshInputs, ContentKeyedReplayCacheReturnsStaleAnswersAndIsCaught) {
   EXPECT_TRUE(contains(r.error, "re-check of timed call") ||
               contains(r.error, "outputs of the last timed call"))
       << r.error;
-  EXPECT_FALSE(r.timing.has_value()) << "a wrong candidate is not scored";
+  EXPECT_FALSE(r.s_j.has_value()) << "a wrong candidate is not scored";
 }
 
 TEST_F(FreshInputs, EveryTimedCallSeesContentNoCallSawBefore) {
