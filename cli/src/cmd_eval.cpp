@@ -28,6 +28,7 @@ struct EvalArgs {
   std::string roofline = "released";
   int unseen_shapes = 2;
   bool no_range_probe = false;
+  bool no_edge_cases = false;
   bool no_sandbox = false;
 };
 
@@ -66,6 +67,11 @@ void print_defenses(const std::vector<EvalRecord>& recs, const scoring::Operator
     if (!r.range_probe.empty()) probed = r.range_probe;
   }
   if (!probed.empty()) fmt::print("range probe: {}\n", probed);
+  std::string edge;
+  for (const auto& r : recs) {
+    if (!r.edge_case.empty()) edge = r.edge_case;
+  }
+  if (!edge.empty()) fmt::print("edge cases: {}\n", edge);
   if (!os.unlaunched_kernels.empty()) {
     fmt::print("kernels defined but launched on none of the timed shapes: {}\n",
                fmt::join(os.unlaunched_kernels, ", "));
@@ -108,6 +114,7 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   t.settings.timing_mode = *mode;
   t.settings.unseen_shapes = a.unseen_shapes;
   t.settings.range_probe = !a.no_range_probe;
+  t.settings.edge_cases = !a.no_edge_cases;
   runner::EvaluatorOptions o;
   o.suite = &*suite;
   o.hardware = *hw;
@@ -277,6 +284,9 @@ void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
   e->add_flag("--no-range-probe", a.no_range_probe,
               "Skip the range probe (an input set scaled past the fp16 range, for the operators "
               "that define one)");
+  e->add_flag("--no-edge-cases", a.no_edge_cases,
+              "Skip the edge-case input set (ties at the k-th value, all-zero rows, empty experts, "
+              "permuted block tables, ...: for the operators that define one)");
   add_no_sandbox_flag(*e, a.no_sandbox);
   e->add_flag("--json", g.json, "Machine-readable output (atrex.eval-summary/1)");
   e->callback([&] { rc = run_eval(g, a); });

@@ -122,6 +122,30 @@ TEST(Wire, DefenseFieldsRoundTripAndUnlaunchedKernelsStayAbsentWhenNotTraced) {
   EXPECT_EQ(*back->unlaunched_kernels, std::vector<std::string>{"_Z11dead_kernelPf"});
 }
 
+TEST(Wire, EdgeCaseFieldRoundTripsAndIsRequired) {
+  EvalRecord r;
+  r.status = EvalStatus::kOk;
+  r.edge_case = "logits: logits rounded to multiples of 0.25";
+  auto back = eval_record_from_json(to_json(r), "mem");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->edge_case, r.edge_case);
+  Json missing = to_json(r);
+  missing.erase("edge_case");
+  auto e = eval_record_from_json(missing, "result k");
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("edge_case"), std::string::npos) << e.error().message;
+  // The setting: on by default, read from a sweep file, kept through a task.
+  EXPECT_TRUE(EvalSettings{}.edge_cases);
+  Json j = Json::parse(R"({"edge_cases": false})");
+  auto s = eval_settings_from_json(JsonField(j, "sweep.yaml", "evaluation"));
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_FALSE(s->edge_cases);
+  auto task = eval_settings_from_json(JsonField(to_json(*s), "task", "settings"), {},
+                                      Completeness::kComplete);
+  ASSERT_TRUE(task) << task.error().message;
+  EXPECT_FALSE(task->edge_cases);
+}
+
 TEST(Wire, UnseenShapesAndRangeProbeSettingsAreReadAndBounded) {
   Json j = Json::parse(R"({"unseen_shapes": 3, "range_probe": false})");
   auto s = eval_settings_from_json(JsonField(j, "sweep.yaml", "evaluation"));

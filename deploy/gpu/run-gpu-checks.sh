@@ -34,9 +34,14 @@
 #            model"): the SandboxTest cases of the new attacks, then each cpu attack through
 #            `atrex --log-level debug eval` (what each record says, and the line that says which
 #            cgroup the children got on this host).
+#   fresh:   fresh values (docs/evaluation.md "Checks around timing", "Edge-case inputs", "Guard
+#            regions"): the CUDA twins of the edge-case shortcuts, the guard overruns and their
+#            honest twins through `atrex eval` (one line each: file shape mode status error), and
+#            the cpu attacks on this host. Expected: shortcuts wrong_result naming "edge case (",
+#            overruns rejected naming the side, every honest twin ok with `edge_case` set.
 #   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
 #   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|attacks|all]...
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|attacks|fresh|all]...
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
 #          deploy/gpu/smoke-sweep.yaml, for a quick check within a few minutes.
 set -uo pipefail
@@ -380,6 +385,38 @@ if want attacks; then
   echo "--- host kernel settings after the attacks (expect unchanged)" | tee -a "$out/attacks.txt"
   cat /proc/sys/kernel/core_pattern | tee -a "$out/attacks.txt"
   [ -n "${OUT:-}" ] && cp "$out/attacks.txt" "$OUT/"
+fi
+if want fresh; then
+  echo "=== fresh values: edge-case sets, rotation with re-checks, guard regions" | tee "$out/fresh.txt"
+  # One `atrex eval` of FILE on OP at SHAPES in timing MODE; prints one line per record.
+  fresh_eval() {
+    local file=$1 op=$2 shapes=$3 mode=$4 tag=$5
+    timeout 300 "$atrex" eval "$file" --operator "$op" --shapes "$shapes" --timing-mode "$mode" \
+      --unseen-shapes 0 --seeds 2 --out "$out/fresh-$tag-$mode.jsonl" > /dev/null 2>&1
+    python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    r=json.loads(line); print(sys.argv[2], r["shape_id"], r["status"], "edge_case=" + repr(r.get("edge_case")), (r.get("timing") or {}).get("time_us_median"), r["error"][:300])' \
+      "$out/fresh-$tag-$mode.jsonl" "$tag $mode" 2>&1 | tee -a "$out/fresh.txt"
+  }
+  for spec in "topk_filter_edge_keeps_exactly_k topk_filter 3,7,2" \
+      "paged_attention_decode_edge_ignores_block_table paged_attention_decode 5,0,3" \
+      "reshape_and_cache_edge_ignores_slot_mapping reshape_and_cache 1,3"; do
+    set -- $spec
+    fresh_eval "kernels/faults/$1.cu" "$2" "$3" auto "$1"
+    fresh_eval "kernels/reference/$2/naive.cu" "$2" "$3" auto "$2-reference"
+  done
+  for mode in auto graph eager; do
+    fresh_eval kernels/faults/rms_norm_guard_writes_out_of_bounds.cu rms_norm 15,5 "$mode" guard-overrun-1
+    sed 's/^#define ATTACK_OVERRUN 1/#define ATTACK_OVERRUN 7/' kernels/faults/rms_norm_guard_writes_out_of_bounds.cu > /tmp/rms_norm_guard_7.cu
+    fresh_eval /tmp/rms_norm_guard_7.cu rms_norm 15,5 "$mode" guard-overrun-7
+    sed 's/^#define ATTACK_BEFORE 0/#define ATTACK_BEFORE 1/' kernels/faults/rms_norm_guard_writes_out_of_bounds.cu > /tmp/rms_norm_guard_before.cu
+    fresh_eval /tmp/rms_norm_guard_before.cu rms_norm 15,5 "$mode" guard-before
+    fresh_eval kernels/faults/rms_norm_correct.cu rms_norm 15,5,0 "$mode" rms_norm-correct
+  done
+  echo "--- cpu attacks on this host" | tee -a "$out/fresh.txt"
+  fresh_eval kernels/faults/rms_norm_replays_by_content.cpp rms_norm 5 eager replay-by-content
+  fresh_eval kernels/faults/topk_filter_edge_keeps_exactly_k.cpp topk_filter 3 eager topk-keeps-k-cpu
+  [ -n "${OUT:-}" ] && cp "$out/fresh.txt" "$OUT/"
 fi
 if want sandboxBench; then
   echo "=== sandbox: atrex bench eval, sandbox on vs off, twice each (target: within 10%)" | tee "$out/sandbox-bench.txt"

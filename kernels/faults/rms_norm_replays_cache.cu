@@ -1,8 +1,11 @@
 // CHEAT (GPU): replays a cached answer when its inputs repeat. It reads the first 256 bytes of x
-// back to the host (a content key) and, for an input it has seen (two kept), copies the cached
-// output instead of launching its kernel. Outputs stay correct (the cache holds the right
-// answer for each input set), so only the kernel-set check of CUPTI timing catches it: the
-// timed calls on one input set launch the kernel once and then no more.
+// back to the host (a content key) and, for an input it has seen (16 kept: more than the 8 sets
+// the timed calls rotate over), copies the cached output instead of launching its kernel. Against
+// whole input sets repeating, outputs stayed correct and only the kernel-set check of CUPTI
+// timing caught it (the timed calls on one input set launch the kernel once and then no more).
+// Every timed call's inputs are now spliced (docs/evaluation.md "Checks around timing"), so its
+// key matches stale content: a re-check of a timed call (or the check of the last one) sees the
+// stale answer, or the kernel-set check the missing launches, whichever comes first.
 #include <cstring>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -44,7 +47,8 @@ struct Entry {
   size_t bytes = 0;
   const void* x = nullptr;
 };
-Entry g_cache[2];
+constexpr int kEntries = 16;
+Entry g_cache[kEntries];
 int g_next = 0;
 
 ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
@@ -68,7 +72,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
       static_cast<const __nv_bfloat16*>(x->data), static_cast<const __nv_bfloat16*>(w->data),
       static_cast<__nv_bfloat16*>(out->data), hidden, eps);
-  Entry& e = g_cache[g_next++ % 2];
+  Entry& e = g_cache[g_next++ % kEntries];
   if (e.out && e.bytes != bytes) {
     cudaFree(e.out);
     e.out = nullptr;

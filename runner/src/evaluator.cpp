@@ -183,7 +183,7 @@ Result<std::vector<EvalRecord>> Evaluator::evaluate(
   }
   for (const auto* s : shapes) {
     ChildShape req{s->id, s->params, {}, task.settings.performance, task.settings.range_probe,
-                   false};
+                   false, task.settings.edge_cases};
     for (int k = 0; k < task.settings.seeds; ++k) {
       req.seeds.push_back(shape_seed(seed_base_, task, s->id, k));
     }

@@ -38,6 +38,7 @@ void apply_child_response(EvalRecord& r, const ChildShapeResponse& c) {
   r.timing = c.timing;
   r.dsl_share = c.dsl_share;
   r.range_probe = c.range_probe;
+  r.edge_case = c.edge_case;
   r.unlaunched_kernels = c.unlaunched_kernels;
 }
 
@@ -134,7 +135,7 @@ std::string judge_record(EvalRecord& r, const ChildShapeResponse& c, const Judge
     if (j->status != EvalStatus::kOk)
       return fmt::format("the child reported shape {} ok; the judge: {}: {}", c.shape_id,
                          eval_status_name(j->status), j->error);
-    if (c.input_rotation == "on" && j->post_timing_sets < 2)
+    if (c.input_rotation.rfind("on", 0) == 0 && j->post_timing_sets < 2)
       return fmt::format("the child reported rotated input sets for shape {}; the judge checked "
                          "{} after timing",
                          c.shape_id, j->post_timing_sets);
@@ -153,6 +154,7 @@ std::string judge_record(EvalRecord& r, const ChildShapeResponse& c, const Judge
     r.max_rel_error = j->max_rel_error;
     r.low_signal_outputs = j->low_signal_outputs;
     r.range_probe = j->range_probe;
+    r.edge_case = j->edge_case;
     if (c.timing) {
       const TimingCrossCheck t = cross_check_timing(*c.timing, *j);
       spdlog::debug("shape {}: claimed median {:.4g} us; the judge's shortest bracket {:.4g} us "

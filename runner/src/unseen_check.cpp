@@ -10,7 +10,8 @@ ChildShape UnseenCheck::item(const problems::Shape& shape, uint64_t seed) {
                     {seed},
                     /*performance=*/false,
                     /*range_probe=*/false,
-                    /*stop_task_on_failure=*/true};
+                    /*stop_task_on_failure=*/true,
+                    /*edge_cases=*/false};
 }
 
 bool UnseenCheck::absorb(const EvalRecord& r) {

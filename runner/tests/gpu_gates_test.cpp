@@ -139,15 +139,19 @@ TEST_F(GpuGatesTest, CuptiSpansTimeTheKernelWithoutHarnessOverhead) {
   EXPECT_TRUE(t.kernels[0].own);
 }
 
-// A candidate replaying a cached answer when its inputs repeat keeps correct outputs; the set of
-// kernels its timed calls launch changes, which CUPTI timing rejects.
+// A candidate replaying a cached answer when the first 256 bytes of its input repeat: the timed
+// calls' spliced inputs make its answers stale (a re-check of a timed call, or the check of the
+// last one), and the set of kernels its timed calls launch changes (CUPTI timing): either rejects.
 TEST_F(GpuGatesTest, ReplayedCacheIsRejectedByTheKernelSetCheck) {
   auto cheat = evaluate("rms_norm_replays_cache.cu", {"0", "15"});
   for (const auto& r : cheat) {
     std::printf("replayed cache, shape %s: %s: %s\n", r.shape_id.c_str(),
                 eval_status_name(r.status), r.error.c_str());
     EXPECT_EQ(r.status, EvalStatus::kWrongResult);
-    EXPECT_NE(r.error.find("kernels launched differ"), std::string::npos) << r.error;
+    EXPECT_TRUE(r.error.find("kernels launched differ") != std::string::npos ||
+                r.error.find("re-check of timed call") != std::string::npos ||
+                r.error.find("last timed call") != std::string::npos)
+        << r.error;
   }
 }
 

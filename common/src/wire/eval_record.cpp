@@ -134,6 +134,7 @@ Json to_json(const EvalRecord& r) {
          {"phases_s", r.phases_s},
          {"created_at", r.created_at},
          {"range_probe", r.range_probe},
+         {"edge_case", r.edge_case},
          {"unseen_shapes", unseen}};
   if (r.unlaunched_kernels) j["unlaunched_kernels"] = *r.unlaunched_kernels;
   return j;
@@ -169,6 +170,7 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
   ATREX_TRY(r.required("phases_s", rec.phases_s));
   ATREX_TRY(r.required("created_at", rec.created_at));
   ATREX_TRY(r.required("range_probe", rec.range_probe));
+  ATREX_TRY(r.required("edge_case", rec.edge_case));
   ATREX_TRY(r.required("unseen_shapes", rec.unseen_shapes));
   ATREX_TRY(r.optional("unlaunched_kernels", rec.unlaunched_kernels));
   ATREX_TRY(r.finish());

@@ -59,7 +59,8 @@ Json to_json(const EvalSettings& s) {
               {"compile_timeout_s", s.compile_timeout_s},
               {"roofline", roofline_source_name(s.roofline)},
               {"range_probe", s.range_probe},
-              {"unseen_shapes", s.unseen_shapes}};
+              {"unseen_shapes", s.unseen_shapes},
+              {"edge_cases", s.edge_cases}};
 }
 
 namespace {
@@ -103,6 +104,7 @@ Result<EvalSettings> eval_settings_from_json(const JsonField& f, const EvalSetti
   ATREX_TRY(read_in(r, c, "compile_timeout_s", s.compile_timeout_s, 0.1, 86400));
   ATREX_TRY(read_in(r, c, "range_probe", s.range_probe, 0, 1));
   ATREX_TRY(read_in(r, c, "unseen_shapes", s.unseen_shapes, 0, 64));
+  ATREX_TRY(read_in(r, c, "edge_cases", s.edge_cases, 0, 1));
   if (c == Completeness::kPartial) {
     ATREX_TRY(r.optional("roofline", s.roofline));
     ATREX_TRY(r.optional("timing_mode", s.timing_mode));

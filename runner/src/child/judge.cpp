@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -50,8 +51,7 @@ class Judge {
 
  private:
   struct InputSet {
-    uint64_t seed = 0;
-    bool probe = false;
+    child::SetKey key;
     bool filled = false;
     uint64_t last_use = 0;
     std::vector<void*> in, ref;
@@ -69,10 +69,13 @@ class Judge {
   void begin_verdict();
   void enter_shape();
   void leave_shape();
-  bool legit_set(uint64_t seed, bool probe);
-  InputSet& input_set(uint64_t seed, bool probe);
+  bool legit_set(const child::SetKey& key);
+  InputSet& input_set(const child::SetKey& key);
   void host_mirrors(InputSet& set);
-  void check(uint64_t seed, bool probe, const std::string& context);
+  void check(const child::SetKey& key, const std::string& context);
+  child::SetKey read_key(ObjectReader& r);
+  // The reply to a call_end: whether to re-check that call (this process's randomness).
+  bool choose_recheck(int calls);
   std::string compare(InputSet& set, const std::string& context);
   void finish_shape(EvalStatus claimed);
   void write_verdict(const JudgeVerdict& v);
@@ -92,7 +95,7 @@ class Judge {
   const problems::OperatorDef* def_ = nullptr;
   problems::ResolvedShape shape_;
   double atol_ = 0, rtol_ = 0;
-  bool probe_required_ = false;
+  bool probe_required_ = false, edge_required_ = false;
   std::unique_ptr<Buffers> buffers_;
   InputSet sets_[2];
   uint64_t uses_ = 0;
@@ -100,8 +103,16 @@ class Judge {
   std::vector<std::vector<uint8_t>> host_in_, host_out_;  // what the child published
   JudgeVerdict verdict_;
   std::set<uint64_t> passed_seeds_;
-  std::set<std::pair<uint64_t, bool>> post_timing_sets_;
+  std::set<std::pair<uint64_t, int>> post_timing_sets_;  // (seed, kind)
   bool in_timing_ = false, bracket_open_ = false;
+  // Re-checks of timed calls: the judge asks for one after the call whose cumulative count first
+  // passes recheck_after_calls_ (uniform below min_iterations, so every timed shape gets one),
+  // and then after any call with probability 1/kRecheckOdds, kMaxTimedRechecks in all.
+  static constexpr int kMaxTimedRechecks = 3;
+  static constexpr uint64_t kRecheckOdds = 32;
+  std::mt19937_64 rng_{std::random_device{}()};
+  int64_t timed_calls_ = 0, recheck_after_calls_ = 0;
+  bool recheck_pending_ = false;
   Clock::time_point bracket_start_;
 };
 
@@ -152,10 +163,13 @@ void Judge::begin_verdict() {
   if (index_ < task_.shapes.size()) verdict_.shape_id = task_.shapes[index_].shape_id;
   passed_seeds_.clear();
   post_timing_sets_.clear();
-  in_timing_ = bracket_open_ = false;
+  in_timing_ = bracket_open_ = recheck_pending_ = false;
+  timed_calls_ = 0;
   const auto* def = problems::find_native_operator(task_.operator_name);
   probe_required_ = def && def->range_probe.enabled() && index_ < task_.shapes.size() &&
                     task_.shapes[index_].range_probe;
+  edge_required_ = def && !def->edge_cases.empty() && index_ < task_.shapes.size() &&
+                   task_.shapes[index_].edge_cases;
 }
 
 void Judge::enter_shape() {
@@ -210,9 +224,9 @@ void Judge::leave_shape() {
   begin_verdict();
 }
 
-Judge::InputSet& Judge::input_set(uint64_t seed, bool probe) {
+Judge::InputSet& Judge::input_set(const child::SetKey& key) {
   for (auto& set : sets_) {
-    if (set.filled && set.seed == seed && set.probe == probe) {
+    if (set.filled && set.key == key) {
       set.last_use = ++uses_;
       return set;
     }
@@ -220,12 +234,9 @@ Judge::InputSet& Judge::input_set(uint64_t seed, bool probe) {
   InputSet& set = sets_[0].last_use <= sets_[1].last_use ? sets_[0] : sets_[1];
   set.filled = false;
   set.host_valid = false;
-  for (size_t i = 0; i < shape_.inputs.size(); ++i) {
-    const int e = probe ? problems::range_probe_exponent(*def_, i) : 0;
-    device(e != 0 ? dev_.generate_scaled(shape_, i, seed, e, set.in[i])
-                  : dev_.generate(shape_, i, seed, set.in[i]),
-           "generating inputs");
-  }
+  for (size_t i = 0; i < shape_.inputs.size(); ++i)
+    device(child::draw_input(dev_, shape_, i, key, set.in[i]), "generating inputs");
+  if (key.variant >= 0) device(child::splice_inputs(dev_, shape_, set.in, key.variant), "splicing");
   device(dev_.synchronize(), "generating inputs");
   for (size_t i = 0; i < shape_.outputs.size(); ++i) {
     const std::string& from = def_->outputs[i].initial_from;
@@ -241,8 +252,7 @@ Judge::InputSet& Judge::input_set(uint64_t seed, bool probe) {
   std::vector<const void*> in(set.in.begin(), set.in.end());
   device(dev_.reference(shape_, in, set.ref), "reference");
   device(dev_.synchronize(), "reference");
-  set.seed = seed;
-  set.probe = probe;
+  set.key = key;
   set.filled = true;
   set.last_use = ++uses_;
   return set;
@@ -331,28 +341,74 @@ std::string Judge::compare(InputSet& set, const std::string& context) {
   return {};
 }
 
-// Whether (seed, probe) is one of the shape's input sets (true: one of its correctness seeds);
-// tampering otherwise.
-bool Judge::legit_set(uint64_t seed, bool probe) {
+// Whether `key` is one of the shape's input sets (true: one of its correctness seeds, usual and
+// unspliced); tampering otherwise. Timed calls' sets: the last seed's and the timing seeds',
+// spliced (variant >= 0) or not.
+bool Judge::legit_set(const child::SetKey& key) {
+  using child::SetKind;
   const ChildShape& item = task_.shapes[index_];
+  const uint64_t seed = key.seed;
   const bool own_seed = std::find(item.seeds.begin(), item.seeds.end(), seed) != item.seeds.end();
-  const bool legit =
-      (!probe && own_seed) ||
-      (probe && probe_required_ && seed == (item.seeds.front() ^ child::kRangeProbeSeedMix)) ||
-      (!probe && item.performance && seed == (item.seeds.back() ^ child::kTimingSeedMix));
+  bool timing_set = item.performance && seed == item.seeds.back();
+  for (int k = 1; k < child::kMaxRotationSets && item.performance; ++k)
+    timing_set = timing_set || seed == child::timing_seed(item.seeds.back(), k);
+  bool legit = false;
+  switch (key.kind) {
+    case SetKind::kUsual:
+      legit =
+          key.variant < 0 ? own_seed || timing_set : timing_set && key.variant < child::kMaxVariant;
+      break;
+    case SetKind::kRangeProbe:
+      legit = probe_required_ && key.variant < 0 &&
+              seed == (item.seeds.front() ^ child::kRangeProbeSeedMix);
+      break;
+    case SetKind::kEdgeCase:
+      legit = edge_required_ && key.variant < 0 &&
+              seed == (item.seeds.front() ^ child::kEdgeCaseSeedMix);
+      break;
+  }
   if (!legit)
-    throw Stop{true, fmt::format("a check of shape {} on input set {:#x}{} that is not one of "
-                                 "the shape's",
-                                 item.shape_id, seed, probe ? " (range probe)" : "")};
-  return own_seed && !probe;
+    throw Stop{true, fmt::format("a check of shape {} on input set {:#x} ({}, variant {}) that is "
+                                 "not one of the shape's",
+                                 item.shape_id, seed, child::set_kind_name(key.kind), key.variant)};
+  return own_seed && key.kind == SetKind::kUsual && key.variant < 0;
 }
 
-void Judge::check(uint64_t seed, bool probe, const std::string& context) {
+child::SetKey Judge::read_key(ObjectReader& r) {
+  child::SetKey key;
+  std::string kind;
+  auto need = [&](const Status& s) {
+    if (!s) throw Stop{true, s.error().message};
+  };
+  need(r.required("seed", key.seed));
+  need(r.required("kind", kind));
+  need(r.required("variant", key.variant));
+  const auto k = child::set_kind_from_name(kind);
+  if (!k) throw Stop{true, fmt::format("a message to the judge with input set kind \"{}\"", kind)};
+  if (key.variant < -1) throw Stop{true, fmt::format("an input set variant {}", key.variant)};
+  key.kind = *k;
+  return key;
+}
+
+bool Judge::choose_recheck(int calls) {
+  const bool first = verdict_.timed_rechecks == 0 && timed_calls_ <= recheck_after_calls_ &&
+                     timed_calls_ + calls > recheck_after_calls_;
+  timed_calls_ += calls;
+  if (first) return true;
+  return verdict_.timed_rechecks > 0 && verdict_.timed_rechecks < kMaxTimedRechecks &&
+         rng_() % kRecheckOdds == 0;
+}
+
+void Judge::check(const child::SetKey& key, const std::string& context) {
   const ChildShape& item = task_.shapes[index_];
-  const bool own_seed = legit_set(seed, probe);
+  const bool own_seed = legit_set(key);
+  const bool timed_recheck = in_timing_;
+  if (timed_recheck && key.variant < 0)
+    throw Stop{true, "a re-check of a timed call on inputs without its splice"};
+  recheck_pending_ = false;
   if (verdict_.status == EvalStatus::kWrongResult)
     throw Stop{true, fmt::format("a check of shape {} after a failed one", item.shape_id)};
-  InputSet& set = input_set(seed, probe);
+  InputSet& set = input_set(key);
   // What the child published: inputs, then outputs, from offset 0.
   off_t offset = 0;
   auto read_into = [&](std::vector<uint8_t>& b) {
@@ -378,9 +434,10 @@ void Judge::check(uint64_t seed, bool probe, const std::string& context) {
   }
   const std::string failure = compare(set, context);
   ++verdict_.checks;
+  if (timed_recheck) ++verdict_.timed_rechecks;
   if (verdict_.timed) {
     ++verdict_.post_timing_checks;
-    post_timing_sets_.emplace(seed, probe);
+    post_timing_sets_.emplace(key.seed, static_cast<int>(key.kind));
     verdict_.post_timing_sets = static_cast<int>(post_timing_sets_.size());
   }
   if (!failure.empty()) {
@@ -389,8 +446,10 @@ void Judge::check(uint64_t seed, bool probe, const std::string& context) {
     reply(Json{{"pass", false}, {"error", failure}});
     return;
   }
-  if (!probe && own_seed && !verdict_.timed && !in_timing_) passed_seeds_.insert(seed);
-  if (probe) {
+  if (own_seed && !verdict_.timed && !in_timing_) passed_seeds_.insert(key.seed);
+  if (key.kind == child::SetKind::kEdgeCase)
+    verdict_.edge_case = child::edge_case_description(*def_);
+  if (key.kind == child::SetKind::kRangeProbe) {
     std::string inputs;
     for (const auto& name : def_->range_probe.inputs) inputs += (inputs.empty() ? "" : ", ") + name;
     verdict_.range_probe = fmt::format("{} scaled by 2^{}", inputs, def_->range_probe.exponent);
@@ -402,7 +461,15 @@ void Judge::finish_shape(EvalStatus claimed) {
   const ChildShape& item = task_.shapes[index_];
   verdict_.claimed = claimed;
   verdict_.seeds_passed = static_cast<int>(passed_seeds_.size());
-  if (in_timing_) throw Stop{true, "a shape ended inside its timed calls"};
+  // A shape may end inside its timed calls (or with a re-check asked for and not made) only
+  // with a verdict that scores nothing: a failed re-check, or the child's own failure (the
+  // candidate returned an error, wrote out of bounds, a device error).
+  if ((in_timing_ || recheck_pending_) && claimed == EvalStatus::kOk)
+    throw Stop{true, recheck_pending_
+                         ? "a shape reported ok without the re-check of a timed call the judge "
+                           "asked for"
+                         : "a shape ended inside its timed calls"};
+  in_timing_ = recheck_pending_ = false;
   if (verdict_.status != EvalStatus::kWrongResult) {
     std::vector<std::string> missing;
     for (uint64_t s : item.seeds) {
@@ -412,7 +479,10 @@ void Judge::finish_shape(EvalStatus claimed) {
       }
     }
     if (probe_required_ && verdict_.range_probe.empty()) missing.push_back("the range probe");
+    if (edge_required_ && verdict_.edge_case.empty()) missing.push_back("the edge-case set");
     if (item.performance && !verdict_.timed) missing.push_back("the timed calls");
+    if (item.performance && verdict_.timed_rechecks == 0)
+      missing.push_back("the re-check of a timed call");
     if (item.performance && verdict_.post_timing_checks < 2)
       missing.push_back("the checks after timing");
     if (missing.empty()) {
@@ -437,30 +507,29 @@ void Judge::handle(const Json& message) {
     if (!s) throw Stop{true, s.error().message};
   };
   need(r->required("op", op));
+  // After the judge asked to re-check a timed call, only that check may come.
+  if (recheck_pending_ && op != "check" && op != "shape_end")
+    throw Stop{true, fmt::format("the timed call the judge chose to re-check was not published "
+                                 "(\"{}\" came instead)",
+                                 op)};
   if (op == "prepare") {
     std::string shape_id;
-    uint64_t seed = 0;
-    bool probe = false;
     need(r->required("shape_id", shape_id));
-    need(r->required("seed", seed));
-    need(r->required("probe", probe));
+    const child::SetKey key = read_key(*r);
     need(r->finish());
     current(shape_id);
     if (in_timing_) throw Stop{true, "an input set prepared inside the timed calls"};
-    legit_set(seed, probe);
-    input_set(seed, probe);
+    legit_set(key);
+    input_set(key);
   } else if (op == "check") {
     std::string shape_id, context;
-    uint64_t seed = 0;
-    bool probe = false;
     need(r->required("shape_id", shape_id));
-    need(r->required("seed", seed));
-    need(r->required("probe", probe));
+    const child::SetKey key = read_key(*r);
     need(r->required("context", context));
     need(r->finish());
     current(shape_id);
-    if (in_timing_) throw Stop{true, "a check inside the timed calls"};
-    check(seed, probe, context);
+    if (in_timing_ && !recheck_pending_) throw Stop{true, "a check inside the timed calls"};
+    check(key, context);
   } else if (op == "timing_begin") {
     std::string shape_id;
     need(r->required("shape_id", shape_id));
@@ -481,6 +550,9 @@ void Judge::handle(const Json& message) {
     device(dev_.bracket_overhead(reset, verdict_.bracket_overhead_us), "calibrating timing");
     verdict_.bracket_latency_us = wake_up_latency_us(ping_, pong_);
     in_timing_ = true;
+    timed_calls_ = 0;
+    recheck_after_calls_ = static_cast<int64_t>(
+        rng_() % static_cast<uint64_t>(std::max(1, task_.timing.min_iterations)));
     reply(Json{{"go", true}});
   } else if (op == "call_begin") {
     need(r->finish());
@@ -499,7 +571,8 @@ void Judge::handle(const Json& message) {
     verdict_.bracket_us.push_back(
         std::chrono::duration<double, std::micro>(now - bracket_start_).count());
     verdict_.bracket_calls.push_back(calls);
-    reply(Json{{"go", true}});
+    recheck_pending_ = choose_recheck(calls);
+    reply(Json{{"go", true}, {"check", recheck_pending_}});
   } else if (op == "timing_end") {
     need(r->finish());
     if (!in_timing_ || bracket_open_) throw Stop{true, "timed calls ended that never began"};

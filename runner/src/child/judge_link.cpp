@@ -96,16 +96,21 @@ Status JudgeLink::expect_go() {
   return ok();
 }
 
-Status JudgeLink::prepare(const std::string& shape_id, uint64_t seed, bool probe) {
-  return send(Json{{"op", "prepare"}, {"shape_id", shape_id}, {"seed", seed}, {"probe", probe}});
+Status JudgeLink::prepare(const std::string& shape_id, const SetKey& key) {
+  return send(Json{{"op", "prepare"},
+                   {"shape_id", shape_id},
+                   {"seed", key.seed},
+                   {"kind", set_kind_name(key.kind)},
+                   {"variant", key.variant}});
 }
 
-Result<std::string> JudgeLink::check(const std::string& shape_id, uint64_t seed, bool probe,
+Result<std::string> JudgeLink::check(const std::string& shape_id, const SetKey& key,
                                      const std::string& context) {
   ATREX_TRY(send(Json{{"op", "check"},
                       {"shape_id", shape_id},
-                      {"seed", seed},
-                      {"probe", probe},
+                      {"seed", key.seed},
+                      {"kind", set_kind_name(key.kind)},
+                      {"variant", key.variant},
                       {"context", context}}));
   ATREX_ASSIGN_OR_RETURN(Json reply, receive());
   if (!reply.is_object() || !reply.contains("pass") || !reply["pass"].is_boolean())
@@ -133,7 +138,17 @@ void JudgeLink::call_begin() {
 void JudgeLink::call_end(int calls) {
   if (!sticky_.empty()) return;
   Status s = send(Json{{"op", "call_end"}, {"calls", calls}});
-  if (s) s = expect_go();
+  if (s) {
+    auto reply = receive();
+    if (!reply) {
+      s = tl::unexpected(reply.error());
+    } else if (!reply->is_object() || reply->value("go", false) != true ||
+               !reply->contains("check") || !(*reply)["check"].is_boolean()) {
+      s = io_error("the judge did not answer go and check: " + reply->dump());
+    } else {
+      recheck_ = (*reply)["check"].get<bool>();
+    }
+  }
   if (!s) sticky_ = s.error().message;
 }
 

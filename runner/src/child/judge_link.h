@@ -5,11 +5,15 @@
 // names (seed, range probe or not); the judge answers pass, or the failure's message. Around
 // every timed call (or graph replay batch) it lets the judge's clock bracket the call.
 //
-// Messages are JSON lines, child -> judge: {"op":"prepare","shape_id","seed","probe"},
-// {"op":"check","shape_id","seed","probe","context"},
+// Messages are JSON lines, child -> judge: {"op":"prepare","shape_id","seed","kind","variant"},
+// {"op":"check","shape_id","seed","kind","variant","context"},
 // {"op":"timing_begin","shape_id"}, {"op":"call_begin"}, {"op":"call_end","calls"},
 // {"op":"timing_end"}, {"op":"shape_end","shape_id","status"}; judge -> child: {"pass","error"}
-// after a check, {"go":true} after timing_begin, call_begin and call_end.
+// after a check, {"go":true} after timing_begin and call_begin, {"go":true,"check":bool} after
+// call_end: `check` true when the judge chose to re-check that timed call (its own randomness,
+// after the call): the child's next message must be the check of that call's outputs.
+// `kind` is usual | range_probe | edge_case (shape_run_support.h SetKey); `variant` -1, or the
+// timed call whose splice the inputs carry.
 //
 // The candidate runs in this process and can write anything on these fds; the judge reads them as
 // untrusted (judge.cpp). Nothing here is a secret: the judge's verdict goes to the runner on a
@@ -25,6 +29,7 @@
 #include "atrex/common/json_io.h"
 #include "atrex/common/wire/eval_record.h"
 #include "child_device.h"
+#include "shape_run_support.h"
 
 namespace atrex::runner::child {
 
@@ -43,10 +48,10 @@ class JudgeLink {
   Status publish(ChildDevice& dev, const std::vector<std::pair<const void*, size_t>>& buffers);
   // Tells the judge which input set comes next, so that it draws it and runs the reference
   // while this process draws the same inputs and calls the candidate (no answer awaited).
-  Status prepare(const std::string& shape_id, uint64_t seed, bool probe);
-  // The judge's comparison of what was published with input set (seed, probe): "" when it
-  // passed, else the failure's message (context included). kIo when the judge cannot be reached.
-  Result<std::string> check(const std::string& shape_id, uint64_t seed, bool probe,
+  Status prepare(const std::string& shape_id, const SetKey& key);
+  // The judge's comparison of what was published with input set `key`: "" when it passed, else
+  // the failure's message (context included). kIo when the judge cannot be reached.
+  Result<std::string> check(const std::string& shape_id, const SetKey& key,
                             const std::string& context);
   Status timing_begin(const std::string& shape_id);
   // Bracket one timed call (calls = 1) or a replay batch (calls = its samples). Errors stick
@@ -57,6 +62,9 @@ class JudgeLink {
   Status shape_end(const std::string& shape_id, EvalStatus claimed);
   // The first error of call_begin/call_end ("" while none).
   const std::string& failed() const { return sticky_; }
+  // Whether the judge asked, in its answer to the last call_end, to re-check that call (reset
+  // by this call).
+  bool take_recheck() { return std::exchange(recheck_, false); }
 
  private:
   Status send(const Json& message);
@@ -68,6 +76,7 @@ class JudgeLink {
   uint8_t* map_ = nullptr;  // the shared memfd, mapped on first use
   size_t map_bytes_ = 0;
   std::string sticky_;
+  bool recheck_ = false;
 };
 
 }  // namespace atrex::runner::child

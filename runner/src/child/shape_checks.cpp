@@ -4,6 +4,10 @@
 // This process never sees a reference output.
 #include "shape_run.h"
 
+#include <cstring>
+
+#include <fmt/format.h>
+
 namespace atrex::runner::child {
 
 std::optional<Failure> ShapeRun::call_and_check(ChildShapeResponse& resp, double atol, double rtol,
@@ -19,8 +23,84 @@ std::optional<Failure> ShapeRun::call_and_check(ChildShapeResponse& resp, double
     rc = invoke ? invoke() : entry_(launch_->launch());
     if (auto f = device_error(dev_.synchronize(), "after the candidate call")) return f;
   }
+  if (auto f = check_guards(context.empty()
+                                ? "a checked call"
+                                : "the checked call of " + context.substr(0, context.rfind(':'))))
+    return f;
   if (rc != 0) return Failure{EvalStatus::kWrongResult, returned_error(rc)};
   return check_outputs(resp, atol, rtol, context);
+}
+
+Status ShapeRun::fill_guards() {
+  guard_canary_host_.resize(kGuardBytes);
+  const uint64_t seed = num::mix64(item_.seeds.front() ^ kGuardSeedMix);
+  for (size_t i = 0; i < kGuardBytes; i += 8) {
+    const uint64_t w = num::mix64(seed + i);
+    std::memcpy(guard_canary_host_.data() + i, &w, std::min<size_t>(8, kGuardBytes - i));
+  }
+  ATREX_TRY(dev_.from_host(guard_canary_, guard_canary_host_.data(), kGuardBytes));
+  for (const auto& [before, after] : guards_) {
+    ATREX_TRY(dev_.copy(before, guard_canary_, kGuardBytes));
+    ATREX_TRY(dev_.copy(after, guard_canary_, kGuardBytes));
+  }
+  return dev_.synchronize();
+}
+
+// The first byte of `guard` that differs from the canary (-1: none): on the device where the
+// backend compares there, else on a host copy (host memory: in place).
+static Status first_guard_difference(ChildDevice& dev, const void* guard, const void* canary,
+                                     const std::vector<uint8_t>& canary_host,
+                                     std::vector<uint8_t>& scratch, int64_t& first) {
+  bool on_device = false;
+  first = -1;
+  ATREX_TRY(dev.first_difference(guard, canary, kGuardBytes, first, on_device));
+  if (on_device) return ok();
+  const uint8_t* bytes = static_cast<const uint8_t*>(guard);
+  if (!dev.host_memory()) {
+    scratch.resize(kGuardBytes);
+    ATREX_TRY(dev.to_host(scratch.data(), guard, kGuardBytes));
+    bytes = scratch.data();
+  }
+  if (std::memcmp(bytes, canary_host.data(), kGuardBytes) == 0) return ok();
+  for (size_t i = 0; i < kGuardBytes; ++i) {
+    if (bytes[i] != canary_host[i]) {
+      first = static_cast<int64_t>(i);
+      break;
+    }
+  }
+  return ok();
+}
+
+std::optional<Failure> ShapeRun::check_guards(const std::string& when) {
+  for (size_t o = 0; o < guards_.size(); ++o) {
+    const size_t es = problems::dtype_size(shape_.outputs[o].dtype);
+    for (int side = 0; side < 2; ++side) {
+      const void* guard = side == 0 ? guards_[o].first : guards_[o].second;
+      int64_t first = -1;
+      if (auto f = device_error(first_guard_difference(dev_, guard, guard_canary_,
+                                                       guard_canary_host_, guard_scratch_, first),
+                                "checking the guard regions"))
+        return f;
+      if (first < 0) continue;
+      // Before the start: the changed byte farthest from the output (the guard's first
+      // difference); past the end: the one nearest to it.
+      const std::string where =
+          side == 0 ? fmt::format(
+                          "before the start of output {} ({} bytes before it, element "
+                          "-{})",
+                          shape_.outputs[o].name, kGuardBytes - static_cast<size_t>(first),
+                          (kGuardBytes - static_cast<size_t>(first) + es - 1) / es)
+                    : fmt::format(
+                          "past the end of output {} (byte {} after it, element {} "
+                          "past its last)",
+                          shape_.outputs[o].name, first, static_cast<size_t>(first) / es + 1);
+      return Failure{EvalStatus::kRejected,
+                     fmt::format("the candidate wrote {} in {}: out-of-bounds write (the {} "
+                                 "guard bytes on each side of every output must stay unchanged)",
+                                 where, when, kGuardBytes)};
+    }
+  }
+  return std::nullopt;
 }
 
 // The judge compares (tolerances are the judge's: the operator's or the task's, from its own
@@ -36,7 +116,7 @@ std::optional<Failure> ShapeRun::check_outputs(ChildShapeResponse& resp, double 
     published.emplace_back(out_[i], shape_.outputs[i].bytes());
   if (auto f = device_error(judge_.publish(dev_, published), "publishing outputs to the judge"))
     return f;
-  auto verdict = judge_.check(item_.shape_id, set_seed_, set_probe_, context);
+  auto verdict = judge_.check(item_.shape_id, key_, context);
   if (!verdict) return Failure{EvalStatus::kCrashed, "judge: " + verdict.error().message};
   if (!verdict->empty()) return Failure{EvalStatus::kWrongResult, *verdict};
   return std::nullopt;

@@ -1,6 +1,7 @@
-// ShapeRun (shape_run.h): the performance gate. Timed calls alternate two input sets, start
-// from poisoned outputs and are timed by CUPTI spans, graph replay or events (docs/evaluation.md
-// "Gate 3"); the outputs are re-checked after timing.
+// ShapeRun (shape_run.h): the performance gate. Timed calls rotate over up to 8 input sets,
+// spliced per call (the judge re-checks calls of its choosing), start from poisoned outputs and
+// are timed by CUPTI spans, graph replay or events (docs/evaluation.md "Gate 3"); the outputs
+// are re-checked after timing.
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -12,25 +13,62 @@
 
 namespace atrex::runner::child {
 
-void ShapeRun::swap_input_sets() {
-  std::swap(pristine_in_, alt_pristine_in_);
-  std::swap(set_seed_, alt_set_seed_);
-  std::swap(set_probe_, alt_set_probe_);
+// Set 0 is the last correctness seed's (in pristine_in_); sets 1.. are fresh draws of timing
+// seeds into the buffers allocate() found room for.
+std::optional<Failure> ShapeRun::prepare_rotation(ChildShapeResponse& resp) {
+  ATREX_ASSERT(key_.kind == SetKind::kUsual && key_.variant < 0,
+               "timing starts from a correctness seed's inputs");
+  rotation_keys_.assign(1, key_);
+  {
+    auto phase = phases_.scope("inputs");
+    for (size_t k = 1; k < rotation_in_.size(); ++k) {
+      const SetKey key{timing_seed(item_.seeds.back(), static_cast<int>(k))};
+      for (size_t i = 0; i < shape_.inputs.size(); ++i) {
+        if (auto f = device_error(draw_input(dev_, shape_, i, key, rotation_in_[k][i]),
+                                  "generating the timed calls' inputs"))
+          return f;
+      }
+      rotation_keys_.push_back(key);
+    }
+    if (auto f = device_error(dev_.synchronize(), "generating the timed calls' inputs")) return f;
+  }
+  const size_t n = rotation_in_.size();
+  resp.input_rotation =
+      n >= 2 ? fmt::format("on: {} input sets, spliced per call", n)
+             : "off: no room for a second input set (" + rotation_error_ + "); spliced per call";
+  return std::nullopt;
 }
 
-// Keeps the last correctness seed's inputs and reference as the second set and draws a timing
-// seed's into the current one (prepare_seed). False when there is no room for it (recorded in
-// the response); a device error is left in rotation_failure_.
-bool ShapeRun::prepare_second_input_set(ChildShapeResponse& resp) {
-  if (!second_set_error_.empty()) {
-    resp.input_rotation = "off: no room for a second input set (" + second_set_error_ + ")";
-    return false;
+Status ShapeRun::prepare_timed_call(int64_t t) {
+  const size_t k = static_cast<size_t>(t) % rotation_in_.size();
+  for (size_t i = 0; i < work_in_.size(); ++i)
+    ATREX_TRY(dev_.copy(work_in_[i], rotation_in_[k][i], shape_.inputs[i].bytes()));
+  ATREX_TRY(splice_inputs(dev_, shape_, work_in_, t));
+  for (size_t i = 0; i < out_.size(); ++i) ATREX_TRY(initialise_output(i, out_[i], work_in_));
+  key_ = SetKey{rotation_keys_[k].seed, SetKind::kUsual, t};
+  current_pristine_ = &rotation_in_[k];
+  return ok();
+}
+
+std::optional<Failure> ShapeRun::restore_rotation_set(int k) {
+  const auto& set = rotation_in_[static_cast<size_t>(k)];
+  for (size_t i = 0; i < work_in_.size(); ++i) {
+    if (auto f = device_error(dev_.copy(work_in_[i], set[i], shape_.inputs[i].bytes()),
+                              "copying inputs"))
+      return f;
   }
-  swap_input_sets();  // the seed's set becomes the second one; prepare_seed fills the fresh one
-  const uint64_t timing_seed = item_.seeds.back() ^ kTimingSeedMix;
-  rotation_failure_ = prepare_seed(timing_seed);
-  resp.input_rotation = "on";
-  return !rotation_failure_;
+  key_ = rotation_keys_[static_cast<size_t>(k)];
+  current_pristine_ = &set;
+  return std::nullopt;
+}
+
+std::optional<Failure> ShapeRun::recheck_timed_call(ChildShapeResponse& resp, int64_t t) {
+  if (auto f = device_error(dev_.synchronize(), "before re-checking a timed call")) return f;
+  const size_t n = rotation_in_.size();
+  return check_outputs(resp, 0, 0,
+                       fmt::format("re-check of timed call {} (input set {} of {}, spliced; chosen "
+                                   "by the judge after the call): ",
+                                   t, static_cast<size_t>(t) % n, n));
 }
 
 // Performance gate on the last seed's inputs: warm-up, then cache-flushed timed calls (graph
@@ -50,25 +88,15 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   // outside the timed window: a candidate cannot skip work because its output already holds
   // the answer of the previous call; the last timed call's outputs are checked below.
   //
-  // Timed calls alternate between two input sets of different content (the last correctness
-  // seed's and a timing seed's), copied into the same input buffers outside the timed window:
-  // a candidate that memoises its output by input address returns a stale answer, caught on
-  // the last timed call's outputs. Skipped (and said so) when the device has no room for a
-  // second set.
-  const bool rotate = prepare_second_input_set(resp);
-  if (auto f = rotation_failure_) return f;
-  int prepared = 0;  // timed calls set up so far; the last one used set (prepared - 1) % 2
-  auto reset_outputs = [&]() -> Status {
-    const std::vector<void*>& set = rotate && prepared % 2 == 1 ? alt_pristine_in_ : pristine_in_;
-    ++prepared;
-    if (rotate) {
-      for (size_t i = 0; i < work_in_.size(); ++i) {
-        ATREX_TRY(dev_.copy(work_in_[i], set[i], shape_.inputs[i].bytes()));
-      }
-    }
-    for (size_t i = 0; i < out_.size(); ++i) ATREX_TRY(initialise_output(i, out_[i], set));
-    return ok();
-  };
+  // Timed calls rotate over up to kMaxRotationSets input sets of different content (fresh draws,
+  // each with its reference in the judge), copied into the same input buffers outside the timed
+  // window, and each call's inputs are spliced (a few values moved, shape_run_support.h): a
+  // candidate that memoises its output by input address, or by a sample of the input values,
+  // returns a stale answer, caught when the judge re-checks a timed call of its choosing or on
+  // the last timed call's outputs; one that keys on all of the values never hits.
+  if (auto f = prepare_rotation(resp)) return f;
+  int64_t prepared = 0;  // timed calls set up so far; the last one was call prepared - 1
+  auto reset_outputs = [&]() -> Status { return prepare_timed_call(prepared++); };
   std::optional<PhaseClock::Scope> timing_phase(
       phases_.scope("timing"));  // ends before the re-checks
   for (int i = 0; i < warmup; ++i) {
@@ -76,6 +104,7 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     if (rc != 0) return Failure{EvalStatus::kWrongResult, "during warm-up: " + returned_error(rc)};
   }
   if (auto f = device_error(dev_.synchronize(), "during warm-up")) return f;
+  if (auto f = check_guards("the warm-up calls")) return f;
   const Json clocks_before = dev_.clocks();
 
   // CUPTI spans time the calls where the backend can trace (auto, cupti); the graph is then
@@ -139,12 +168,17 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
         double ev = 0;
         if (auto f = device_error(reset_outputs(), "poisoning outputs before a timed call"))
           return f;
-        trace_set[next_call] = rotate ? (prepared - 1) % 2 : 0;
+        trace_set[next_call] =
+            static_cast<int>(static_cast<size_t>(prepared - 1) % rotation_in_.size());
         if (auto f = device_error(dev_.trace_call(call, next_call++, rc, ev), "traced call"))
           return f;
         if (rc != 0)
           return Failure{EvalStatus::kWrongResult, "during timing: " + returned_error(rc)};
         event_samples.push_back(ev);
+        if (auto f = check_guards(fmt::format("timed call {}", prepared - 1))) return f;
+        if (judge_.take_recheck()) {
+          if (auto f = recheck_timed_call(resp, prepared - 1)) return f;
+        }
       }
       if (auto f = device_error(dev_.synchronize(), "traced calls")) return f;
       if (auto f = device_error(dev_.trace_collect(traces), "collecting CUPTI records")) return f;
@@ -161,6 +195,11 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
       const Status replayed = dev_.replay_timed(samples);
       judge_.call_end(static_cast<int>(samples.size() - before));
       if (auto f = device_error(replayed, "graph replay")) return f;
+      if (auto f = check_guards("a graph replay of the timed calls")) return f;
+      // The replay's last sample left its outputs (key_: the last captured call's set).
+      if (judge_.take_recheck()) {
+        if (auto f = recheck_timed_call(resp, key_.variant)) return f;
+      }
       continue;
     }
     int rc = 0;
@@ -169,6 +208,10 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     if (auto f = device_error(dev_.time_call(call, rc, us), "timed call")) return f;
     if (rc != 0) return Failure{EvalStatus::kWrongResult, "during timing: " + returned_error(rc)};
     samples.push_back(us);
+    if (auto f = check_guards(fmt::format("timed call {}", prepared - 1))) return f;
+    if (judge_.take_recheck()) {
+      if (auto f = recheck_timed_call(resp, prepared - 1)) return f;
+    }
   }
   dev_.set_timing_hooks({}, {});
   if (!judge_.failed().empty())
@@ -210,28 +253,24 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     resp.timing->graph_fallback = graph_unsupported;
   resp.clocks = Json{{"before", clocks_before}, {"after", dev_.clocks()}};
   if (auto f = device_error(dev_.synchronize(), "after timing")) return f;
-  // Make the set the last timed call used the current one: the checks below compare with it,
-  // and the re-checks after it run on the inputs now in the buffers.
-  if (rotate && (prepared - 1) % 2 == 1) swap_input_sets();
-  return recheck_after_timing(resp, atol, rtol, rotate, graph);
+  return recheck_after_timing(resp, atol, rtol, graph);
 }
 
 // After timing, on poisoned outputs each time: the last timed call's outputs, one checked call on
 // each input set in the same buffers (rotation), a replay of the captured graph, and one more
 // eager call.
 std::optional<Failure> ShapeRun::recheck_after_timing(ChildShapeResponse& resp, double atol,
-                                                      double rtol, bool rotate, bool graph) {
+                                                      double rtol, bool graph) {
+  // key_ names the last timed call's set (eager) or the last captured call's (graph replay).
   if (auto f = check_outputs(resp, atol, rtol, "outputs of the last timed call: ")) return f;
-  if (rotate) {
-    // One checked call on each input set in turn, in the same buffers: whichever answer a
-    // memoising candidate kept, one of the two is stale.
-    for (int k = 0; k < 2; ++k) {
-      swap_input_sets();
-      for (size_t i = 0; i < work_in_.size(); ++i) {
-        if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()),
-                                  "copying inputs"))
-          return f;
-      }
+  const int n = static_cast<int>(rotation_in_.size());
+  if (n >= 2) {
+    // One checked call on each of the next two sets in turn (unspliced), in the same buffers:
+    // whichever answer a memoising candidate kept, one of them is stale.
+    const int last = static_cast<int>(static_cast<size_t>(std::max<int64_t>(key_.variant, 0)) %
+                                      rotation_in_.size());
+    for (int j = 1; j <= 2; ++j) {
+      if (auto f = restore_rotation_set((last + j) % n)) return f;
       if (auto f =
               call_and_check(resp, atol, rtol, "new inputs in the same buffers after timing: "))
         return f;

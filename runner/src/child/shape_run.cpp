@@ -55,17 +55,23 @@ std::optional<Failure> ShapeRun::execute(ChildShapeResponse& resp) {
   const double rtol = def->rtol.value_or(task_.rtol);
   // The range probe runs after the first seed, so a candidate that is simply wrong fails on
   // the usual inputs first and the timed calls start from a usual seed's inputs.
+  // The edge-case set follows it, for the same reason.
   const bool probe = def->range_probe.enabled() && item_.range_probe;
+  const bool edge = !def->edge_cases.empty() && item_.edge_cases;
   const bool performance = item_.performance;
   for (size_t k = 0; k < seeds.size(); ++k) {
-    if (auto f = prepare_seed(seeds[k])) return f;
+    if (auto f = prepare_seed(SetKey{seeds[k]})) return f;
     if (auto f = call_and_check(resp, atol, rtol, "")) return f;
     ++resp.seeds_passed;
-    if (probe && k == 0) {
+    if (k != 0) continue;
+    if (probe) {
       if (auto f = check_range_probe(resp, atol, rtol, seeds[0])) return f;
-      if (seeds.size() == 1 && performance) {
-        if (auto f = prepare_seed(seeds[0])) return f;
-      }
+    }
+    if (edge) {
+      if (auto f = check_edge_cases(resp, atol, rtol, seeds[0])) return f;
+    }
+    if ((probe || edge) && seeds.size() == 1 && performance) {
+      if (auto f = prepare_seed(SetKey{seeds[0]})) return f;
     }
   }
   if (!performance) return std::nullopt;
@@ -82,13 +88,27 @@ std::optional<Failure> ShapeRun::check_range_probe(ChildShapeResponse& resp, dou
   std::string inputs;
   for (const auto& name : probe.inputs) inputs += (inputs.empty() ? "" : ", ") + name;
   const std::string what = fmt::format("{} scaled by 2^{}", inputs, probe.exponent);
-  if (auto f = prepare_seed(seed ^ kRangeProbeSeedMix, true)) return f;
+  if (auto f = prepare_seed(SetKey{seed ^ kRangeProbeSeedMix, SetKind::kRangeProbe})) return f;
   const std::string context = fmt::format(
       "range probe ({}: sums and products leave the fp16 range, the operator's fp32 arithmetic "
       "holds them; computing in a narrower type fails here): ",
       what);
   if (auto f = call_and_check(resp, atol, rtol, context)) return f;
   resp.range_probe = what;
+  return std::nullopt;
+}
+
+// One more checked call on inputs drawn as for `seed` (mixed) and then rewritten into the
+// operator's edge cases (operator.h EdgeCase: ties at the k-th value, all-zero rows, empty
+// experts, permuted block tables and slot mappings, partial last blocks). Random draws never
+// produce them, so a candidate that takes a shortcut there (keeps exactly k values on a tie,
+// reads block s * max_blocks + j instead of the table) passes every seed and fails here.
+std::optional<Failure> ShapeRun::check_edge_cases(ChildShapeResponse& resp, double atol,
+                                                  double rtol, uint64_t seed) {
+  const std::string what = edge_case_description(*shape_.def);
+  if (auto f = prepare_seed(SetKey{seed ^ kEdgeCaseSeedMix, SetKind::kEdgeCase})) return f;
+  if (auto f = call_and_check(resp, atol, rtol, "edge case (" + what + "): ")) return f;
+  resp.edge_case = what;
   return std::nullopt;
 }
 
@@ -106,23 +126,39 @@ std::optional<Failure> ShapeRun::allocate() {
     if (auto f = take(d.bytes(), work_in_, "inputs")) return f;
     if (auto f = take(d.bytes(), pristine_in_, "inputs")) return f;
   }
+  // Each output sits between two guard regions of one allocation (check_guards).
+  std::vector<void*> whole;
   for (const auto& d : shape_.outputs) {
-    if (auto f = take(d.bytes(), out_, "outputs")) return f;
+    if (auto f = take(d.bytes() + 2 * kGuardBytes, whole, "outputs")) return f;
+    auto* base = static_cast<uint8_t*>(whole.back());
+    out_.push_back(base + kGuardBytes);
+    guards_.emplace_back(base, base + kGuardBytes + d.bytes());
   }
-  // The second input set of the timed calls (measure); without room for it the rotation is
-  // off, said so in the response.
+  {
+    std::vector<void*> canary;
+    if (auto f = take(kGuardBytes, canary, "the guard canary")) return f;
+    guard_canary_ = canary.front();
+  }
+  if (auto f = device_error(fill_guards(), "writing the guard regions")) return f;
+  // The timed calls' other input sets (measure), as many as rotation_sets() allows and the
+  // device has room for; with fewer than two sets the rotation is off, said so in the response.
+  rotation_in_.push_back(pristine_in_);
   if (item_.performance) {
-    auto second = [&](size_t bytes, std::vector<void*>& into) {
-      if (!second_set_error_.empty()) return;
-      auto p = buffers_.alloc(bytes);
-      if (p)
-        into.push_back(*p);
-      else
-        second_set_error_ = p.error().message;
-    };
-    for (const auto& d : shape_.inputs) second(d.bytes(), alt_pristine_in_);
+    const int wanted = rotation_sets(shape_);
+    while (static_cast<int>(rotation_in_.size()) < wanted && rotation_error_.empty()) {
+      std::vector<void*> set;
+      for (const auto& d : shape_.inputs) {
+        auto p = buffers_.alloc(d.bytes());
+        if (!p) {
+          rotation_error_ = p.error().message;
+          break;
+        }
+        set.push_back(*p);
+      }
+      if (rotation_error_.empty()) rotation_in_.push_back(std::move(set));
+    }
     // Clears a recoverable out-of-memory error; a sticky one shows at the next checked step.
-    if (!second_set_error_.empty()) (void)dev_.synchronize();  // the error is the one above
+    if (!rotation_error_.empty()) (void)dev_.synchronize();  // the error is the one above
   }
   return std::nullopt;
 }
@@ -146,24 +182,23 @@ std::optional<Failure> ShapeRun::device_error(const Status& status, const char* 
   return Failure{EvalStatus::kCrashed, fmt::format("{}: {}", where, status.error().message)};
 }
 
-std::optional<Failure> ShapeRun::prepare_seed(uint64_t seed, bool range_probe) {
-  if (auto told = judge_.prepare(item_.shape_id, seed, range_probe); !told)
+std::optional<Failure> ShapeRun::prepare_seed(const SetKey& key) {
+  if (auto told = judge_.prepare(item_.shape_id, key); !told)
     return Failure{EvalStatus::kCrashed, "judge: " + told.error().message};
   {
     auto phase = phases_.scope("inputs");
     for (size_t i = 0; i < shape_.inputs.size(); ++i) {
-      const int e = range_probe ? problems::range_probe_exponent(*shape_.def, i) : 0;
-      const Status drawn = e != 0 ? dev_.generate_scaled(shape_, i, seed, e, pristine_in_[i])
-                                  : dev_.generate(shape_, i, seed, pristine_in_[i]);
-      if (auto f = device_error(drawn, "generating inputs")) return f;
+      if (auto f =
+              device_error(draw_input(dev_, shape_, i, key, pristine_in_[i]), "generating inputs"))
+        return f;
       if (auto f = device_error(dev_.copy(work_in_[i], pristine_in_[i], shape_.inputs[i].bytes()),
                                 "copying inputs"))
         return f;
     }
     if (auto f = device_error(dev_.synchronize(), "generating inputs")) return f;
   }
-  set_seed_ = seed;
-  set_probe_ = range_probe;
+  key_ = key;
+  current_pristine_ = &pristine_in_;
   return std::nullopt;
 }
 

@@ -38,17 +38,20 @@ class ShapeRun {
   // Puts output i in its pre-call state: a copy of its `initial_from` input (in-place
   // semantics), else poison (0xFF bytes: NaN for floats) so unwritten elements fail.
   Status initialise_output(size_t i, void* buffer) {
-    return initialise_output(i, buffer, pristine_in_);
+    return initialise_output(i, buffer, *current_pristine_);
   }
   Status initialise_output(size_t i, void* buffer, const std::vector<void*>& inputs);
   // A device error (a crash of the context) as the `crashed` verdict, naming `where`.
   std::optional<Failure> device_error(const Status& status, const char* where);
-  // Fresh inputs for `seed` in the work buffers, and pristine copies to restore them from (the
-  // timed calls' input rotation); `range_probe`: the operator's probed inputs scaled
-  // (check_range_probe). No reference runs here: the judge has its own (judge.h).
-  std::optional<Failure> prepare_seed(uint64_t seed, bool range_probe = false);
+  // Fresh inputs for input set `key` in the work buffers, and pristine copies to restore them
+  // from; the range probe's set has the operator's probed inputs scaled (check_range_probe),
+  // the edge-case set its rewritten inputs (check_edge_cases). No reference runs here: the judge
+  // has its own (judge.h).
+  std::optional<Failure> prepare_seed(const SetKey& key);
   std::optional<Failure> check_range_probe(ChildShapeResponse& resp, double atol, double rtol,
                                            uint64_t seed);
+  std::optional<Failure> check_edge_cases(ChildShapeResponse& resp, double atol, double rtol,
+                                          uint64_t seed);
   std::string returned_error(int rc);
 
   // --- shape_checks.cpp
@@ -58,13 +61,28 @@ class ShapeRun {
                                         const std::function<int()>& invoke = {});
   std::optional<Failure> check_outputs(ChildShapeResponse& resp, double atol, double rtol,
                                        const std::string& context);
+  // Guard regions (docs/evaluation.md "Guard regions"): kGuardBytes of a seeded canary right
+  // before and right after every output buffer, written once when the buffers are allocated.
+  // check_guards compares them with the canary after a call (checked or timed; outside the
+  // timed window): a write past the end or before the start of an output is `rejected`, naming
+  // the output, the side and how far out the first changed byte lies. `when` says which call.
+  Status fill_guards();
+  std::optional<Failure> check_guards(const std::string& when);
 
   // --- shape_measure.cpp
-  void swap_input_sets();
-  bool prepare_second_input_set(ChildShapeResponse& resp);
+  // Draws the rotation's sets 1.. (set 0 is the last correctness seed's, in pristine_in_);
+  // how many there are is in the response (input_rotation).
+  std::optional<Failure> prepare_rotation(ChildShapeResponse& resp);
+  // Timed call `t`'s inputs: set t % sets copied into the work buffers and spliced
+  // (splice_inputs, variant t); outputs reset from them. key_ names that set.
+  Status prepare_timed_call(int64_t t);
+  // Copies rotation set `k` (unspliced) into the work buffers; key_ names it.
+  std::optional<Failure> restore_rotation_set(int k);
+  // The judge asked to re-check the timed call just made: its outputs as they are.
+  std::optional<Failure> recheck_timed_call(ChildShapeResponse& resp, int64_t t);
   std::optional<Failure> measure(ChildShapeResponse& resp, double atol, double rtol);
   std::optional<Failure> recheck_after_timing(ChildShapeResponse& resp, double atol, double rtol,
-                                              bool rotate, bool graph);
+                                              bool graph);
 
   const ChildTaskRequest& task_;
   const ChildShape& item_;
@@ -77,15 +95,22 @@ class ShapeRun {
   AtrexCandidateErrorFn error_fn_ = nullptr;
   std::unique_ptr<LaunchBuilder> launch_;
   PhaseClock phases_;
-  // The second input set of the timed calls (see measure).
-  std::vector<void*> alt_pristine_in_;
-  std::optional<Failure> rotation_failure_;
-  std::string second_set_error_;
+  // The timed calls' input sets (see measure): rotation_in_[0] is pristine_in_ (the last
+  // correctness seed's set), the others are allocated when the shape is timed; rotation_keys_
+  // their seeds. rotation_error_: why fewer sets than rotation_sets() were allocated.
+  std::vector<std::vector<void*>> rotation_in_;
+  std::vector<SetKey> rotation_keys_;
+  std::string rotation_error_;
   std::vector<void*> work_in_, pristine_in_, out_;
-  // The input set in pristine_in_ (and alt_pristine_in_), as the judge knows it: its seed and
-  // whether the range probe scaled it.
-  uint64_t set_seed_ = 0, alt_set_seed_ = 0;
-  bool set_probe_ = false, alt_set_probe_ = false;
+  // Per output: the guard before it and the guard after it (device buffers, kGuardBytes each);
+  // the canary they hold, on the device (guard_canary_) and on the host.
+  std::vector<std::pair<void*, void*>> guards_;
+  void* guard_canary_ = nullptr;
+  std::vector<uint8_t> guard_canary_host_, guard_scratch_;
+  // The input set in the work buffers, as the judge knows it (checks name it), and its
+  // pristine copy (in-place outputs start from it).
+  SetKey key_;
+  const std::vector<void*>* current_pristine_ = &pristine_in_;
 };
 
 }  // namespace atrex::runner::child

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <optional>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "atrex/common/json_io.h"
 #include "atrex/common/wire/eval_record.h"
 #include "atrex/common/sample_stats.h"
+#include "atrex/problems/numeric.h"
 #include "atrex/problems/operator.h"
 #include "child_device.h"
 
@@ -20,8 +23,125 @@ namespace atrex::runner::child {
 
 // How the input sets beyond a shape's correctness seeds derive from them, in the child and in
 // the judge alike (the judge accepts a check only on an input set of the shape's).
-inline constexpr uint64_t kRangeProbeSeedMix = 0x52414e4745ull;     // seeds[0] ^ this, scaled
-inline constexpr uint64_t kTimingSeedMix = 0x9E3779B97F4A7C15ull;   // seeds.back() ^ this
+inline constexpr uint64_t kRangeProbeSeedMix = 0x52414e4745ull;      // seeds[0] ^ this, scaled
+inline constexpr uint64_t kEdgeCaseSeedMix = 0x4544474543415345ull;  // seeds[0] ^ this, rewritten
+inline constexpr uint64_t kTimingSeedMix = 0x9E3779B97F4A7C15ull;    // seeds.back() ^ this (set 1)
+
+// Guard regions around every output buffer (ShapeRun::check_guards): this many bytes before and
+// after, a multiple of every alignment a candidate may rely on (256 B for CUDA vector loads).
+inline constexpr size_t kGuardBytes = 4096;
+inline constexpr uint64_t kGuardSeedMix = 0x4755415244ull;  // seeds[0] ^ this: the canary
+
+// The timed calls rotate over up to this many input sets (docs/evaluation.md "Checks around
+// timing"): set 0 is the last correctness seed's, set k >= 1 a fresh draw of timing_seed(k).
+inline constexpr int kMaxRotationSets = 8;
+// The rotation's extra sets (inputs only) may take this many times the shape's own bytes
+// (inputs + outputs), and at least kRotationFloorBytes: small shapes always get every set.
+inline constexpr double kRotationBudgetFactor = 2.0;
+inline constexpr size_t kRotationFloorBytes = size_t{64} << 20;
+
+inline uint64_t timing_seed(uint64_t last_seed, int k) {
+  return k == 1 ? last_seed ^ kTimingSeedMix
+                : last_seed ^ num::mix64(kTimingSeedMix + static_cast<uint64_t>(k));
+}
+
+// How many input sets the timed calls rotate over for `shape` (2..kMaxRotationSets): as many as
+// the budget above allows for the extra ones.
+inline int rotation_sets(const problems::ResolvedShape& shape) {
+  size_t in = 0, out = 0;
+  for (const auto& t : shape.inputs) in += t.bytes();
+  for (const auto& t : shape.outputs) out += t.bytes();
+  const double budget = std::max(static_cast<double>(kRotationFloorBytes),
+                                 kRotationBudgetFactor * static_cast<double>(in + out));
+  const double extra = in == 0 ? kMaxRotationSets : budget / static_cast<double>(in);
+  return static_cast<int>(std::clamp(1.0 + std::floor(extra), 2.0, double{kMaxRotationSets}));
+}
+
+// Which input set of a shape: a correctness seed's (or a timing seed's) usual draw, the range
+// probe's (some inputs scaled by a power of two), or the edge-case set (some inputs rewritten
+// into the operator's edge cases, operator.h EdgeCase). `variant` >= 0: the usual draw with the
+// splice of that timed call (splice_inputs), which changes a few values per call.
+enum class SetKind { kUsual, kRangeProbe, kEdgeCase };
+inline const char* set_kind_name(SetKind k) {
+  switch (k) {
+    case SetKind::kRangeProbe: return "range_probe";
+    case SetKind::kEdgeCase: return "edge_case";
+    default: return "usual";
+  }
+}
+inline std::optional<SetKind> set_kind_from_name(const std::string& s) {
+  if (s == "usual") return SetKind::kUsual;
+  if (s == "range_probe") return SetKind::kRangeProbe;
+  if (s == "edge_case") return SetKind::kEdgeCase;
+  return std::nullopt;
+}
+struct SetKey {
+  uint64_t seed = 0;
+  SetKind kind = SetKind::kUsual;
+  int64_t variant = -1;
+  bool operator==(const SetKey&) const = default;
+};
+// Timed-call variants above this are tampering (far more timed calls than max_iterations allow).
+inline constexpr int64_t kMaxVariant = int64_t{1} << 40;
+
+// What the edge-case set of `def` rewrites, for the record ("" when the operator has none).
+inline std::string edge_case_description(const problems::OperatorDef& def) {
+  std::string out;
+  for (const auto& e : def.edge_cases) out += (out.empty() ? "" : "; ") + e.input + ": " + e.what;
+  return out;
+}
+
+// Draws input `index` of `shape` for `key` (without its variant) into device buffer `dst`: the
+// generator (scaled for the range probe), then, for the edge-case set, the host rewrite
+// (apply_edge_case_cpu) with a host round trip where the buffer is device memory. The child and
+// the judge draw every set with this, so both hold the same bytes.
+inline Status draw_input(ChildDevice& dev, const problems::ResolvedShape& shape, size_t index,
+                         const SetKey& key, void* dst) {
+  const int e =
+      key.kind == SetKind::kRangeProbe ? problems::range_probe_exponent(*shape.def, index) : 0;
+  ATREX_TRY(e != 0 ? dev.generate_scaled(shape, index, key.seed, e, dst)
+                   : dev.generate(shape, index, key.seed, dst));
+  if (key.kind != SetKind::kEdgeCase) return ok();
+  const std::string& name = shape.inputs[index].name;
+  const auto& cases = shape.def->edge_cases;
+  if (std::none_of(cases.begin(), cases.end(), [&](const auto& c) { return c.input == name; }))
+    return ok();
+  if (dev.host_memory()) {
+    problems::apply_edge_case_cpu(shape, index, key.seed, dst);
+    return ok();
+  }
+  ATREX_TRY(dev.synchronize());
+  std::vector<uint8_t> host(shape.inputs[index].bytes());
+  ATREX_TRY(dev.to_host(host.data(), dst, host.size()));
+  problems::apply_edge_case_cpu(shape, index, key.seed, host.data());
+  return dev.from_host(dst, host.data(), host.size());
+}
+
+// The splice of timed call `variant` (>= 0) into the inputs `in` (device buffers of `shape`, a
+// usual draw): in every input drawn from a distribution (no structured generator: ids, tables and
+// slot maps keep their invariants) with at least 4 elements, a run of L = clamp(n/8, 1, 64)
+// elements is copied over another run of the same tensor at seeded, non-overlapping offsets.
+// Values stay ones the distribution drew; each timed call's inputs differ from every other call's
+// in a few places, so a cache keyed on any sample of the inputs returns a stale answer that the
+// judge's re-checks catch, and a cache keyed on all of them never hits. Device copies only (no
+// host round trip): cheap enough for every timed call, outside the timed window.
+inline Status splice_inputs(ChildDevice& dev, const problems::ResolvedShape& shape,
+                            const std::vector<void*>& in, int64_t variant) {
+  for (size_t i = 0; i < shape.inputs.size(); ++i) {
+    if (shape.def->inputs[i].generate) continue;
+    const auto n = static_cast<uint64_t>(shape.inputs[i].numel());
+    if (n < 4) continue;
+    const uint64_t len = std::clamp<uint64_t>(n / 8, 1, 64);
+    const uint64_t h = num::mix64(static_cast<uint64_t>(variant) * 0x100000001b3ull + i + 1);
+    const uint64_t a = h % (n - 2 * len + 1);
+    const uint64_t b = a + len + num::mix64(h) % (n - 2 * len - a + 1);
+    const bool forward = (num::mix64(h ^ 0x5bd1e995) & 1) != 0;
+    const size_t es = problems::dtype_size(shape.inputs[i].dtype);
+    auto* base = static_cast<uint8_t*>(in[i]);
+    ATREX_TRY(dev.copy(base + (forward ? b : a) * es, base + (forward ? a : b) * es, len * es));
+  }
+  return ok();
+}
 
 // Device buffers released when the child is done (or bails out).
 class Buffers {

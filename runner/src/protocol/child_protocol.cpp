@@ -41,7 +41,8 @@ Json to_json(const ChildShape& s) {
               {"seeds", s.seeds},
               {"performance", s.performance},
               {"range_probe", s.range_probe},
-              {"stop_task_on_failure", s.stop_task_on_failure}};
+              {"stop_task_on_failure", s.stop_task_on_failure},
+              {"edge_cases", s.edge_cases}};
 }
 
 Result<ChildShape> child_shape_from_json(const JsonField& f) {
@@ -53,6 +54,7 @@ Result<ChildShape> child_shape_from_json(const JsonField& f) {
   ATREX_TRY(r.required("performance", s.performance));
   ATREX_TRY(r.required("range_probe", s.range_probe));
   ATREX_TRY(r.required("stop_task_on_failure", s.stop_task_on_failure));
+  ATREX_TRY(r.required("edge_cases", s.edge_cases));
   ATREX_TRY(r.finish());
   if (s.seeds.empty()) return f.fail("a shape needs at least one seed");
   return s;
@@ -162,6 +164,7 @@ Json to_json(const ChildShapeResponse& c) {
          {"clocks", c.clocks},
          {"phases_s", c.phases_s},
          {"range_probe", c.range_probe},
+         {"edge_case", c.edge_case},
          {"input_rotation", c.input_rotation},
          {"started_at_s", c.started_at_s},
          {"wall_s", c.wall_s}};
@@ -190,6 +193,7 @@ Result<ChildShapeResponse> child_shape_response_from_json(const Json& j,
   ATREX_TRY(r.required("clocks", c.clocks));
   ATREX_TRY(r.required("phases_s", c.phases_s));
   ATREX_TRY(r.required("range_probe", c.range_probe));
+  ATREX_TRY(r.required("edge_case", c.edge_case));
   ATREX_TRY(r.required("input_rotation", c.input_rotation));
   ATREX_TRY(r.required("started_at_s", c.started_at_s));
   ATREX_TRY(r.required("wall_s", c.wall_s));
@@ -212,7 +216,9 @@ Json to_json(const JudgeVerdict& v) {
               {"max_rel_error", v.max_rel_error},
               {"low_signal_outputs", v.low_signal_outputs},
               {"range_probe", v.range_probe},
+              {"edge_case", v.edge_case},
               {"checks", v.checks},
+              {"timed_rechecks", v.timed_rechecks},
               {"post_timing_checks", v.post_timing_checks},
               {"post_timing_sets", v.post_timing_sets},
               {"timed", v.timed},
@@ -237,7 +243,9 @@ Result<JudgeVerdict> judge_verdict_from_json(const Json& j, const std::string& s
   ATREX_TRY(r.required("max_rel_error", v.max_rel_error));
   ATREX_TRY(r.required("low_signal_outputs", v.low_signal_outputs));
   ATREX_TRY(r.required("range_probe", v.range_probe));
+  ATREX_TRY(r.required("edge_case", v.edge_case));
   ATREX_TRY(r.required("checks", v.checks));
+  ATREX_TRY(r.required("timed_rechecks", v.timed_rechecks));
   ATREX_TRY(r.required("post_timing_checks", v.post_timing_checks));
   ATREX_TRY(r.required("post_timing_sets", v.post_timing_sets));
   ATREX_TRY(r.required("timed", v.timed));

@@ -43,6 +43,7 @@ struct ChildShape {
   bool range_probe = true;       // run the operator's range probe after the first seed
   // An unseen-shape check: a wrong_result ends the child after it (the task is decided).
   bool stop_task_on_failure = false;
+  bool edge_cases = true;  // check the operator's edge-case input set after the first seed
 };
 
 // mode "task": the shapes of one candidate, evaluated in order by one child.
@@ -89,9 +90,10 @@ struct ChildShapeResponse {
   Json clocks = Json::object();
   Json phases_s = Json::object();
   std::string range_probe;  // what the range probe scaled, "" when none ran
+  std::string edge_case;    // the edge-case input set checked, "" when none ran
   std::optional<std::vector<std::string>> unlaunched_kernels;
   std::optional<int64_t> unlaunched_instantiations;
-  std::string input_rotation;  // "on", or why the timed calls ran on one input set
+  std::string input_rotation;  // "on: N input sets, ...", or "off: " and why one set
   double started_at_s = 0;     // CLOCK_MONOTONIC seconds when the child began the shape
   double wall_s = 0;           // the shape's wall time inside the child
 };
@@ -119,7 +121,9 @@ struct JudgeVerdict {
   double max_rel_error = 0;
   std::vector<std::string> low_signal_outputs;
   std::string range_probe;  // what the range probe scaled, "" when it was not checked
+  std::string edge_case;    // the edge-case input set checked and passed, "" when none was
   int checks = 0;                // checked calls compared
+  int timed_rechecks = 0;        // of those, timed calls the judge chose to re-check
   int post_timing_checks = 0;    // of those, after the timed calls
   int post_timing_sets = 0;      // distinct input sets among them
   bool timed = false;            // the child opened and closed a timed section

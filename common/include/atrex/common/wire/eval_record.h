@@ -112,8 +112,11 @@ struct EvalRecord {
   // and by what ("x scaled by 2^11"), "" when none ran. unseen_shapes: the task's unseen-shape
   // checks; a failed one (wrong_result, crashed, timeout) gives every shape of the task its
   // status. unlaunched_kernels: kernels the candidate's library defines that no timed call of
-  // this shape launched (CUPTI traced; absent otherwise), a flag, not a verdict.
+  // this shape launched (CUPTI traced; absent otherwise), a flag, not a verdict. edge_case:
+  // the edge-case input set checked ("logits: rounded to multiples of 0.25: ...", one entry per
+  // rewritten input, "; "-separated), "" when none ran (the operator has none, or it was off).
   std::string range_probe;
+  std::string edge_case;
   std::vector<UnseenShapeResult> unseen_shapes;
   std::optional<std::vector<std::string>> unlaunched_kernels;
 };

@@ -44,9 +44,12 @@ struct EvalSettings {
   // Reward-hack defenses of the correctness gate (docs/evaluation.md "Checks beyond the usual
   // inputs and the hot shapes"): the range probe (one input set per shape scaled past the fp16
   // range, where the operator defines one) and the number of unseen shapes (correctness only,
-  // derived from the task's shapes by changing a free dimension; 0: none).
+  // derived from the task's shapes by changing a free dimension; 0: none). edge_cases: the
+  // edge-case input set (one per shape where the operator defines one: ties at the k-th value,
+  // all-zero rows, empty experts, permuted block tables; docs/evaluation.md "Edge-case inputs").
   bool range_probe = true;
   int unseen_shapes = 2;
+  bool edge_cases = true;
 };
 Json to_json(const EvalSettings& s);
 
