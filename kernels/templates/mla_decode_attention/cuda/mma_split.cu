@@ -1,12 +1,24 @@
 // atrex-template: mma_split
-// atrex-description: absorbed-MLA decode on bf16 tensor cores in one launch: a block per (sequence, 16 query heads, split), the 16 heads are the M dimension of mma.sync m16n8k16 (fp32 accumulators) for Q K^T over the whole latent + rope key (the 4 warps share the key dim, partial scores added in shared memory) and for P V (each warp a quarter of the latent value dim); each block loads KEY_TILE latent rows per burst (16-byte cp.async, every load of a tile in flight at once) and takes every split-th tile of the sequence (any seq_lens), the splits of a (sequence, head run) form a thread-block cluster (up to MAX_SPLITS blocks) that merges the (max, sum, accumulator) partials through distributed shared memory (sm_90 DSMEM); no workspace, no second kernel
+// atrex-description: absorbed-MLA decode on bf16 tensor cores in one launch: a block per (sequence, 16 query heads, split), the 16 heads are the M dimension of mma.sync m16n8k16 (fp32 accumulators) for Q K^T over the whole latent + rope key (the WARPS warps share the key dim, partial scores added in shared memory) and for P V (each warp 512 / WARPS of the latent value columns); each block loads KEY_TILE latent rows per burst (16-byte cp.async, every load of a tile in flight at once; with SPECULATE the first tile is requested with q, before seq_lens arrive, at the rows equal lengths give, and used only when the lens confirm them) and takes every split-th tile of the sequence (any seq_lens), the splits of a (sequence, head run) form a thread-block cluster (up to MAX_SPLITS blocks) that merges the (max, sum, accumulator) partials through distributed shared memory (sm_90 DSMEM); no workspace, no second kernel
 // atrex-param: KEY_TILE = 32 | 16, 32, 64
-// atrex-param: MAX_SPLITS = 8 | 8, 16
+// atrex-param: WARPS = 8 | 4, 8
 #ifndef KEY_TILE
 #define KEY_TILE 32
 #endif
+// Blocks per cluster at most: 8 (portable) or 16 (non-portable cluster size). Not a search
+// parameter (each listed one adds compile corners to CI); a rendering may still set it.
 #ifndef MAX_SPLITS
 #define MAX_SPLITS 8
+#endif
+#ifndef WARPS
+#define WARPS 8
+#endif
+// 1: the block's first tile is loaded before seq_lens arrives, at the rows it has when every
+// sequence holds rows / batch of them (the common case); it is used only when seq_lens confirm
+// that (same first row, same length), else reloaded. Saves the round trip of the lens. Not a
+// search parameter either.
+#ifndef SPECULATE
+#define SPECULATE 1
 #endif
 
 #include <cuda_bf16.h>
@@ -19,6 +31,7 @@
 
 static_assert(KEY_TILE == 16 || KEY_TILE == 32 || KEY_TILE == 64, "KEY_TILE: 16, 32 or 64 keys");
 static_assert(MAX_SPLITS == 8 || MAX_SPLITS == 16, "MAX_SPLITS: a portable (8) or non-portable (16) cluster");
+static_assert(WARPS == 4 || WARPS == 8, "WARPS: 4 or 8 (each a quarter or an eighth of the value dim)");
 
 namespace {
 
@@ -28,7 +41,7 @@ using atrex::cand::fail;
 using atrex::cand::kBF16;
 using atrex::cand::kI32;
 
-constexpr int kThreads = 128, kWarps = 4, kHeads = 16;
+constexpr int kWarps = WARPS, kThreads = 32 * kWarps, kHeads = 16;
 constexpr int kMaxDk = 576, kMaxDv = 512;
 // Shared-memory rows: the key dim padded to 576 + 8 bf16 (16-byte skew: the 8 rows of an
 // ldmatrix 8x8 load fall in distinct banks).
@@ -50,6 +63,7 @@ struct Args {
   const int32_t* lens;      // [B]
   __nv_bfloat16* out;       // [B, H, dv]
   int batch, heads, dk, dv, rows;
+  int mean;  // rows / batch: the length every sequence has when all are equal
   float scale_log2;  // 1/sqrt(dk) * log2(e)
 };
 
@@ -83,6 +97,19 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Rows row .. row + nt - 1 of kv_cache into the tile buffer (16-byte words up to kc, zeros past
+// the key dim and for the slots nt .. KEY_TILE - 1). Each thread writes the same shared-memory
+// words on every call (so its own cp.async.wait orders a reload after an earlier copy).
+__device__ __forceinline__ void load_rows(const Args& a, __nv_bfloat16* kvs, int64_t row, int nt,
+                                          int kc, int dk8) {
+  for (int it = threadIdx.x; it < KEY_TILE * kc; it += kThreads) {
+    const int t = it / kc, ch = it % kc;
+    const bool valid = t < nt && ch < dk8 && row + t < a.rows;
+    const __nv_bfloat16* src = valid ? a.kv + (row + t) * a.dk + ch * 8 : a.kv;
+    cp_async16(kvs + t * kRow + ch * 8, src, valid);
+  }
+}
+
 // Block (split `rank`, head run ht, sequence b): key tiles rank, rank + splits, ... of the
 // sequence (rows row0 + j of kv_cache, row0 = sum(seq_lens[:b])), online softmax across them;
 // the unnormalised partial (m, l, acc) of every block of the cluster is merged after a cluster
@@ -101,7 +128,7 @@ __global__ void __launch_bounds__(kThreads) mla_mma_kernel(Args a, int splits) {
   float* ms = reinterpret_cast<float*>(base + kQBytes + kTileBytes + kSpBytes + kPBytes);
   float* ls = ms + kHeads;
   float* alphas = ls + kHeads;
-  int* red = reinterpret_cast<int*>(alphas + kHeads);  // [4] the warps' parts of row0
+  int* red = reinterpret_cast<int*>(alphas + kHeads);  // [kWarps] the warps' parts of row0
 
   const int rank = static_cast<int>(blockIdx.x), ht = blockIdx.y, b = blockIdx.z;
   const int h0 = ht * kHeads;
@@ -117,6 +144,13 @@ __global__ void __launch_bounds__(kThreads) mla_mma_kernel(Args a, int splits) {
         valid ? a.q + (int64_t(b) * a.heads + h0 + r) * a.dk + ch * 8 : a.q;
     cp_async16(qs + r * kRow + ch * 8, src, valid);
   }
+  // The speculative first tile (tile `rank`, rows b * mean + ...), issued with q.
+  const int64_t spec_row0 = int64_t(b) * a.mean;
+  const bool spec = SPECULATE && rank * KEY_TILE < a.mean;
+  if (spec) {
+    const int nt = min(KEY_TILE, a.mean - rank * KEY_TILE);
+    load_rows(a, kvs, spec_row0 + int64_t(rank) * KEY_TILE, nt, kc, dk8);
+  }
   int part = 0;
   for (int i = threadIdx.x; i < b; i += kThreads) part += max(a.lens[i], 0);
   int n = max(a.lens[b], 0);
@@ -128,7 +162,9 @@ __global__ void __launch_bounds__(kThreads) mla_mma_kernel(Args a, int splits) {
     ls[r] = 0.f;
   }
   __syncthreads();
-  const int64_t row0 = int64_t(red[0]) + red[1] + red[2] + red[3];
+  int64_t row0 = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) row0 += red[w];
   // Rows past the cache (inconsistent seq_lens) are never read.
   if (row0 + n > a.rows) n = a.rows > row0 ? static_cast<int>(a.rows - row0) : 0;
 
@@ -139,16 +175,16 @@ __global__ void __launch_bounds__(kThreads) mla_mma_kernel(Args a, int splits) {
   for (int ti = rank; ti * KEY_TILE < n; ti += splits) {
     const int j0 = ti * KEY_TILE;
     const int nt = min(KEY_TILE, n - j0);
-    for (int it = threadIdx.x; it < KEY_TILE * kc; it += kThreads) {
-      const int t = it / kc, ch = it % kc;
-      const bool valid = t < nt && ch < dk8;
-      const __nv_bfloat16* src = valid ? a.kv + (row0 + j0 + t) * a.dk + ch * 8 : a.kv;
-      cp_async16(kvs + t * kRow + ch * 8, src, valid);
+    // The speculative copy is the right one when the lens say what it assumed: then the same
+    // rows (and the same zero rows past nt) are already on their way.
+    if (!(spec && ti == rank && row0 == spec_row0 && n == a.mean)) {
+      if (spec && ti == rank) cp_async_wait_all();  // the guess landed before it is overwritten
+      load_rows(a, kvs, row0 + j0, nt, kc, dk8);
     }
     cp_async_wait_all();
     __syncthreads();  // q (first tile) and this tile are in place
 
-    // Partial scores: warp w takes the k16 steps w, w + 4, ... of the key dim.
+    // Partial scores: warp w takes the k16 steps w, w + kWarps, ... of the key dim.
     float sc[kNT][4];
 #pragma unroll
     for (int i = 0; i < kNT; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.f;
@@ -172,7 +208,7 @@ __global__ void __launch_bounds__(kThreads) mla_mma_kernel(Args a, int splits) {
       *reinterpret_cast<float2*>(spw + (g + 8) * KEY_TILE + col) = make_float2(sc[i][2], sc[i][3]);
     }
     __syncthreads();
-    // Online softmax, warp w on rows 4w .. 4w + 3: add the warps' parts, mask keys past nt,
+    // Online softmax, warp w on rows (16 / kWarps) w ..: add the warps' parts, mask keys past nt,
     // new max, p = 2^(s - m) as bf16 (the A operand of P V), rescale of the earlier tiles.
     for (int r = warp * (kHeads / kWarps); r < (warp + 1) * (kHeads / kWarps); ++r) {
       constexpr int kPer = (KEY_TILE + 31) / 32;
@@ -216,7 +252,7 @@ __global__ void __launch_bounds__(kThreads) mla_mma_kernel(Args a, int splits) {
       }
     }
     __syncthreads();
-    // O = O * alpha + P V on this warp's value dims [warp * 128, + 128).
+    // O = O * alpha + P V on this warp's value dims [warp * kDvWarp, + kDvWarp).
     const float a0 = alphas[g], a1 = alphas[g + 8];
 #pragma unroll
     for (int i = 0; i < kDvWarp / 8; ++i) {
@@ -246,7 +282,10 @@ __global__ void __launch_bounds__(kThreads) mla_mma_kernel(Args a, int splits) {
     }
     __syncthreads();  // the next tile overwrites kvs, sp, ps
   }
-  cp_async_wait_all();  // (a block without tiles still has its q copies in flight)
+  // A block without tiles (or whose guess went unused) may still have copies in flight into q
+  // and the tile buffer, which the merge below reuses: every thread waits, then all meet.
+  cp_async_wait_all();
+  __syncthreads();
 
   __nv_bfloat16* out = a.out + (int64_t(b) * a.heads + h0) * a.dv;
   if (splits == 1) {
@@ -371,6 +410,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   a.dk = static_cast<int>(dk);
   a.dv = static_cast<int>(dv);
   a.rows = static_cast<int>(kv->shape[0]);
+  a.mean = static_cast<int>(kv->shape[0] / batch);
   a.scale_log2 = static_cast<float>(1.4426950408889634 / sqrt(static_cast<double>(dk)));
   // Opt in once to more than 48 KiB of dynamic shared memory (and, for 16-block clusters, the
   // non-portable cluster size); the first call is never under stream capture.

@@ -1,14 +1,15 @@
 // atrex-template: burst_split
-// atrex-description: latency-first split-KV decode in one launch: a thread-block cluster of up to 8 blocks per (sequence, kv head) divides the context (at least MIN_SPLIT_KEYS keys per block, splits until the grid gives every SM two blocks); each block issues ALL of its keys' and values' 16-byte loads of the legacy paged layout at once (cp.async, up to KEY_TILE keys per burst, so a block waits for about two dependent memory round trips: the block table, then the cache) and computes scores, softmax and P V for the whole GQA group from shared memory (K and V read once per group); the blocks merge their (max, sum, accumulator) partials through distributed shared memory (sm_90 DSMEM), each writing a slice of the outputs; no workspace, no second kernel
-// atrex-param: BLOCK_THREADS = 128 | 128, 256
+// atrex-description: latency-first split-KV decode in one launch: a thread-block cluster of up to 8 blocks per (sequence, kv head) divides the context (at least MIN_SPLIT_KEYS keys per block, splits until the grid gives every SM two blocks); each block issues ALL of its keys' and values' 16-byte loads of the legacy paged layout at once (cp.async, up to KEY_TILE keys per burst, so a block waits for about two dependent memory round trips: the block table, then the cache) and computes scores (4 lanes per dot product), softmax and P V for the whole GQA group from shared memory (K and V read once per group); the blocks merge their (max, sum, accumulator) partials through distributed shared memory (sm_90 DSMEM), each writing a slice of the outputs; no workspace, no second kernel
+// atrex-param: BLOCK_THREADS = 256 | 128, 256, 512
 // atrex-param: KEY_TILE = 64 | 32, 64
-// atrex-param: MIN_SPLIT_KEYS = 16 | 16, 32
 #ifndef BLOCK_THREADS
-#define BLOCK_THREADS 128
+#define BLOCK_THREADS 256
 #endif
 #ifndef KEY_TILE
 #define KEY_TILE 64
 #endif
+// Fewest keys per block of a split (not a search parameter: 16, one cache block, measured best
+// with the 8-block cluster on the suite's 128-key contexts).
 #ifndef MIN_SPLIT_KEYS
 #define MIN_SPLIT_KEYS 16
 #endif
@@ -39,6 +40,7 @@ using atrex::cand::kI32;
 
 constexpr int kWarps = BLOCK_THREADS / 32;
 constexpr int kMaxSplits = 8;  // a portable cluster
+constexpr int kSub = 4;        // lanes per q.k dot product (lanes i, i + 8, i + 16, i + 24)
 
 template <bool FP16>
 __device__ __forceinline__ float to_f(uint16_t h) {
@@ -219,25 +221,31 @@ __global__ void __launch_bounds__(BLOCK_THREADS) burst_decode_kernel(Args a, int
     }
     load_tile<FP16>(a, sm, kvh, j0, nt);
     __syncthreads();  // the tile is in place
-    // Scores (log2 units) for (head g, key t), t fastest: ks words are read contiguously, q
-    // rows broadcast. Slots past nt get -inf.
-    for (int it = threadIdx.x; it < G * nt8; it += BLOCK_THREADS) {
-      const int g = it / nt8, t = it % nt8;
-      float dot = -INFINITY;
-      if (t < nt) {
-        dot = 0.f;
+    // Scores (log2 units) for (head g, key t), t fastest: kSub lanes share a dot product (each
+    // every kSub-th 16-byte word, then two shuffles), so the dependent FMA chain is d / kSub
+    // long; q rows broadcast. Slots past nt get -inf. The trip
+    // count is the same for every lane of a warp (the shuffles need the whole warp).
+    for (int base = 0; base < G * nt8 * kSub; base += BLOCK_THREADS) {
+      // Lane 8 * sub + i of a warp: key item 8 * warp + i, words c = sub, sub + kSub, ...: each
+      // quarter warp reads 8 consecutive keys' words (128 contiguous bytes, no bank conflict).
+      const int it = base + threadIdx.x, sub = (it & 31) >> 3, item = (it >> 5) * 8 + (it & 7);
+      const int g = item / nt8, t = item % nt8;
+      const bool active = it < G * nt8 * kSub;
+      float dot = 0.f;
+      if (active && t < nt) {
         const uint16_t* qr = sm.q + g * d;
-#pragma unroll 4
-        for (int c = 0; c < d / 8; ++c) {
+#pragma unroll 2
+        for (int c = sub; c < d / 8; c += kSub) {
           float kf[8], qf[8];
           unpack8<FP16>(*reinterpret_cast<const uint4*>(sm.ks + (size_t(c) * KEY_TILE + t) * 8), kf);
           unpack8<FP16>(*reinterpret_cast<const uint4*>(qr + c * 8), qf);
 #pragma unroll
           for (int e = 0; e < 8; ++e) dot = fmaf(qf[e], kf[e], dot);
         }
-        dot *= a.scale_log2;
       }
-      sm.p[g * KEY_TILE + t] = dot;
+#pragma unroll
+      for (int o = 8; o < 8 * kSub; o <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      if (active && sub == 0) sm.p[g * KEY_TILE + t] = t < nt ? dot * a.scale_log2 : -INFINITY;
     }
     __syncthreads();
     // Online softmax step, a warp per head: new max, rescale of the earlier tiles, p = 2^(s - m).

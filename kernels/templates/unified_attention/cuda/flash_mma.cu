@@ -1,19 +1,19 @@
 // atrex-template: flash_mma
 // atrex-description: FlashAttention-2 on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulators) for the mixed varlen batch over the paged cache, one launch: a CTA per (BLOCK_M query rows of one sequence, query head), found on the device from cu_seqlens_q (vLLM's q-block numbering, no host sync; a warp-wide 32-way search, log32 of the batch in dependent loads); BLOCK_N-key tiles of K and V gathered through the block table by 16-byte cp.async into a STAGES-deep shared-memory ring, ldmatrix fragments, online softmax in registers (the scale folded into one FMA ahead of ex2.approx), causal and tail masks only on the tiles that need them; when the grid is far below the SM count (short or decode batches) each CTA's key range is split in up to MAX_SPLITS parts whose (max, sum, partial output) a second kernel merges
-// atrex-param: BLOCK_M = 64 | 16, 32, 64, 128
+// atrex-param: BLOCK_M = 128 | 16, 32, 64, 128
 // atrex-param: BLOCK_N = 64 | 16, 32, 64, 128
-// atrex-param: WARP_ROWS = 16 | 16, 32
+// atrex-param: WARP_ROWS = 32 | 16, 32
 // atrex-param: STAGES = 2 | 1, 2, 3
 // atrex-param: MAX_SPLITS = 8 | 1, 2, 4, 8, 16
 // atrex-param: CTAS_PER_SM = 1 | 1, 3
 #ifndef BLOCK_M
-#define BLOCK_M 64
+#define BLOCK_M 128
 #endif
 #ifndef BLOCK_N
 #define BLOCK_N 64
 #endif
 #ifndef WARP_ROWS
-#define WARP_ROWS 16
+#define WARP_ROWS 32
 #endif
 #ifndef STAGES
 #define STAGES 2
