@@ -1,7 +1,7 @@
 // atrex-template: mma_split
-// atrex-description: absorbed-MLA decode on bf16 tensor cores in one launch: a block per (sequence, 16 query heads, split), the 16 heads are the M dimension of mma.sync m16n8k16 (fp32 accumulators) for Q K^T over the whole latent + rope key (the WARPS warps share the key dim, partial scores added in shared memory) and for P V (each warp 512 / WARPS of the latent value columns); each block loads KEY_TILE latent rows per burst (16-byte cp.async, every load of a tile in flight at once; with SPECULATE the first tile is requested with q, before seq_lens arrive, at the rows equal lengths give, and used only when the lens confirm them) and takes every split-th tile of the sequence (any seq_lens), the splits of a (sequence, head run) form a thread-block cluster (up to MAX_SPLITS blocks) that merges the (max, sum, accumulator) partials through distributed shared memory (sm_90 DSMEM); no workspace, no second kernel
+// atrex-description: absorbed-MLA decode on bf16 tensor cores in one launch: a block per (sequence, 16 query heads, split), the 16 heads are the M dimension of mma.sync m16n8k16 (fp32 accumulators) for Q K^T over the whole latent + rope key (the WARPS warps share the key dim, partial scores added in shared memory) and for P V (each warp 512 / WARPS of the latent value columns); each block loads KEY_TILE latent rows per burst (16-byte cp.async, every load of a tile in flight at once) and takes every split-th tile of the sequence (any seq_lens), the splits of a (sequence, head run) form a thread-block cluster (up to MAX_SPLITS blocks) that merges the (max, sum, accumulator) partials through distributed shared memory (sm_90 DSMEM); no workspace, no second kernel
 // atrex-param: KEY_TILE = 32 | 16, 32, 64
-// atrex-param: WARPS = 8 | 4, 8
+// atrex-param: WARPS = 4 | 4, 8
 #ifndef KEY_TILE
 #define KEY_TILE 32
 #endif
@@ -11,14 +11,14 @@
 #define MAX_SPLITS 8
 #endif
 #ifndef WARPS
-#define WARPS 8
+#define WARPS 4
 #endif
-// 1: the block's first tile is loaded before seq_lens arrives, at the rows it has when every
-// sequence holds rows / batch of them (the common case); it is used only when seq_lens confirm
-// that (same first row, same length), else reloaded. Saves the round trip of the lens. Not a
-// search parameter either.
+// 1 (not yet run on a GPU): the block's first tile is loaded before seq_lens arrives, at the
+// rows it has when every sequence holds rows / batch of them (the common case); it is used only
+// when seq_lens confirm that (same first row, same length), else reloaded. Saves the round trip
+// of the lens. 0: load after the lens (as measured on the H200). Not a search parameter.
 #ifndef SPECULATE
-#define SPECULATE 1
+#define SPECULATE 0
 #endif
 
 #include <cuda_bf16.h>
@@ -30,25 +30,27 @@
 #include "atrex/candidate_util.h"
 
 static_assert(KEY_TILE == 16 || KEY_TILE == 32 || KEY_TILE == 64, "KEY_TILE: 16, 32 or 64 keys");
-static_assert(MAX_SPLITS == 8 || MAX_SPLITS == 16, "MAX_SPLITS: a portable (8) or non-portable (16) cluster");
-static_assert(WARPS == 4 || WARPS == 8, "WARPS: 4 or 8 (each a quarter or an eighth of the value dim)");
+static_assert(MAX_SPLITS == 8 || MAX_SPLITS == 16,
+              "MAX_SPLITS: a portable (8) or non-portable (16) cluster");
+static_assert(WARPS == 4 || WARPS == 8,
+              "WARPS: 4 or 8 (each a quarter or an eighth of the value dim)");
 
 namespace {
 
-using atrex::cand::Tensors;
 using atrex::cand::aligned;
 using atrex::cand::fail;
 using atrex::cand::kBF16;
 using atrex::cand::kI32;
+using atrex::cand::Tensors;
 
 constexpr int kWarps = WARPS, kThreads = 32 * kWarps, kHeads = 16;
 constexpr int kMaxDk = 576, kMaxDv = 512;
 // Shared-memory rows: the key dim padded to 576 + 8 bf16 (16-byte skew: the 8 rows of an
 // ldmatrix 8x8 load fall in distinct banks).
 constexpr int kRow = kMaxDk + 8;
-constexpr int kPRow = KEY_TILE + 8;        // probabilities [16][KEY_TILE] bf16, same skew
-constexpr int kDvWarp = kMaxDv / kWarps;   // value dims per warp in P V
-constexpr int kNT = KEY_TILE / 8;          // n8 tiles of the scores
+constexpr int kPRow = KEY_TILE + 8;       // probabilities [16][KEY_TILE] bf16, same skew
+constexpr int kDvWarp = kMaxDv / kWarps;  // value dims per warp in P V
+constexpr int kNT = KEY_TILE / 8;         // n8 tiles of the scores
 constexpr size_t kQBytes = size_t(kHeads) * kRow * 2;
 constexpr size_t kKvBytes = size_t(KEY_TILE) * kRow * 2;
 constexpr size_t kAccBytes = size_t(kHeads) * kMaxDv * 4;  // the merge's accumulators (fp32)
@@ -63,7 +65,7 @@ struct Args {
   const int32_t* lens;      // [B]
   __nv_bfloat16* out;       // [B, H, dv]
   int batch, heads, dk, dv, rows;
-  int mean;  // rows / batch: the length every sequence has when all are equal
+  int mean;          // rows / batch: the length every sequence has when all are equal
   float scale_log2;  // 1/sqrt(dk) * log2(e)
 };
 
@@ -122,7 +124,7 @@ __global__ void __launch_bounds__(kThreads) mla_mma_kernel(Args a, int splits) {
   char* base = reinterpret_cast<char*>(smem_raw);
   __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(base);
   __nv_bfloat16* kvs = reinterpret_cast<__nv_bfloat16*>(base + kQBytes);
-  float* accs = reinterpret_cast<float*>(base + kQBytes);  // after the last tile only
+  float* accs = reinterpret_cast<float*>(base + kQBytes);             // after the last tile only
   float* sp = reinterpret_cast<float*>(base + kQBytes + kTileBytes);  // [warp][16][KEY_TILE]
   __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(base + kQBytes + kTileBytes + kSpBytes);
   float* ms = reinterpret_cast<float*>(base + kQBytes + kTileBytes + kSpBytes + kPBytes);
@@ -140,8 +142,7 @@ __global__ void __launch_bounds__(kThreads) mla_mma_kernel(Args a, int splits) {
   for (int it = threadIdx.x; it < kHeads * kc; it += kThreads) {
     const int r = it / kc, ch = it % kc;
     const bool valid = h0 + r < a.heads && ch < dk8;
-    const __nv_bfloat16* src =
-        valid ? a.q + (int64_t(b) * a.heads + h0 + r) * a.dk + ch * 8 : a.q;
+    const __nv_bfloat16* src = valid ? a.q + (int64_t(b) * a.heads + h0 + r) * a.dk + ch * 8 : a.q;
     cp_async16(qs + r * kRow + ch * 8, src, valid);
   }
   // The speculative first tile (tile `rank`, rows b * mean + ...), issued with q.
@@ -266,8 +267,8 @@ __global__ void __launch_bounds__(kThreads) mla_mma_kernel(Args a, int splits) {
 #pragma unroll
       for (int kk = 0; kk < KEY_TILE / 16; ++kk) {
         uint32_t pa[4];
-        ldmatrix_x4(pa, ps + ((lane & 7) + ((lane >> 3) & 1) * 8) * kPRow + kk * 16 +
-                            (lane >> 4) * 8);
+        ldmatrix_x4(pa,
+                    ps + ((lane & 7) + ((lane >> 3) & 1) * 8) * kPRow + kk * 16 + (lane >> 4) * 8);
 #pragma unroll
         for (int dn = 0; dn < kDvWarp / 16; ++dn) {
           if (dbase + dn * 16 < kc * 8) {  // value columns that are in shared memory
@@ -350,7 +351,8 @@ __global__ void __launch_bounds__(kThreads) mla_mma_kernel(Args a, int splits) {
     for (int k = 0; k < MAX_SPLITS; ++k) {
       if (k < splits) {
         const float w = wts[r * MAX_SPLITS + k];
-        const float2 v = *cluster.map_shared_rank(reinterpret_cast<float2*>(accs + r * kMaxDv + col), k);
+        const float2 v =
+            *cluster.map_shared_rank(reinterpret_cast<float2*>(accs + r * kMaxDv + col), k);
         acc.x = fmaf(v.x, w, acc.x);
         acc.y = fmaf(v.y, w, acc.y);
       }
@@ -390,9 +392,10 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
     return ts.failed();
   const int64_t batch = q->shape[0], heads = q->shape[1], dk = q->shape[2], dv = out->shape[2];
   if (dk % 8 != 0 || dk > kMaxDk || dv % 2 != 0 || dv > kMaxDv || dv > dk || dv < 2)
-    return fail("mla_decode_attention: key dim %lld (a multiple of 8 up to %d expected), value "
-                "dim %lld (even, up to %d and the key dim)",
-                static_cast<long long>(dk), kMaxDk, static_cast<long long>(dv), kMaxDv);
+    return fail(
+        "mla_decode_attention: key dim %lld (a multiple of 8 up to %d expected), value "
+        "dim %lld (even, up to %d and the key dim)",
+        static_cast<long long>(dk), kMaxDk, static_cast<long long>(dv), kMaxDv);
   if (batch == 0 || heads == 0) return 0;
   const int64_t runs = (heads + kHeads - 1) / kHeads;
   if (batch > 65535 || runs > 65535 || kv->shape[0] > 0x7fffffff)
@@ -416,8 +419,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   // non-portable cluster size); the first call is never under stream capture.
   static bool opted = false;
   if (!opted) {
-    cudaError_t e = cudaFuncSetAttribute(mla_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kSmem));
+    cudaError_t e = cudaFuncSetAttribute(
+        mla_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
     if (e == cudaSuccess && MAX_SPLITS > 8)
       e = cudaFuncSetAttribute(mla_mma_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (e != cudaSuccess)

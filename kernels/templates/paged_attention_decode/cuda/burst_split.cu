@@ -1,12 +1,19 @@
 // atrex-template: burst_split
-// atrex-description: latency-first split-KV decode in one launch: a thread-block cluster of up to 8 blocks per (sequence, kv head) divides the context (at least MIN_SPLIT_KEYS keys per block, splits until the grid gives every SM two blocks); each block issues ALL of its keys' and values' 16-byte loads of the legacy paged layout at once (cp.async, up to KEY_TILE keys per burst, so a block waits for about two dependent memory round trips: the block table, then the cache) and computes scores (4 lanes per dot product), softmax and P V for the whole GQA group from shared memory (K and V read once per group); the blocks merge their (max, sum, accumulator) partials through distributed shared memory (sm_90 DSMEM), each writing a slice of the outputs; no workspace, no second kernel
-// atrex-param: BLOCK_THREADS = 256 | 128, 256, 512
+// atrex-description: latency-first split-KV decode in one launch: a thread-block cluster of up to 8 blocks per (sequence, kv head) divides the context (at least MIN_SPLIT_KEYS keys per block, splits until the grid gives every SM two blocks); each block issues ALL of its keys' and values' 16-byte loads of the legacy paged layout at once (cp.async, up to KEY_TILE keys per burst, so a block waits for about two dependent memory round trips: the block table, then the cache) and computes scores (SUB_LANES lanes per dot product), softmax and P V for the whole GQA group from shared memory (K and V read once per group); the blocks merge their (max, sum, accumulator) partials through distributed shared memory (sm_90 DSMEM), each writing a slice of the outputs; no workspace, no second kernel
+// atrex-param: BLOCK_THREADS = 128 | 128, 256, 512
 // atrex-param: KEY_TILE = 64 | 32, 64
+// atrex-param: SUB_LANES = 1 | 1, 4
 #ifndef BLOCK_THREADS
-#define BLOCK_THREADS 256
+#define BLOCK_THREADS 128
 #endif
 #ifndef KEY_TILE
 #define KEY_TILE 64
+#endif
+// Lanes per q.k dot product: 1 (a thread per (head, key)) or 4 (lanes i, i + 8, i + 16, i + 24
+// of a warp share one, each every 4th 16-byte word, then two shuffles: a 4x shorter dependent
+// FMA chain, for groups of several heads).
+#ifndef SUB_LANES
+#define SUB_LANES 1
 #endif
 // Fewest keys per block of a split (not a search parameter: 16, one cache block, measured best
 // with the 8-block cluster on the suite's 128-key contexts).
@@ -27,20 +34,23 @@ static_assert(BLOCK_THREADS % 32 == 0 && BLOCK_THREADS >= 32 && BLOCK_THREADS <=
               "BLOCK_THREADS");
 static_assert(KEY_TILE % 8 == 0 && KEY_TILE >= 8 && KEY_TILE <= 256, "KEY_TILE: runs of 8 keys");
 static_assert(MIN_SPLIT_KEYS >= 8 && MIN_SPLIT_KEYS % 8 == 0, "MIN_SPLIT_KEYS: runs of 8 keys");
+static_assert(SUB_LANES == 1 || SUB_LANES == 4,
+              "SUB_LANES: 1 or 4 (a quarter warp per part keeps the item count whole)");
 
 namespace {
 
-using atrex::cand::Tensors;
 using atrex::cand::aligned;
 using atrex::cand::fail;
 using atrex::cand::is;
 using atrex::cand::kBF16;
 using atrex::cand::kF16;
 using atrex::cand::kI32;
+using atrex::cand::Tensors;
 
 constexpr int kWarps = BLOCK_THREADS / 32;
-constexpr int kMaxSplits = 8;  // a portable cluster
-constexpr int kSub = 4;        // lanes per q.k dot product (lanes i, i + 8, i + 16, i + 24)
+constexpr int kMaxSplits = 8;        // a portable cluster
+constexpr int kSub = SUB_LANES;      // lanes per q.k dot product
+constexpr int kSubSpan = 32 / kSub;  // lanes i, i + kSubSpan, ... share one
 
 template <bool FP16>
 __device__ __forceinline__ float to_f(uint16_t h) {
@@ -222,13 +232,15 @@ __global__ void __launch_bounds__(BLOCK_THREADS) burst_decode_kernel(Args a, int
     load_tile<FP16>(a, sm, kvh, j0, nt);
     __syncthreads();  // the tile is in place
     // Scores (log2 units) for (head g, key t), t fastest: kSub lanes share a dot product (each
-    // every kSub-th 16-byte word, then two shuffles), so the dependent FMA chain is d / kSub
-    // long; q rows broadcast. Slots past nt get -inf. The trip
+    // every kSub-th 16-byte word, then log2(kSub) shuffles), so the dependent FMA chain is
+    // d / kSub long; q rows broadcast. Slots past nt get -inf. The trip
     // count is the same for every lane of a warp (the shuffles need the whole warp).
     for (int base = 0; base < G * nt8 * kSub; base += BLOCK_THREADS) {
-      // Lane 8 * sub + i of a warp: key item 8 * warp + i, words c = sub, sub + kSub, ...: each
-      // quarter warp reads 8 consecutive keys' words (128 contiguous bytes, no bank conflict).
-      const int it = base + threadIdx.x, sub = (it & 31) >> 3, item = (it >> 5) * 8 + (it & 7);
+      // Lane kSubSpan * sub + i of a warp: key item kSubSpan * warp + i, words c = sub,
+      // sub + kSub, ...: each run of kSubSpan lanes reads consecutive keys' words (contiguous
+      // bytes, no bank conflict). kSub = 1: item = it, a thread per (head, key).
+      const int it = base + threadIdx.x, sub = (it & 31) / kSubSpan;
+      const int item = (it >> 5) * kSubSpan + (it & (kSubSpan - 1));
       const int g = item / nt8, t = item % nt8;
       const bool active = it < G * nt8 * kSub;
       float dot = 0.f;
@@ -237,14 +249,15 @@ __global__ void __launch_bounds__(BLOCK_THREADS) burst_decode_kernel(Args a, int
 #pragma unroll 2
         for (int c = sub; c < d / 8; c += kSub) {
           float kf[8], qf[8];
-          unpack8<FP16>(*reinterpret_cast<const uint4*>(sm.ks + (size_t(c) * KEY_TILE + t) * 8), kf);
+          unpack8<FP16>(*reinterpret_cast<const uint4*>(sm.ks + (size_t(c) * KEY_TILE + t) * 8),
+                        kf);
           unpack8<FP16>(*reinterpret_cast<const uint4*>(qr + c * 8), qf);
 #pragma unroll
           for (int e = 0; e < 8; ++e) dot = fmaf(qf[e], kf[e], dot);
         }
       }
 #pragma unroll
-      for (int o = 8; o < 8 * kSub; o <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      for (int o = kSubSpan; o < 32; o <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
       if (active && sub == 0) sm.p[g * KEY_TILE + t] = t < nt ? dot * a.scale_log2 : -INFINITY;
     }
     __syncthreads();
@@ -351,16 +364,17 @@ template <bool FP16>
 int run_kernel(Args a, int seqs, cudaStream_t stream) {
   const size_t smem = smem_bytes(a.group, a.dim);
   if (smem > 227 * 1024)
-    return fail("paged_attention_decode: a group of %d heads of dim %d needs %zu bytes of shared "
-                "memory (more than an SM has)",
-                a.group, a.dim, smem);
+    return fail(
+        "paged_attention_decode: a group of %d heads of dim %d needs %zu bytes of shared "
+        "memory (more than an SM has)",
+        a.group, a.dim, smem);
   // Opt in once per kernel to more than 48 KiB of dynamic shared memory (the first call is never
   // under stream capture: it is a correctness call).
   static size_t opted_in = 48 * 1024;
   if (smem > opted_in) {
-    const cudaError_t e = cudaFuncSetAttribute(
-        burst_decode_kernel<FP16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(smem));
+    const cudaError_t e =
+        cudaFuncSetAttribute(burst_decode_kernel<FP16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem));
     if (e != cudaSuccess)
       return fail("paged_attention_decode: %zu bytes of shared memory: %s", smem,
                   cudaGetErrorString(e));
@@ -391,7 +405,8 @@ int run_kernel(Args a, int seqs, cudaStream_t stream) {
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, burst_decode_kernel<FP16>, a, static_cast<int>(splits));
+  cudaError_t err =
+      cudaLaunchKernelEx(&cfg, burst_decode_kernel<FP16>, a, static_cast<int>(splits));
   if (err == cudaSuccess) err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail("paged_attention_decode: %s", cudaGetErrorString(err));
 }
