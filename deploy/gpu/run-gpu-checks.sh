@@ -42,6 +42,8 @@
 #   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
 #   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
 # Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|attacks|fresh|all]...
+#   variants: VARIANTS="op/name:P=V,P=V[@ids] ..." templates at chosen parameters (1 seed, timing
+#          only), on VARIANT_SHAPES (default all) or an entry's own @ids.
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
 #          deploy/gpu/smoke-sweep.yaml, for a quick check within a few minutes.
 set -uo pipefail
@@ -93,10 +95,30 @@ if want eval; then
     op=$(basename "$(dirname "$(dirname "$tpl")")")
     # EVAL_OPS="op1 op2" limits the step to those operators' templates.
     if [ -n "${EVAL_OPS:-}" ] && ! [[ " $EVAL_OPS " == *" $op "* ]]; then continue; fi
+    # EVAL_TEMPLATES="name1 name2" (file names without .cu) limits it further.
+    if [ -n "${EVAL_TEMPLATES:-}" ] && ! [[ " $EVAL_TEMPLATES " == *" $(basename "$tpl" .cu) "* ]]; then continue; fi
     echo "--- $tpl"
     "$atrex" eval "$tpl" --operator "$op" --shapes all --out "$out/eval-$op-$(basename "$tpl" .cu).jsonl" 2>&1 \
       | grep -v '^  shape ' | tee -a "$out/eval.txt" || rc=1
   done
+fi
+
+if want variants; then
+  # VARIANTS="op/name:P=V,P=V[@shape,shape] ..." (kernels/templates/<op>/cuda/<name>.cu) and
+  # VARIANT_SHAPES (default all; @ids after an entry override it for that entry): each template
+  # with those parameters set (#define lines ahead of the file, as the search renders them),
+  # evaluated with 1 seed and no unseen shapes, for timing.
+  echo "=== variants: CUDA templates at chosen parameters" | tee "$out/variants.txt"
+  for v in ${VARIANTS:-}; do
+    shapes="${VARIANT_SHAPES:-all}"; case "$v" in *@*) shapes="${v#*@}"; v="${v%%@*}";; esac
+    tpl="kernels/templates/${v%%:*}"; tpl="${tpl%/*}/cuda/${tpl##*/}.cu"; op=$(echo "${v%%:*}" | cut -d/ -f1)
+    defs="${v#*:}"; f="/tmp/atrex-variant-$(echo "$v" | tr '/:,=' '____').cu"
+    { for d in ${defs//,/ }; do echo "#define ${d%%=*} ${d#*=}"; done; cat "$tpl"; } > "$f"
+    echo "--- $tpl $defs (shapes $shapes)" | tee -a "$out/variants.txt"
+    "$atrex" eval "$f" --operator "$op" --shapes "$shapes" --seeds 1 --unseen-shapes 0 2>&1 \
+      | grep -v '^  shape ' | tee -a "$out/variants.txt" || rc=1
+  done
+  [ -n "${OUT:-}" ] && cp "$out/variants.txt" "$OUT/"
 fi
 
 if want smoke; then

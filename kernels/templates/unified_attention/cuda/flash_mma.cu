@@ -1,24 +1,31 @@
 // atrex-template: flash_mma
-// atrex-description: FlashAttention-2 on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulators) for the mixed varlen batch over the paged cache, one launch: a CTA per (BLOCK_M query rows of one sequence, query head), found on the device from cu_seqlens_q (vLLM's q-block numbering, no host sync); BLOCK_N-key tiles of K and V gathered through the block table by 16-byte cp.async into a STAGES-deep shared-memory ring, ldmatrix fragments, online softmax in registers with exp2, causal and tail masks only on the tiles that need them; when the grid is far below the SM count (short or decode batches) each CTA's key range is split in up to MAX_SPLITS parts whose (max, sum, partial output) a second kernel merges
-// atrex-param: BLOCK_M = 64 | 16, 32, 64, 128
+// atrex-description: FlashAttention-2 on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulators) for the mixed varlen batch over the paged cache, one launch: a CTA per (BLOCK_M query rows of one sequence, query head), found on the device from cu_seqlens_q (vLLM's q-block numbering, no host sync; a warp-wide 32-way search, log32 of the batch in dependent loads); BLOCK_N-key tiles of K and V gathered through the block table by 16-byte cp.async into a STAGES-deep shared-memory ring, ldmatrix fragments, online softmax in registers (the scale folded into one FMA ahead of ex2.approx), causal and tail masks only on the tiles that need them; when the grid is far below the SM count (short or decode batches) each CTA's key range is split in up to MAX_SPLITS parts whose (max, sum, partial output) a second kernel merges
+// atrex-param: BLOCK_M = 128 | 16, 32, 64, 128
 // atrex-param: BLOCK_N = 64 | 16, 32, 64, 128
-// atrex-param: WARP_ROWS = 16 | 16, 32
+// atrex-param: WARP_ROWS = 32 | 16, 32
 // atrex-param: STAGES = 2 | 1, 2, 3
 // atrex-param: MAX_SPLITS = 8 | 1, 2, 4, 8, 16
+// atrex-param: CTAS_PER_SM = 1 | 1, 3
 #ifndef BLOCK_M
-#define BLOCK_M 64
+#define BLOCK_M 128
 #endif
 #ifndef BLOCK_N
 #define BLOCK_N 64
 #endif
 #ifndef WARP_ROWS
-#define WARP_ROWS 16
+#define WARP_ROWS 32
 #endif
 #ifndef STAGES
 #define STAGES 2
 #endif
 #ifndef MAX_SPLITS
 #define MAX_SPLITS 8
+#endif
+// The launch bound's minimum blocks per SM for head dims up to 128 (3: at most 170 registers,
+// so three 4-warp CTAs fit an SM and hide each other's start-up latency; 1: the compiler's
+// choice).
+#ifndef CTAS_PER_SM
+#define CTAS_PER_SM 1
 #endif
 
 #include <cuda_bf16.h>
@@ -33,6 +40,7 @@ static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 16 && BLOCK_N <= 256, "BLOCK_N: pa
 static_assert(WARP_ROWS == 16 || WARP_ROWS == 32, "WARP_ROWS: one or two m16 tiles per warp");
 static_assert(STAGES >= 1 && STAGES <= 4, "STAGES");
 static_assert(MAX_SPLITS >= 1 && MAX_SPLITS <= 64, "MAX_SPLITS");
+static_assert(CTAS_PER_SM >= 1 && CTAS_PER_SM <= 4, "CTAS_PER_SM");
 
 namespace {
 
@@ -71,6 +79,7 @@ struct Args {
   float* part_o;   // [splits, T, Hq, d] unnormalised partial outputs (splits > 1)
   float2* part_ml; // [splits, T, Hq] (running max in log2 units, sum)
   int num_seqs, tokens, hq, hkv, group, dim, bs, max_blocks, splits;
+  int bs_shift;  // log2(bs) when bs is a power of two, else -1
   int qblocks;  // q blocks in the grid: T / rows per block + num_seqs
   float scale_log2;  // 1/sqrt(d) * log2(e)
 };
@@ -106,21 +115,35 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// 2^x on the SFU (ex2.approx, flush-to-zero: 2^-inf = +0), without exp2f's range handling.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 // The sequence owning q block `bx`: sequence s's blocks start at cu_q[s] / BLOCK_M + s (each
-// sequence gets ceil(q_len / BLOCK_M) blocks or one more), so the largest such s <= bx.
+// sequence gets ceil(q_len / BLOCK_M) blocks or one more), so the largest such s <= bx. Each
+// warp searches on its own, 32 probes per step (a ballot picks the interval), so a batch of n
+// sequences costs about log32(n) dependent loads instead of the log2(n) of a binary search:
+// with thousands of short sequences the search was most of a CTA's start-up latency.
 __device__ int find_sequence(const int32_t* cu_q, int n, int bx) {
-  int lo = 0, hi = n - 1;
+  const int lane = threadIdx.x & 31;
+  int lo = 0, hi = n - 1;  // the answer lies in [lo, hi]
   while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (cu_q[mid] / BLOCK_M + mid <= bx)
-      lo = mid;
-    else
-      hi = mid - 1;
+    const int64_t span = int64_t(hi) - lo + 1;
+    const int idx = lo + static_cast<int>(lane * span / 32);  // lane 0 probes lo itself
+    const bool ok = cu_q[idx] / BLOCK_M + idx <= bx;          // true on a prefix of the lanes
+    const unsigned mask = __ballot_sync(0xffffffffu, ok);
+    if (mask == 0u) return lo;  // (cu_q[0] > 0: the binary search's answer, too)
+    const int k = 31 - __clz(mask);
+    const int next = k < 31 ? lo + static_cast<int>((k + 1) * span / 32) : hi + 1;
+    lo = lo + static_cast<int>(k * span / 32);
+    hi = next - 1;
   }
   return lo;
 }
@@ -139,7 +162,10 @@ __device__ void load_kv(const Args& a, const int32_t* table, int kvh, int tile, 
     const bool valid = j < n_keys && ch < dchunks;
     int64_t off = 0;
     if (valid) {
-      const int64_t slot = int64_t(table[j / a.bs]) * a.bs + j % a.bs;
+      // A power-of-two block size (the usual 16) takes a shift and a mask, not a division.
+      const int blk = a.bs_shift >= 0 ? j >> a.bs_shift : j / a.bs;
+      const int pos = a.bs_shift >= 0 ? j & (a.bs - 1) : j % a.bs;
+      const int64_t slot = int64_t(table[blk]) * a.bs + pos;
       off = (slot * a.hkv + kvh) * a.dim + ch * 8;
     }
     cp_async16(ks + r * kRow + ch * 8, a.k + off, valid);
@@ -148,7 +174,7 @@ __device__ void load_kv(const Args& a, const int32_t* table, int kvh, int tile, 
 }
 
 template <int D>
-__global__ void __launch_bounds__(threads_for(D)) unified_flash_kernel(Args a) {
+__global__ void __launch_bounds__(threads_for(D), D <= 128 ? CTAS_PER_SM : 1) unified_flash_kernel(Args a) {
   constexpr int S = stages_for(D), kRow = D + 8, kNT = BLOCK_N / 8, kDT = D / 8;
   constexpr int kMT = mtiles_for(D), kWarpRows = 16 * kMT, kThreads = threads_for(D);
   constexpr bool kQRegs = q_in_registers(D);
@@ -274,7 +300,7 @@ __global__ void __launch_bounds__(threads_for(D)) unified_flash_kernel(Args a) {
         for (int i = 0; i < kNT; ++i) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            float x = sc[mt][i][e] * a.scale_log2;
+            float x = sc[mt][i][e];  // raw q.k; scaled inside the exponent below
             if (need_mask) {
               const int j = k0 + i * 8 + 2 * tq + (e & 1);
               const int pos = p0 + wrow + mt * 16 + g + (e >> 1) * 8;
@@ -292,14 +318,15 @@ __global__ void __launch_bounds__(threads_for(D)) unified_flash_kernel(Args a) {
             mx = fmaxf(mx, fmaxf(sc[mt][i][2 * r], sc[mt][i][2 * r + 1]));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float m_new = fmaxf(m[mt][r], mx);
+          // m in log2 units (scale_log2 > 0 keeps the order; -inf stays -inf).
+          const float m_new = fmaxf(m[mt][r], mx * a.scale_log2);
           const float base = m_new == -INFINITY ? 0.f : m_new;  // a row masked so far stays 0
-          const float alpha = exp2f(m[mt][r] - base);
+          const float alpha = fast_exp2(m[mt][r] - base);
           float sum = 0.f;
 #pragma unroll
           for (int i = 0; i < kNT; ++i) {
-            sc[mt][i][2 * r] = exp2f(sc[mt][i][2 * r] - base);
-            sc[mt][i][2 * r + 1] = exp2f(sc[mt][i][2 * r + 1] - base);
+            sc[mt][i][2 * r] = fast_exp2(fmaf(sc[mt][i][2 * r], a.scale_log2, -base));
+            sc[mt][i][2 * r + 1] = fast_exp2(fmaf(sc[mt][i][2 * r + 1], a.scale_log2, -base));
             sum += sc[mt][i][2 * r] + sc[mt][i][2 * r + 1];
           }
           // This thread's part of the row sum; the quad adds its parts at the end.
@@ -518,6 +545,9 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch_args) {
   a.group = static_cast<int>(hq / hkv);
   a.dim = static_cast<int>(dim);
   a.bs = static_cast<int>(kc->shape[1]);
+  a.bs_shift = -1;
+  for (int sh = 0; sh < 31; ++sh)
+    if ((int64_t(1) << sh) == kc->shape[1]) a.bs_shift = sh;
   a.max_blocks = static_cast<int>(table->shape[1]);
   a.splits = 1;
   a.scale_log2 = static_cast<float>(1.4426950408889634 / sqrt(static_cast<double>(dim)));
