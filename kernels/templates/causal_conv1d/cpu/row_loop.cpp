@@ -1,6 +1,6 @@
 // atrex-template: row_loop
 // atrex-description: single-threaded loop over channels; each row convolved with its taps in a local array (the initial state prepended once into a small head buffer, the body read straight from x), fp32 accumulation, TOKEN_UNROLL outputs per step
-// atrex-param: TOKEN_UNROLL = 4 | 1, 4, 8
+// atrex-param: TOKEN_UNROLL = 4 | 1, 4
 #ifndef TOKEN_UNROLL
 #define TOKEN_UNROLL 4
 #endif

@@ -1,8 +1,8 @@
 // atrex-template: threaded
 // atrex-description: channels split into contiguous chunks over up to THREADS std::threads (only when the work is large enough); per channel the head/body row convolution with TOKEN_UNROLL outputs per step
-// atrex-param: THREADS = 2 | 1, 2, 4
+// atrex-param: THREADS = 2 | 1, 2
 // atrex-param: TOKEN_UNROLL = 8 | 4, 8
-// atrex-param: MIN_KELEMS = 64 | 16, 64, 1024
+// atrex-param: MIN_KELEMS = 64 | 16, 64
 #ifndef THREADS
 #define THREADS 2
 #endif

@@ -1,6 +1,6 @@
 // atrex-template: flat_vec
 // atrex-description: x [dim, T] walked as one flat array in 2*VEC-byte packs (row boundaries need no alignment): each thread convolves PACKS_PER_THREAD packs with a register window (the pack plus the width-1 values before it), the channel's taps and bias cached in registers, the initial state read where a row starts
-// atrex-param: BLOCK_THREADS = 256 | 128, 256, 512
+// atrex-param: BLOCK_THREADS = 256 | 128, 256
 // atrex-param: VEC = 8 | 2, 4, 8
 // atrex-param: PACKS_PER_THREAD = 1 | 1, 2, 4
 #ifndef BLOCK_THREADS

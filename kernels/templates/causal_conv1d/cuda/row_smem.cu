@@ -1,7 +1,7 @@
 // atrex-template: row_smem
 // atrex-description: 2D grid of (channel, token tile) blocks: the tile plus its width-1 halo (initial state at the row start) staged in shared memory with coalesced loads, then each thread convolves TOKENS_PER_THREAD tokens strided by the block size (coalesced 2-byte stores)
-// atrex-param: BLOCK_THREADS = 128 | 32, 128, 256, 512
-// atrex-param: TOKENS_PER_THREAD = 4 | 1, 4, 8
+// atrex-param: BLOCK_THREADS = 128 | 32, 64, 128
+// atrex-param: TOKENS_PER_THREAD = 4 | 1, 2, 4
 #ifndef BLOCK_THREADS
 #define BLOCK_THREADS 128
 #endif

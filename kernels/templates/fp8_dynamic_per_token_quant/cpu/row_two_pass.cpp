@@ -1,6 +1,6 @@
 // atrex-template: row_two_pass
 // atrex-description: single-threaded row loop: amax over UNROLL independent accumulators (vectorisable), then a branch-light bitwise round-to-nearest-even onto the e4m3 grid for each clamped x * (1/scale)
-// atrex-param: UNROLL = 8 | 1, 8, 16
+// atrex-param: UNROLL = 8 | 1, 8
 #ifndef UNROLL
 #define UNROLL 8
 #endif

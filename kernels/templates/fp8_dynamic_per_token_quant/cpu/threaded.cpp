@@ -1,7 +1,7 @@
 // atrex-template: threaded
 // atrex-description: rows split into contiguous chunks over up to THREADS std::threads (only when the work is large enough); per row amax over UNROLL independent accumulators (vectorisable), then a branch-light bitwise round-to-nearest-even onto the e4m3 grid for each clamped x * (1/scale)
-// atrex-param: THREADS = 2 | 1, 2, 4
-// atrex-param: MIN_KELEMS = 64 | 16, 64, 1024
+// atrex-param: THREADS = 2 | 1, 2
+// atrex-param: MIN_KELEMS = 64 | 16, 64
 #ifndef THREADS
 #define THREADS 2
 #endif

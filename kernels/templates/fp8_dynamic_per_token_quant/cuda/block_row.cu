@@ -1,8 +1,8 @@
 // atrex-template: block_row
 // atrex-description: one thread block per row, sized so each thread caches at most REG_PACKS 2*VEC-byte bf16 packs in registers (capped at BLOCK_THREADS); a shuffle + shared-memory amax, then paired fp32->e4m3 conversions (cvt.satfinite.e4m3x2) and VEC-byte stores
-// atrex-param: BLOCK_THREADS = 256 | 64, 256, 1024
+// atrex-param: BLOCK_THREADS = 256 | 64, 128, 256
 // atrex-param: VEC = 8 | 2, 4, 8
-// atrex-param: REG_PACKS = 2 | 1, 2, 4
+// atrex-param: REG_PACKS = 4 | 1, 2, 4
 #ifndef BLOCK_THREADS
 #define BLOCK_THREADS 256
 #endif
@@ -10,7 +10,7 @@
 #define VEC 8
 #endif
 #ifndef REG_PACKS
-#define REG_PACKS 2
+#define REG_PACKS 4
 #endif
 
 #include <cuda_bf16.h>

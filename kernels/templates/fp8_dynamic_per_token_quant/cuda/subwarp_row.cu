@@ -1,9 +1,8 @@
 // atrex-template: subwarp_row
 // atrex-description: ROW_THREADS lanes (a warp or an aligned part of one) per row, several rows per block; REG_PACKS 2*VEC-byte packs per lane cached in registers (longer rows re-read from cache), a shuffle-only amax, paired e4m3 conversions and VEC-byte stores
 // atrex-param: ROW_THREADS = 32 | 8, 16, 32
-// atrex-param: BLOCK_THREADS = 256 | 128, 256, 512
 // atrex-param: VEC = 8 | 2, 4, 8
-// atrex-param: REG_PACKS = 8 | 2, 8, 16
+// atrex-param: REG_PACKS = 8 | 2, 4, 8
 #ifndef ROW_THREADS
 #define ROW_THREADS 32
 #endif

@@ -1,6 +1,6 @@
 // atrex-template: head_loop
 // atrex-description: single-threaded loop over (token, head) units: a sum of squares over UNROLL independent fp32 accumulators, then fp16(w * fp16(x * r)) per lane (_Float16 conversions); v heads memcpy'd
-// atrex-param: UNROLL = 8 | 1, 8, 16
+// atrex-param: UNROLL = 8 | 1, 8
 #ifndef UNROLL
 #define UNROLL 8
 #endif

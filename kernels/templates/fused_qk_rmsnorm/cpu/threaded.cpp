@@ -1,7 +1,7 @@
 // atrex-template: threaded
 // atrex-description: (token, head) units split into contiguous chunks over up to THREADS std::threads (only when the work is large enough); per unit a sum of squares over UNROLL independent fp32 accumulators, then fp16(w * fp16(x * r)) per lane (_Float16 conversions); v heads memcpy'd
-// atrex-param: THREADS = 2 | 1, 2, 4
-// atrex-param: MIN_KELEMS = 64 | 16, 64, 1024
+// atrex-param: THREADS = 2 | 1, 2
+// atrex-param: MIN_KELEMS = 64 | 16, 64
 #ifndef THREADS
 #define THREADS 2
 #endif

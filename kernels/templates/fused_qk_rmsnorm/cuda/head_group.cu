@@ -1,7 +1,7 @@
 // atrex-template: head_group
 // atrex-description: ROW_THREADS lanes (an aligned part of a warp) per (token, head) of [q | k | v], several heads per block; 2*VEC-byte fp16 loads cached in registers, a shuffle-only sum of squares, then the fp16-rounded normalised value times the head's weight; v heads copied
-// atrex-param: ROW_THREADS = 16 | 4, 8, 16, 32
-// atrex-param: BLOCK_THREADS = 128 | 64, 128, 256
+// atrex-param: ROW_THREADS = 16 | 4, 8, 16
+// atrex-param: BLOCK_THREADS = 128 | 64, 128
 // atrex-param: VEC = 8 | 2, 4, 8
 #ifndef ROW_THREADS
 #define ROW_THREADS 16

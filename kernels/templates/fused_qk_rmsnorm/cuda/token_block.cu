@@ -1,8 +1,8 @@
 // atrex-template: token_block
 // atrex-description: one block per token row: threads stride flat over the row's 2*VEC-byte fp16 packs (held in registers, up to REG_PACKS each), add their squares into per-head shared-memory sums (atomics), one barrier, then normalise and scale; any head size and head count
-// atrex-param: BLOCK_THREADS = 256 | 64, 128, 256, 512
+// atrex-param: BLOCK_THREADS = 256 | 64, 128, 256
 // atrex-param: VEC = 8 | 2, 4, 8
-// atrex-param: REG_PACKS = 4 | 1, 4, 8
+// atrex-param: REG_PACKS = 4 | 1, 2, 4
 #ifndef BLOCK_THREADS
 #define BLOCK_THREADS 256
 #endif

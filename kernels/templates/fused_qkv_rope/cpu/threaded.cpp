@@ -1,7 +1,7 @@
 // atrex-template: threaded
 // atrex-description: tokens split into contiguous chunks over up to THREADS std::threads (only when the work is large enough); per token a shared cos/sin table and branch-free half-rotation loops
-// atrex-param: THREADS = 2 | 1, 2, 4
-// atrex-param: MIN_KELEMS = 64 | 16, 64, 1024
+// atrex-param: THREADS = 2 | 1, 2
+// atrex-param: MIN_KELEMS = 64 | 16, 64
 #ifndef THREADS
 #define THREADS 2
 #endif

@@ -1,7 +1,7 @@
 // atrex-template: head_group
 // atrex-description: ROW_THREADS lanes per (token, head), several heads per block; each lane rotates VEC-wide NeoX pairs (lane packs at f and f + rope_dim/2, 2*VEC-byte loads) with the frequencies computed in registers; v heads and lanes past rope_dim are copied pack by pack
-// atrex-param: ROW_THREADS = 16 | 4, 8, 16, 32
-// atrex-param: BLOCK_THREADS = 128 | 64, 128, 256
+// atrex-param: ROW_THREADS = 16 | 4, 8, 16
+// atrex-param: BLOCK_THREADS = 128 | 64, 128
 // atrex-param: VEC = 8 | 2, 4, 8
 #ifndef ROW_THREADS
 #define ROW_THREADS 16

@@ -1,7 +1,7 @@
 // atrex-template: token_table
 // atrex-description: one block per (token, HEADS_PER_BLOCK heads); the token's cos/sin table (rope_dim/2 entries) is computed once into shared memory, then the block's threads stride flat over the heads' VEC-wide packs (a rotated pack and its NeoX partner together; copies for v and the tail lanes)
-// atrex-param: HEADS_PER_BLOCK = 8 | 2, 8, 48
-// atrex-param: BLOCK_THREADS = 256 | 64, 128, 256, 512
+// atrex-param: HEADS_PER_BLOCK = 8 | 2, 4, 8
+// atrex-param: BLOCK_THREADS = 256 | 64, 128, 256
 // atrex-param: VEC = 8 | 2, 4, 8
 #ifndef HEADS_PER_BLOCK
 #define HEADS_PER_BLOCK 8

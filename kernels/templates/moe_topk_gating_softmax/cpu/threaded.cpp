@@ -1,8 +1,8 @@
 // atrex-template: threaded
 // atrex-description: rows split into contiguous chunks over up to THREADS std::threads (only when the work is large enough); per row max and sum of exps (fp64 sum, as the reference), optional group-limited routing over group maxima, then the top_k by a sorted insertion list (SELECT=0) or std::partial_sort of the ids (SELECT=1), larger score first and ties by smaller id
-// atrex-param: THREADS = 2 | 1, 2, 4
+// atrex-param: THREADS = 2 | 1, 2
 // atrex-param: SELECT = 0 | 0, 1
-// atrex-param: MIN_KELEMS = 64 | 16, 64, 1024
+// atrex-param: MIN_KELEMS = 64 | 16, 64
 #ifndef THREADS
 #define THREADS 2
 #endif

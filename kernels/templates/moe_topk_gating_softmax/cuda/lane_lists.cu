@@ -1,7 +1,7 @@
 // atrex-template: lane_lists
 // atrex-description: ROW_THREADS lanes per token row stream its logits (any expert count) keeping an online max/sum of exps and a sorted per-lane top-k list in registers (unrolled insertion); the lists are merged by top_k rounds of a shuffle argmax over the list heads; optional group-limited routing in a first pass over group maxima
-// atrex-param: ROW_THREADS = 16 | 4, 8, 16, 32
-// atrex-param: BLOCK_THREADS = 128 | 64, 128, 256
+// atrex-param: ROW_THREADS = 16 | 4, 8, 16
+// atrex-param: BLOCK_THREADS = 128 | 64, 128
 #ifndef ROW_THREADS
 #define ROW_THREADS 16
 #endif

@@ -1,7 +1,7 @@
 // atrex-template: warp_regs
 // atrex-description: ROW_THREADS lanes per token row hold the row's logits in registers (VEC-wide loads, at most 512 experts); max and sum of exps by shuffles, then top_k rounds of a shuffle argmax (larger logit, then smaller id) with a per-lane taken mask; optional group-limited routing over group maxima
 // atrex-param: ROW_THREADS = 32 | 8, 16, 32
-// atrex-param: BLOCK_THREADS = 128 | 64, 128, 256
+// atrex-param: BLOCK_THREADS = 128 | 64, 128
 // atrex-param: VEC = 4 | 1, 2, 4
 #ifndef ROW_THREADS
 #define ROW_THREADS 32
