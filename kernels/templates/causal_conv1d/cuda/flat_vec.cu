@@ -1,8 +1,9 @@
 // atrex-template: flat_vec
-// atrex-description: x [dim, T] walked as one flat array in 2*VEC-byte packs (row boundaries need no alignment): each thread convolves PACKS_PER_THREAD packs with a register window (the pack plus the width-1 values before it), the channel's taps and bias cached in registers, the initial state read where a row starts
+// atrex-description: x [dim, T] walked as one flat array in 2*VEC-byte packs (row boundaries need no alignment): each thread convolves a chunk of PACKS_PER_THREAD consecutive packs with one register window (the chunk plus the width-1 values before it), one row division per chunk (32-bit when it fits), the channel's taps and bias in registers (reloaded where the chunk crosses a row), the initial state read where a row starts; FAST_SILU uses __expf and an IEEE reciprocal
 // atrex-param: BLOCK_THREADS = 256 | 128, 256
 // atrex-param: VEC = 8 | 2, 4, 8
-// atrex-param: PACKS_PER_THREAD = 1 | 1, 2, 4
+// atrex-param: PACKS_PER_THREAD = 2 | 1, 2, 4
+// atrex-param: FAST_SILU = 1 | 0, 1
 #ifndef BLOCK_THREADS
 #define BLOCK_THREADS 256
 #endif
@@ -10,7 +11,10 @@
 #define VEC 8
 #endif
 #ifndef PACKS_PER_THREAD
-#define PACKS_PER_THREAD 1
+#define PACKS_PER_THREAD 2
+#endif
+#ifndef FAST_SILU
+#define FAST_SILU 1
 #endif
 
 #include <cuda_bf16.h>
@@ -103,34 +107,50 @@ __device__ __forceinline__ void load_taps(const Args& a, int64_t d, int width, T
   t.b = bf2f(__ldg(a.bias + d));
 }
 
-// Pack at flat index i0 (a multiple of V); elements past n are neither read nor written.
-template <int W, int V>
-__device__ __forceinline__ void conv_pack(const Args& a, int64_t i0) {
+__device__ __forceinline__ float silu(float v) {
+#if FAST_SILU
+  return v * __frcp_rn(1.0f + __expf(-v));  // rcp(inf) = 0: the limit for very negative v
+#else
+  return v / (1.0f + expf(-v));
+#endif
+}
+
+// The chunk of C = PACKS_PER_THREAD * V outputs at flat index i0 (a multiple of V); elements past
+// n are neither read nor written. Idx: the type of the row division (32-bit when n fits).
+template <int W, int V, typename Idx>
+__device__ __forceinline__ void conv_chunk(const Args& a, int64_t i0) {
+  constexpr int C = PACKS_PER_THREAD * V;
   constexpr int KW = W == 0 ? kMaxWidth : W;
   const int width = W == 0 ? a.width : W;
-  // win[k] = x(flat i0 - (width - 1) + k), the window of taps of the pack's V outputs.
-  float win[KW - 1 + V];
+  // win[k] = x(flat i0 - (width - 1) + k): the taps of the chunk's C outputs.
+  float win[KW - 1 + C];
 #pragma unroll
   for (int k = 0; k < KW - 1; ++k) {
     const int64_t i = i0 - (width - 1) + k;
     win[k] = (k < width - 1 && i >= 0) ? bf2f(__ldg(a.x + i)) : 0.f;
   }
-  if (i0 + V <= a.n) {
-    const Pack<V> p = load<V>(a.x + i0);
 #pragma unroll
-    for (int e = 0; e < V; ++e) win[width - 1 + e] = bf2f(p.h[e]);
-  } else {
+  for (int c = 0; c < PACKS_PER_THREAD; ++c) {
+    const int64_t ip = i0 + c * V;
+    if (ip + V <= a.n) {
+      const Pack<V> p = load<V>(a.x + ip);
 #pragma unroll
-    for (int e = 0; e < V; ++e) win[width - 1 + e] = i0 + e < a.n ? bf2f(__ldg(a.x + i0 + e)) : 0.f;
+      for (int e = 0; e < V; ++e) win[width - 1 + c * V + e] = bf2f(p.h[e]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        win[width - 1 + c * V + e] = ip + e < a.n ? bf2f(__ldg(a.x + ip + e)) : 0.f;
+    }
   }
-  int64_t d = i0 / a.tokens;
-  int64_t t = i0 - d * a.tokens;
+  const Idx tokens = static_cast<Idx>(a.tokens);
+  Idx d = static_cast<Idx>(i0) / tokens;
+  Idx t = static_cast<Idx>(i0) - d * tokens;
   Taps<W> taps;
   load_taps<W>(a, d, width, taps);
-  Pack<V> o;
+  Pack<V> o[PACKS_PER_THREAD];
 #pragma unroll
-  for (int e = 0; e < V; ++e) {
-    if (t == a.tokens) {  // the pack crosses into the next channel
+  for (int e = 0; e < C; ++e) {
+    if (t == tokens) {  // the chunk crosses into the next channel
       ++d;
       t = 0;
       if (i0 + e < a.n) load_taps<W>(a, d, width, taps);
@@ -139,44 +159,49 @@ __device__ __forceinline__ void conv_pack(const Args& a, int64_t i0) {
 #pragma unroll
     for (int j = 0; j < KW; ++j) {
       if (j < width) {
-        const int64_t p = t + j - (width - 1);  // < 0: inside the initial state
+        const int64_t p = static_cast<int64_t>(t) + j - (width - 1);  // < 0: the initial state
         const float xv =
-            p >= 0 ? win[e + j] : (i0 + e < a.n ? bf2f(__ldg(a.state + d * (width - 1) + (width - 1) + p)) : 0.f);
+            p >= 0 ? win[e + j]
+                   : (i0 + e < a.n ? bf2f(__ldg(a.state + static_cast<int64_t>(d) * (width - 1) + (width - 1) + p)) : 0.f);
         acc = fmaf(taps.w[j], xv, acc);
       }
     }
     const float conv = bf2f(f2bf(acc));
-    o.h[e] = f2bf(a.silu ? conv / (1.0f + expf(-conv)) : conv);
+    o[e / V].h[e % V] = f2bf(a.silu ? silu(conv) : conv);
     ++t;
   }
-  if (i0 + V <= a.n) {
-    store<V>(a.out + i0, o);
-  } else {
 #pragma unroll
-    for (int e = 0; e < V; ++e)
-      if (i0 + e < a.n) a.out[i0 + e] = o.h[e];
+  for (int c = 0; c < PACKS_PER_THREAD; ++c) {
+    const int64_t ip = i0 + c * V;
+    if (ip + V <= a.n) {
+      store<V>(a.out + ip, o[c]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        if (ip + e < a.n) a.out[ip + e] = o[c].h[e];
+    }
   }
 }
 
-template <int W, int V>
-__global__ void __launch_bounds__(BLOCK_THREADS) conv_kernel(Args a, int64_t packs) {
-  const int64_t first = (static_cast<int64_t>(blockIdx.x) * PACKS_PER_THREAD) * BLOCK_THREADS + threadIdx.x;
-#pragma unroll
-  for (int k = 0; k < PACKS_PER_THREAD; ++k) {
-    const int64_t p = first + static_cast<int64_t>(k) * BLOCK_THREADS;
-    if (p < packs) conv_pack<W, V>(a, p * V);
-  }
+template <int W, int V, typename Idx>
+__global__ void __launch_bounds__(BLOCK_THREADS) conv_kernel(Args a, int64_t chunks) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * BLOCK_THREADS + threadIdx.x;
+  if (c < chunks) conv_chunk<W, V, Idx>(a, c * PACKS_PER_THREAD * V);
 }
 
 template <int V>
 void launch_v(const Args& a, cudaStream_t s) {
-  const int64_t packs = (a.n + V - 1) / V;
-  const int64_t per_block = static_cast<int64_t>(BLOCK_THREADS) * PACKS_PER_THREAD;
-  const int64_t blocks = (packs + per_block - 1) / per_block;
-  if (a.width == 4)
-    conv_kernel<4, V><<<static_cast<unsigned>(blocks), BLOCK_THREADS, 0, s>>>(a, packs);
+  const int64_t per = static_cast<int64_t>(PACKS_PER_THREAD) * V;
+  const int64_t chunks = (a.n + per - 1) / per;
+  const int64_t blocks = (chunks + BLOCK_THREADS - 1) / BLOCK_THREADS;
+  const bool narrow = a.n + per < 0x7fffffffLL;
+  const dim3 grid(static_cast<unsigned>(blocks));
+  if (a.width == 4 && narrow)
+    conv_kernel<4, V, uint32_t><<<grid, BLOCK_THREADS, 0, s>>>(a, chunks);
+  else if (a.width == 4)
+    conv_kernel<4, V, uint64_t><<<grid, BLOCK_THREADS, 0, s>>>(a, chunks);
   else
-    conv_kernel<0, V><<<static_cast<unsigned>(blocks), BLOCK_THREADS, 0, s>>>(a, packs);
+    conv_kernel<0, V, uint64_t><<<grid, BLOCK_THREADS, 0, s>>>(a, chunks);
 }
 
 }  // namespace
