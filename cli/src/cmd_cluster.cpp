@@ -40,6 +40,7 @@ struct SubmitArgs {
   std::string hardware;
   std::string redis_url;
   std::string launcher = "local";
+  std::string kernels_from;
   ClusterOptions cluster;  // the flags' values; only the flags given override the sweep file
   std::vector<std::pair<CLI::Option*, const char*>> cluster_flags;  // flag -> its manifest key
 };
@@ -67,6 +68,10 @@ int submit(const GlobalOptions& g, SubmitArgs& a) {
                                                       scheduler::kEmbeddedDefaultSource, *providers)
                              : scheduler::load_sweep_file(a.file, *providers);
   if (!spec) return fail(spec.error());
+  if (!a.kernels_from.empty()) {
+    if (auto k = scheduler::add_kernels_from_agent(*spec, a.kernels_from, *providers); !k)
+      return fail(k.error());
+  }
   // One URL, or several to shard sweeps over: submit_sweep picks one (docs/sweeps.md).
   const std::string redis_flag = "--redis (or $ATREX_REDIS_URL)";
   auto redis = parse_redis_url_list(a.redis_url, redis_flag);
@@ -201,6 +206,11 @@ void add_cluster_commands(CLI::App& sweep, GlobalOptions& g, int& rc) {
   submit_cmd->add_option("--out", a.out, "Results folder (shared by all workers)");
   submit_cmd->add_option("--backend", a.backend, "Override the sweep's backend");
   submit_cmd->add_option("--hardware", a.hardware, "Override the sweep's hardware profile");
+  submit_cmd
+      ->add_option("--kernels-from", a.kernels_from,
+                   "Add the agent `best` (provider fixed): the best kernel per operator of the "
+                   "sweep in this results folder (sweeps/nightly.yaml)")
+      ->check(CLI::ExistingDirectory);
   // These override the sweep file's `cluster:` section (docs/sweeps.md "Cluster sweeps").
   auto flag = [&](CLI::Option* opt, const char* key) { a.cluster_flags.emplace_back(opt, key); };
   flag(submit_cmd->add_option("--launcher", a.launcher, "local or slurm")

@@ -10,6 +10,7 @@
 #include "atrex/scoring/reducer.h"
 #include "atrex/scoring/regress.h"
 #include "atrex/scoring/render.h"
+#include "atrex/scheduler/best_kernels.h"
 #include "cli.h"
 
 namespace atrex::cli {
@@ -105,6 +106,10 @@ int report_cmd(const GlobalOptions& g, ReduceArgs a) {
   }
   auto report = reduce_sources(*suite, a);
   if (!report) return fail(report.error());
+  // The best kernels as files next to the reports (what `sweep run --kernels-from` reads).
+  if (auto k = scheduler::export_best_kernels(dir, out, *report); !k) {
+    fmt::print(stderr, "atrex: warning: best kernels: {}\n", k.error().message);
+  }
   return write_and_print(g, *report, out);
 }
 

@@ -23,6 +23,7 @@ struct SweepArgs {
   int agent_workers = 0;
   std::string metrics_listen;
   bool no_sandbox = false;
+  std::string kernels_from;
 };
 
 void print_scores(const std::vector<scoring::AgentScore>& agents) {
@@ -38,6 +39,10 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
                                                       scheduler::kEmbeddedDefaultSource, *providers)
                              : scheduler::load_sweep_file(a.file, *providers);
   if (!spec) return fail(spec.error());
+  if (!a.kernels_from.empty()) {
+    if (auto k = scheduler::add_kernels_from_agent(*spec, a.kernels_from, *providers); !k)
+      return fail(k.error());
+  }
   scheduler::SweepOverrides ov;
   if (!a.out.empty()) ov.output = a.out;
   if (!a.backend.empty()) {
@@ -107,6 +112,10 @@ void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc) {
                   "Serve Prometheus metrics at http://ADDR:PORT/metrics while the sweep runs (port "
                   "0: any free port; "
                   "its file_sd target goes to <results>/metrics/targets/)");
+  run->add_option("--kernels-from", a.kernels_from,
+                  "Add the agent `best` (provider fixed): the best kernel per operator of the "
+                  "sweep in this results folder, re-measured (sweeps/nightly.yaml)")
+      ->check(CLI::ExistingDirectory);
   add_no_sandbox_flag(*run, a.no_sandbox);
   run->add_flag("--json", g.json, "Print the atrex.report/1 JSON at the end");
   run->callback([&] { rc = sweep_run(g, a); });

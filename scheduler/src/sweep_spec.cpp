@@ -323,4 +323,28 @@ Result<SweepSpec> load_sweep_file(const std::filesystem::path& path,
   return parse_sweep(expanded, path.string(), providers);
 }
 
+Result<void> add_kernels_from_agent(SweepSpec& spec, const std::filesystem::path& dir,
+                                    const agent::ProviderRegistry& providers) {
+  if (!spec.raw.contains("agents")) {
+    return invalid_input(fmt::format("--kernels-from: {} has no `agents` list to add the agent "
+                                     "`best` to (sweeps/nightly.yaml has one)", spec.source));
+  }
+  for (const auto& a : spec.agents) {
+    if (a.name == "best") {
+      return invalid_input(fmt::format("--kernels-from: {} already has an agent named best",
+                                       spec.source));
+    }
+  }
+  std::error_code ec;
+  const Json entry{{"name", "best"},
+                   {"provider", "fixed"},
+                   {"kernels", std::filesystem::absolute(dir, ec).lexically_normal().string()},
+                   {"budget", Json{{"iterations", 1}}}};
+  ATREX_ASSIGN_OR_RETURN(AgentSpec a,
+                         agent::agent_spec_from_json(JsonField(entry, "--kernels-from"), providers));
+  spec.agents.push_back(std::move(a));
+  spec.raw["agents"].push_back(entry);
+  return ok();
+}
+
 }  // namespace atrex::scheduler
