@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "atrex/common/progress.h"
+
 #include "atrex/scheduler/lifecycle.h"
 #include "atrex/scoring/report.h"
 #include "cli.h"
@@ -171,9 +173,21 @@ int wait(const GlobalOptions& g, const std::string& dir, int timeout_s,
     fmt::print(stderr, "atrex: metrics at http://{}/metrics\n", exposition->server->target());
   }
   install_stop_handlers();
-  auto say = [](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
+  ProgressOptions po;
+  po.what = "sweep wait";
+  po.unit = "operators";
+  po.terminal = progress_to_terminal();
+  po.every = progress_every(std::chrono::seconds(30));
+  ProgressMeter meter(po, 0);
+  auto say = [&](const std::string& line) { meter.print(fmt::format("atrex: {}", line)); };
+  auto counts = [&](int done, int total) {
+    meter.set_total(total);
+    meter.update(done);
+  };
   auto out = scheduler::wait_sweep(dir, std::chrono::seconds(timeout_s), say, &g_stop,
-                                   sm ? &*sm : nullptr);
+                                   sm ? &*sm : nullptr, scheduler::ClusterEnv::redis_and_launchers(),
+                                   counts);
+  meter.finish();
   if (!out) return fail(out.error());
   if (g.json) {
     auto report = read_json_file(out->report_json);

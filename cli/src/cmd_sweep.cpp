@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "atrex/agent/provider_registry.h"
+#include "atrex/common/progress.h"
 #include "atrex/runner/evaluator.h"
 #include "atrex/scheduler/local_sweep.h"
 #include "atrex/scoring/report.h"
@@ -72,8 +73,19 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
   if (auto ready = runner::sandbox_ready(opt.sandbox); !ready) return fail(ready.error());
   opt.stop = &g_interrupted;
   opt.metrics = exposition ? exposition->registry.get() : nullptr;
-  opt.progress = [&](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
+  ProgressOptions po;
+  po.what = "sweep " + resolved->spec.name;
+  po.unit = "operators";
+  po.terminal = progress_to_terminal();
+  po.every = progress_every(std::chrono::seconds(30));
+  ProgressMeter meter(po, 0);
+  opt.progress = [&](const std::string& line) { meter.print(fmt::format("atrex: {}", line)); };
+  opt.progress_counts = [&](int done, int total) {
+    meter.set_total(total);
+    meter.update(done);
+  };
   auto outcome = scheduler::run_local_sweep(*resolved, opt);
+  meter.finish();
   if (!outcome) return fail(outcome.error());
   if (outcome->interrupted) {
     fmt::print(stderr,

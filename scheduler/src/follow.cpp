@@ -77,6 +77,7 @@ Result<FollowResult> follow_sweep(const Manifest& sweep, TaskQueue& queue, Resul
   int scored = -1;
   for (;;) {
     ATREX_ASSIGN_OR_RETURN(r.done, count_finals(sweep, store, seen, o.say));
+    if (o.on_poll) o.on_poll(r.done, r.total);
     observe(o.metrics, queue, r.done, r.total);
     if (r.done != scored) {
       scored = r.done;
