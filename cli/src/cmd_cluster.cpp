@@ -193,12 +193,12 @@ int wait(const GlobalOptions& g, const std::string& dir, int timeout_s,
     auto report = read_json_file(out->report_json);
     if (!report) return fail(report.error());
     fmt::print("{}\n", report->dump(2));
-    return 0;
+    return every_agent_task_failed(out->agents) ? 1 : 0;
   }
   for (const auto& a : out->agents)
     fmt::print("\nagent {}\n{}", a.agent, scoring::agent_table_text(a));
   fmt::print("\nreports: {} and {}\n", out->report_md.string(), out->report_json.string());
-  return 0;
+  return every_agent_task_failed(out->agents) ? 1 : 0;
 }
 
 }  // namespace

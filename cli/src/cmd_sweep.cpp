@@ -33,6 +33,27 @@ void print_scores(const std::vector<scoring::AgentScore>& agents) {
   }
 }
 
+}  // namespace
+
+// No (agent, operator) got a final evaluation (every agent task ended in an error or without a
+// correct candidate): the sweep ran, but measured nothing, and says so by its exit code.
+bool every_agent_task_failed(const std::vector<scoring::AgentScore>& agents) {
+  bool attempted = false;
+  for (const auto& a : agents) {
+    for (const auto& o : a.operators) {
+      if (o.shapes_evaluated > 0) return false;
+      attempted |= o.attempted;
+    }
+  }
+  if (attempted) {
+    fmt::print(stderr, "atrex: every agent task of the sweep failed: no (agent, operator) has a "
+                       "final evaluation (the reports say why); exit code 1\n");
+  }
+  return attempted;
+}
+
+namespace {
+
 int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
   auto providers = agent::ProviderRegistry::builtin();
   if (!providers) return fail(providers.error());
@@ -98,11 +119,11 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
     auto report = read_json_file(outcome->report_json);
     if (!report) return fail(report.error());
     fmt::print("{}\n", report->dump(2));
-    return 0;
+    return every_agent_task_failed(outcome->agents) ? 1 : 0;
   }
   print_scores(outcome->agents);
   fmt::print("\nreports: {} and {}\n", outcome->report_md.string(), outcome->report_json.string());
-  return 0;
+  return every_agent_task_failed(outcome->agents) ? 1 : 0;
 }
 
 }  // namespace
