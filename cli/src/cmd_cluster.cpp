@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -179,8 +180,13 @@ int wait(const GlobalOptions& g, const std::string& dir, int timeout_s,
   po.terminal = progress_to_terminal();
   po.every = progress_every(std::chrono::seconds(30));
   ProgressMeter meter(po, 0);
-  auto say = [&](const std::string& line) { meter.print(fmt::format("atrex: {}", line)); };
+  std::mutex meter_mu;
+  auto say = [&](const std::string& line) {
+    std::lock_guard lock(meter_mu);
+    meter.print(fmt::format("atrex: {}", line));
+  };
   auto counts = [&](int done, int total) {
+    std::lock_guard lock(meter_mu);
     meter.set_total(total);
     meter.update(done);
   };

@@ -1,5 +1,6 @@
 // `atrex sweep run [FILE]` (`atrex report DIR` is in cmd_report.cpp).
 #include <csignal>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -100,8 +101,13 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
   po.terminal = progress_to_terminal();
   po.every = progress_every(std::chrono::seconds(30));
   ProgressMeter meter(po, 0);
-  opt.progress = [&](const std::string& line) { meter.print(fmt::format("atrex: {}", line)); };
+  std::mutex meter_mu;  // the follower and the worker threads both report
+  opt.progress = [&](const std::string& line) {
+    std::lock_guard lock(meter_mu);
+    meter.print(fmt::format("atrex: {}", line));
+  };
   opt.progress_counts = [&](int done, int total) {
+    std::lock_guard lock(meter_mu);
     meter.set_total(total);
     meter.update(done);
   };

@@ -29,8 +29,8 @@ Result<int> export_best_kernels(const fs::path& results_dir, const fs::path& out
     for (const auto& op : a.operators) {
       if (!op.attempted || op.candidate_sha256.empty()) continue;
       if (!plain_name(a.agent) || !plain_name(op.name)) {
-        return invalid_input(fmt::format("best kernels: agent {:?} / operator {:?} is not a plain "
-                                         "file name", a.agent, op.name));
+        return invalid_input(fmt::format("best kernels: agent \"{}\" / operator \"{}\" is not a "
+                                         "plain file name", a.agent, op.name));
       }
       const fs::path trail = results_dir / "audit" / a.agent / (op.name + ".jsonl");
       std::error_code ec;
@@ -52,7 +52,9 @@ Result<int> export_best_kernels(const fs::path& results_dir, const fs::path& out
           KernelIndexEntry{a.agent, op.name, rel.string(), op.candidate_sha256, op.s_i});
     }
   }
-  fs::create_directories(out / "kernels");
+  std::error_code ec;
+  fs::create_directories(out / "kernels", ec);
+  if (ec) return io_error(fmt::format("{}: {}", (out / "kernels").string(), ec.message()));
   ATREX_TRY(write_text_file_atomic(out / "kernels" / "index.json", to_json(index).dump(2) + "\n"));
   return static_cast<int>(index.kernels.size());
 }
