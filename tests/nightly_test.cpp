@@ -17,7 +17,7 @@ namespace atrex {
 namespace {
 namespace fs = std::filesystem;
 
-struct Run {
+struct CmdResult {
   int rc;
   std::string output;
 };
@@ -29,7 +29,7 @@ class Nightly : public ::testing::Test {
   }
   static fs::path repo() { return fs::path(ATREX_TEST_SOURCE_DIR); }
   static std::string bin() { return std::string(ATREX_TEST_BIN_DIR) + "/atrex"; }
-  static Run run(std::vector<std::string> argv, std::map<std::string, std::string> env = {},
+  static CmdResult run(std::vector<std::string> argv, std::map<std::string, std::string> env = {},
                  int timeout_s = 300) {
     SubprocessOptions o;
     o.argv = std::move(argv);
@@ -40,10 +40,10 @@ class Nightly : public ::testing::Test {
     o.extra_env["ATREX_CACHE_DIR"] = (root() / "cache").string();
     auto r = run_subprocess(o);
     EXPECT_TRUE(r) << r.error().message;
-    if (!r) return Run{-1, ""};
-    return Run{r->timed_out ? -1 : r->exit_code, r->output_tail};
+    if (!r) return CmdResult{-1, ""};
+    return CmdResult{r->timed_out ? -1 : r->exit_code, r->output_tail};
   }
-  static Run atrex(std::vector<std::string> args) {
+  static CmdResult atrex(std::vector<std::string> args) {
     args.insert(args.begin(), bin());
     return run(std::move(args));
   }
@@ -65,7 +65,7 @@ class Nightly : public ::testing::Test {
             {"ATREX_SWEEP_CPU_MAX_ELEMENTS", "1"},  // none fit: the smallest shape (at_least 1)
             {"ATREX_SWEEP_CPU_SHAPES", "1"}};
   }
-  static Run night(const std::string& name) {
+  static CmdResult night(const std::string& name) {
     return run({"bash", (repo() / "deploy" / "nightly" / "atrex-nightly.sh").string()},
                night_env(name), 600);
   }
@@ -193,7 +193,10 @@ TEST_F(Nightly, ATamperedKernelFileIsRefusedNotMeasured) {
   fs::copy(root() / "src", root() / "src-bad", fs::copy_options::recursive);
   auto index = read_json_file(root() / "src-bad" / "kernels" / "index.json");
   ASSERT_TRUE(index);
-  const fs::path file = root() / "src-bad" / (*index)["kernels"][0]["file"].get<std::string>();
+  fs::path file;
+  for (const auto& k : (*index)["kernels"])
+    if (k["operator"] == "rms_norm") file = root() / "src-bad" / k["file"].get<std::string>();
+  ASSERT_FALSE(file.empty()) << index->dump(1);
   { std::ofstream(file, std::ios::app) << "\n// changed after the sweep\n"; }
   auto env = night_env("2026-03-01");
   auto r = run({bin(), "sweep", "run", (repo() / "sweeps" / "nightly.yaml").string(), "--out",

@@ -13,7 +13,7 @@ namespace atrex {
 namespace {
 namespace fs = std::filesystem;
 
-struct Run {
+struct CmdResult {
   int rc;
   std::string output;
 };
@@ -24,7 +24,7 @@ class Progress : public ::testing::Test {
     return fs::temp_directory_path() / ("atrex_progress_" + std::to_string(::getpid()));
   }
   static std::string bin() { return std::string(ATREX_TEST_BIN_DIR) + "/atrex"; }
-  static Run run(std::vector<std::string> argv, std::map<std::string, std::string> env = {}) {
+  static CmdResult run(std::vector<std::string> argv, std::map<std::string, std::string> env = {}) {
     SubprocessOptions o;
     o.argv = std::move(argv);
     o.timeout = std::chrono::seconds(300);
@@ -34,11 +34,11 @@ class Progress : public ::testing::Test {
     o.extra_env["ATREX_CACHE_DIR"] = (root() / "cache").string();
     auto r = run_subprocess(o);
     EXPECT_TRUE(r) << r.error().message;
-    if (!r) return Run{-1, ""};
-    return Run{r->timed_out ? -1 : r->exit_code, r->output_tail};
+    if (!r) return CmdResult{-1, ""};
+    return CmdResult{r->timed_out ? -1 : r->exit_code, r->output_tail};
   }
   // `atrex ARGS` on a pseudo-terminal (stdin, stdout and stderr): `script -qec CMD /dev/null`.
-  static Run on_pty(const std::string& args) {
+  static CmdResult on_pty(const std::string& args) {
     return run({"script", "-qefc", bin() + " " + args, "/dev/null"}, {{"TERM", "xterm"}});
   }
   static void SetUpTestSuite() {
