@@ -246,9 +246,10 @@ TEST_F(Nightly, SystemdUnitsPassSystemdAnalyzeVerify) {
   fs::create_directories(dir);
   const fs::path src = repo() / "deploy" / "nightly";
   std::string service = read(src / "atrex-nightly.service");
-  const std::string exec = "/usr/local/lib/atrex/atrex-nightly.sh";
+  const std::string exec = "ExecStart=/usr/local/lib/atrex/atrex-nightly.sh";
   ASSERT_NE(service.find(exec), std::string::npos);
-  service.replace(service.find(exec), exec.size(), (src / "atrex-nightly.sh").string());
+  service.replace(service.find(exec), exec.size(),
+                  "ExecStart=" + (src / "atrex-nightly.sh").string());
   const std::string envfile = "EnvironmentFile=/etc/atrex/nightly.env";
   ASSERT_NE(service.find(envfile), std::string::npos);
   service.replace(service.find(envfile), envfile.size(), "EnvironmentFile=-/etc/atrex/nightly.env");
