@@ -124,9 +124,45 @@ TEST(Dashboards, RulesAndDashboardNameOnlyCatalogueMetrics) {
   for (const char* m :
        {"atrex_runner_evaluations_total", "atrex_runner_busy", "atrex_agent_candidates_total",
         "atrex_agent_best_score_ratio", "atrex_sweep_queue_tasks", "atrex_sweep_operators_done",
-        "atrex_sweep_s_agg_ratio"}) {
+        "atrex_sweep_s_agg_ratio", "atrex_sweep_s_i_ratio"}) {
     EXPECT_EQ(seen.count(m), 1u) << m << " is shown nowhere";
   }
+}
+
+// dashboards/provisioning/: a Grafana pointed at it (paths.provisioning) gets the data source and
+// the dashboard. Provisioned dashboards are not imported, so nothing may need an import input
+// (`__inputs`, ${DS_...}): every panel and query names the `datasource` variable.
+TEST(Dashboards, ProvisioningFolderNamesADataSourceAndTheDashboardFolder) {
+  const YAML::Node ds = YAML::LoadFile((kDir / "provisioning" / "datasources" / "atrex.yaml").string());
+  ASSERT_EQ(ds["apiVersion"].as<int>(), 1);
+  ASSERT_EQ(ds["datasources"].size(), 1u);
+  EXPECT_EQ(ds["datasources"][0]["type"].as<std::string>(), "prometheus");
+  const std::string uid = ds["datasources"][0]["uid"].as<std::string>();
+  EXPECT_EQ(ds["datasources"][0]["url"].as<std::string>(), "${ATREX_PROMETHEUS_URL}");
+  const YAML::Node dp = YAML::LoadFile((kDir / "provisioning" / "dashboards" / "atrex.yaml").string());
+  ASSERT_EQ(dp["apiVersion"].as<int>(), 1);
+  ASSERT_EQ(dp["providers"].size(), 1u);
+  EXPECT_EQ(dp["providers"][0]["type"].as<std::string>(), "file");
+  EXPECT_EQ(dp["providers"][0]["options"]["path"].as<std::string>(), "${ATREX_DASHBOARDS_DIR}");
+  EXPECT_TRUE(fs::exists(kDir / "atrex.json")) << "the folder ATREX_DASHBOARDS_DIR names";
+
+  auto dash = read_json_file(kDir / "atrex.json");
+  ASSERT_TRUE(dash) << dash.error().message;
+  EXPECT_FALSE(dash->contains("__inputs"));
+  const std::string text = dash->dump();
+  EXPECT_EQ(text.find("${DS_"), std::string::npos) << "an import-only input";
+  const Json& var = (*dash)["templating"]["list"][0];
+  EXPECT_EQ(var["type"], "datasource");
+  EXPECT_EQ(var["query"], "prometheus");
+  EXPECT_EQ(var["current"]["value"], uid) << "defaults to the provisioned data source";
+  int panels = 0;
+  for (const auto& p : (*dash)["panels"]) {
+    if (p["type"] == "row") continue;
+    ++panels;
+    EXPECT_EQ(p["datasource"]["uid"], "${datasource}") << p["title"];
+    for (const auto& t : p["targets"]) EXPECT_EQ(t["datasource"]["uid"], "${datasource}") << p["title"];
+  }
+  EXPECT_GE(panels, 19);
 }
 
 }  // namespace

@@ -7,10 +7,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include <fmt/format.h>
 
 #include "atrex/common/clock.h"
+#include "atrex/common/hash.h"
 #include "atrex/common/wire/reader.h"
 
 namespace atrex::agent {
@@ -263,6 +265,26 @@ Result<void> AuditTrail::transact(
 std::set<std::string> AuditTrail::tried() const {
   std::lock_guard lock(mu_);
   return tried_;
+}
+
+Result<std::optional<EvaluatedCandidate>> read_evaluated_candidate(const fs::path& file,
+                                                                   const std::string& sha256) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return io_error(fmt::format("{}: cannot be read: {}", file.string(), std::strerror(errno)));
+  std::string line;
+  while (std::getline(in, line)) {
+    // Most lines are other events or other candidates: skip them without parsing.
+    if (line.find(sha256) == std::string::npos) continue;
+    Json e = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!e.is_object() || e.value("event", "") != "evaluated" || e.value("sha256", "") != sha256)
+      continue;
+    const auto src = e.find("source");
+    const auto name = e.find("file_name");
+    if (src == e.end() || !src->is_string() || name == e.end() || !name->is_string()) continue;
+    if (sha256_hex(src->get<std::string>()) != sha256) continue;  // a trail that lies
+    return EvaluatedCandidate{src->get<std::string>(), name->get<std::string>()};
+  }
+  return std::optional<EvaluatedCandidate>{};
 }
 
 }  // namespace atrex::agent

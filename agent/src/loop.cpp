@@ -317,6 +317,8 @@ Result<GenerationResult> run_generation(const AgentTask& task, Provider& provide
         ATREX_ASSIGN_OR_RETURN(bool won, options.shared_best->offer(pair_key(task), state.best));
         result.shared_best_wins += won;
       }
+      if (options.on_best && state.best.score > before && state.best.score >= 0)
+        options.on_best(state.best.score);
       since_improvement = improved ? 0 : since_improvement + 1;
       memory.push_back(std::move(a));
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "atrex/agent/cli_provider.h"
+#include "atrex/agent/fixed_provider.h"
 #include "atrex/agent/openai_provider.h"
 #include "atrex/agent/search_provider.h"
 
@@ -16,6 +17,8 @@ Result<ProviderRegistry> ProviderRegistry::builtin() {
   r.add(std::move(openai));
   ATREX_ASSIGN_OR_RETURN(auto cli, make_cli_provider_factory());
   r.add(std::move(cli));
+  ATREX_ASSIGN_OR_RETURN(auto fixed, make_fixed_provider_factory());
+  r.add(std::move(fixed));
   return r;
 }
 

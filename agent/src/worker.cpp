@@ -204,6 +204,15 @@ Result<void> AgentWorker::handle(const AgentTask& queued, const std::atomic<bool
     GenerationOptions go;
     go.shared_best = options_.shared_best;
     go.worker = options_.consumer;
+    // The gauge follows each improvement as its quick evaluation's records arrive, so the
+    // dashboard shows an (agent, operator) converging, not only where a generation ended. It is
+    // made at the first correct candidate (absent before: a 0 would read as a score).
+    if (m) {
+      go.on_best = [m, &task](double score) {
+        auto& best = m->best_score.Add({{"agent", task.agent.name}, {"operator", task.op}});
+        if (score > best.Value()) best.Set(score);
+      };
+    }
     ATREX_ASSIGN_OR_RETURN(GenerationResult gen,
                            run_generation(task, *provider, quick, *audit, go));
     // No correct candidate yet: the gauge stays absent (a -1 would read as a score).

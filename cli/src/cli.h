@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +15,7 @@
 #include "atrex/problems/hardware.h"
 #include "atrex/problems/operator.h"
 #include "atrex/problems/suite.h"
+#include "atrex/scoring/aggregate.h"
 
 namespace atrex::cli {
 
@@ -59,6 +61,10 @@ Result<std::optional<metrics::ListenAddress>> metrics_listen_flag(const std::str
 // default is true when $ATREX_NO_SANDBOX is 1, so that the runners a launcher starts on a host
 // without user namespaces can be told too. Records say `sandbox: none`.
 void add_no_sandbox_flag(CLI::App& command, bool& no_sandbox);
+
+// True (and says so on stderr) when a sweep's agents attempted operators but none got a final
+// evaluation: `sweep run` / `sweep wait` then exit 1 (cmd_sweep.cpp).
+bool every_agent_task_failed(const std::vector<scoring::AgentScore>& agents);
 
 // Prints "atrex: <message>" to stderr and returns the exit code for the error.
 int fail(const Error& e);

@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
+
+#include "atrex/common/progress.h"
 
 #include "atrex/scheduler/lifecycle.h"
 #include "atrex/scoring/report.h"
@@ -40,6 +43,7 @@ struct SubmitArgs {
   std::string hardware;
   std::string redis_url;
   std::string launcher = "local";
+  std::string kernels_from;
   ClusterOptions cluster;  // the flags' values; only the flags given override the sweep file
   std::vector<std::pair<CLI::Option*, const char*>> cluster_flags;  // flag -> its manifest key
 };
@@ -67,6 +71,10 @@ int submit(const GlobalOptions& g, SubmitArgs& a) {
                                                       scheduler::kEmbeddedDefaultSource, *providers)
                              : scheduler::load_sweep_file(a.file, *providers);
   if (!spec) return fail(spec.error());
+  if (!a.kernels_from.empty()) {
+    if (auto k = scheduler::add_kernels_from_agent(*spec, a.kernels_from, *providers); !k)
+      return fail(k.error());
+  }
   // One URL, or several to shard sweeps over: submit_sweep picks one (docs/sweeps.md).
   const std::string redis_flag = "--redis (or $ATREX_REDIS_URL)";
   auto redis = parse_redis_url_list(a.redis_url, redis_flag);
@@ -166,20 +174,37 @@ int wait(const GlobalOptions& g, const std::string& dir, int timeout_s,
     fmt::print(stderr, "atrex: metrics at http://{}/metrics\n", exposition->server->target());
   }
   install_stop_handlers();
-  auto say = [](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
+  ProgressOptions po;
+  po.what = "sweep wait";
+  po.unit = "operators";
+  po.terminal = progress_to_terminal();
+  po.every = progress_every(std::chrono::seconds(30));
+  ProgressMeter meter(po, 0);
+  std::mutex meter_mu;
+  auto say = [&](const std::string& line) {
+    std::lock_guard lock(meter_mu);
+    meter.print(fmt::format("atrex: {}", line));
+  };
+  auto counts = [&](int done, int total) {
+    std::lock_guard lock(meter_mu);
+    meter.set_total(total);
+    meter.update(done);
+  };
   auto out = scheduler::wait_sweep(dir, std::chrono::seconds(timeout_s), say, &g_stop,
-                                   sm ? &*sm : nullptr);
+                                   sm ? &*sm : nullptr, scheduler::ClusterEnv::redis_and_launchers(),
+                                   counts);
+  meter.finish();
   if (!out) return fail(out.error());
   if (g.json) {
     auto report = read_json_file(out->report_json);
     if (!report) return fail(report.error());
     fmt::print("{}\n", report->dump(2));
-    return 0;
+    return every_agent_task_failed(out->agents) ? 1 : 0;
   }
   for (const auto& a : out->agents)
     fmt::print("\nagent {}\n{}", a.agent, scoring::agent_table_text(a));
   fmt::print("\nreports: {} and {}\n", out->report_md.string(), out->report_json.string());
-  return 0;
+  return every_agent_task_failed(out->agents) ? 1 : 0;
 }
 
 }  // namespace
@@ -201,6 +226,11 @@ void add_cluster_commands(CLI::App& sweep, GlobalOptions& g, int& rc) {
   submit_cmd->add_option("--out", a.out, "Results folder (shared by all workers)");
   submit_cmd->add_option("--backend", a.backend, "Override the sweep's backend");
   submit_cmd->add_option("--hardware", a.hardware, "Override the sweep's hardware profile");
+  submit_cmd
+      ->add_option("--kernels-from", a.kernels_from,
+                   "Add the agent `best` (provider fixed): the best kernel per operator of the "
+                   "sweep in this results folder (sweeps/nightly.yaml)")
+      ->check(CLI::ExistingDirectory);
   // These override the sweep file's `cluster:` section (docs/sweeps.md "Cluster sweeps").
   auto flag = [&](CLI::Option* opt, const char* key) { a.cluster_flags.emplace_back(opt, key); };
   flag(submit_cmd->add_option("--launcher", a.launcher, "local or slurm")

@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 
 #include "atrex/common/clock.h"
+#include "atrex/common/progress.h"
 #include "atrex/common/redis/endpoint.h"
 #include "atrex/scoring/reduce.h"
 #include "atrex/scoring/reducer.h"
 #include "atrex/scoring/regress.h"
 #include "atrex/scoring/render.h"
+#include "atrex/scheduler/best_kernels.h"
 #include "cli.h"
 
 namespace atrex::cli {
@@ -25,16 +27,52 @@ struct ReduceArgs {
   double dsl_threshold = 0.9;
 };
 
-scoring::ReduceOptions reduce_options(double dsl_threshold) {
+// Progress of reading results folders: bytes of their results.jsonl (read twice each) against
+// the total, on stderr (a line in place on a terminal, one every 10 s otherwise).
+class ReadProgress {
+ public:
+  ReadProgress(const std::string& what, const std::vector<std::string>& dirs) {
+    int64_t total = 0;
+    for (const auto& d : dirs) {
+      std::error_code ec;
+      const auto size = fs::file_size(fs::path(d) / "results.jsonl", ec);
+      if (!ec) total += 2 * static_cast<int64_t>(size);
+    }
+    ProgressOptions o;
+    o.what = what;
+    o.unit = "MB";
+    o.terminal = progress_to_terminal();
+    o.every = progress_every(std::chrono::seconds(10));
+    meter_ = std::make_unique<ProgressMeter>(std::move(o), total);
+  }
+  void add(int64_t bytes) { meter_->update(done_ += bytes); }
+  void print(const std::string& line) { meter_->print(line); }
+  void finish(std::string_view detail = {}) { meter_->finish(detail); }
+
+ private:
+  std::unique_ptr<ProgressMeter> meter_;
+  int64_t done_ = 0;
+};
+
+scoring::ReduceOptions reduce_options(double dsl_threshold, ReadProgress* progress = nullptr) {
   scoring::ReduceOptions o;
   o.dsl_threshold = dsl_threshold;
-  o.warn = [](const std::string& w) { fmt::print(stderr, "atrex: warning: {}\n", w); };
+  o.warn = [progress](const std::string& w) {
+    const std::string line = fmt::format("atrex: warning: {}", w);
+    if (progress) progress->print(line);
+    else fmt::print(stderr, "{}\n", line);
+  };
+  if (progress) o.progress = [progress](int64_t bytes) { progress->add(bytes); };
   return o;
 }
 
 // The report of `dirs` (and live sweeps), with the baselines' columns.
-Result<scoring::Report> reduce_sources(const problems::Suite& suite, const ReduceArgs& a) {
-  scoring::Reducer reducer(suite, reduce_options(a.dsl_threshold));
+Result<scoring::Report> reduce_sources(const problems::Suite& suite, const ReduceArgs& a,
+                                       const std::string& what) {
+  std::vector<std::string> all = a.sources;
+  all.insert(all.end(), a.baselines.begin(), a.baselines.end());
+  ReadProgress progress(what, all);
+  scoring::Reducer reducer(suite, reduce_options(a.dsl_threshold, &progress));
   for (const auto& d : a.sources) ATREX_TRY(reducer.add_folder(d));
   if (!a.sweeps.empty()) {
     if (a.redis_url.empty()) return invalid_input("--sweep: needs --redis URL (or $ATREX_REDIS_URL)");
@@ -46,11 +84,12 @@ Result<scoring::Report> reduce_sources(const problems::Suite& suite, const Reduc
   }
   ATREX_ASSIGN_OR_RETURN(scoring::Report report, reducer.finish(utc_timestamp_now()));
   for (const auto& b : a.baselines) {
-    scoring::Reducer base(suite, reduce_options(a.dsl_threshold));
+    scoring::Reducer base(suite, reduce_options(a.dsl_threshold, &progress));
     ATREX_TRY(base.add_folder(b));
     ATREX_ASSIGN_OR_RETURN(scoring::Report br, base.finish(utc_timestamp_now()));
     scoring::apply_baseline(report, br, fs::path(b).filename().string(), b);
   }
+  progress.finish(fmt::format("{} agent(s) reduced", report.agents.size()));
   return report;
 }
 
@@ -80,7 +119,7 @@ int write_and_print(const GlobalOptions& g, const scoring::Report& report, const
 int reduce_cmd(const GlobalOptions& g, const ReduceArgs& a) {
   auto suite = load_suite(g);
   if (!suite) return fail(suite.error());
-  auto report = reduce_sources(*suite, a);
+  auto report = reduce_sources(*suite, a, "reduce");
   if (!report) return fail(report.error());
   if (a.out.empty()) {
     fmt::print("{}", g.json ? scoring::to_json(*report).dump(2) + "\n"
@@ -103,8 +142,12 @@ int report_cmd(const GlobalOptions& g, ReduceArgs a) {
                                   "the rendered reports (reading needs no write access)",
                                   dir)});
   }
-  auto report = reduce_sources(*suite, a);
+  auto report = reduce_sources(*suite, a, "report");
   if (!report) return fail(report.error());
+  // The best kernels as files next to the reports (what `sweep run --kernels-from` reads).
+  if (auto k = scheduler::export_best_kernels(dir, out, *report); !k) {
+    fmt::print(stderr, "atrex: warning: best kernels: {}\n", k.error().message);
+  }
   return write_and_print(g, *report, out);
 }
 
@@ -123,8 +166,11 @@ int regress_cmd(const GlobalOptions& g, const RegressArgs& a) {
   // reducer merges what shares a sweep id.
   std::vector<std::unique_ptr<scoring::Reducer>> nights;
   std::vector<const scoring::ReducedSweep*> base;
+  std::vector<std::string> all = a.baselines;
+  all.push_back(a.current);
+  ReadProgress progress("regress", all);
   auto read = [&](const std::string& dir) -> Result<const scoring::ReducedSweep*> {
-    nights.push_back(std::make_unique<scoring::Reducer>(*suite, reduce_options(0.9)));
+    nights.push_back(std::make_unique<scoring::Reducer>(*suite, reduce_options(0.9, &progress)));
     ATREX_TRY(nights.back()->add_folder(dir));
     return nights.back()->sweeps().front().get();
   };
@@ -135,6 +181,7 @@ int regress_cmd(const GlobalOptions& g, const RegressArgs& a) {
   }
   auto current = read(a.current);
   if (!current) return fail(current.error());
+  progress.finish(fmt::format("{} night(s) read; comparing", all.size()));
   const scoring::RegressResult r = scoring::regress(base, **current, a.options);
   if (!a.out.empty()) {
     const fs::path out(a.out);

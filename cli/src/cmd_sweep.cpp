@@ -1,9 +1,11 @@
 // `atrex sweep run [FILE]` (`atrex report DIR` is in cmd_report.cpp).
 #include <csignal>
+#include <mutex>
 
 #include <fmt/format.h>
 
 #include "atrex/agent/provider_registry.h"
+#include "atrex/common/progress.h"
 #include "atrex/runner/evaluator.h"
 #include "atrex/scheduler/local_sweep.h"
 #include "atrex/scoring/report.h"
@@ -23,6 +25,7 @@ struct SweepArgs {
   int agent_workers = 0;
   std::string metrics_listen;
   bool no_sandbox = false;
+  std::string kernels_from;
 };
 
 void print_scores(const std::vector<scoring::AgentScore>& agents) {
@@ -31,6 +34,27 @@ void print_scores(const std::vector<scoring::AgentScore>& agents) {
   }
 }
 
+}  // namespace
+
+// No (agent, operator) got a final evaluation (every agent task ended in an error or without a
+// correct candidate): the sweep ran, but measured nothing, and says so by its exit code.
+bool every_agent_task_failed(const std::vector<scoring::AgentScore>& agents) {
+  bool attempted = false;
+  for (const auto& a : agents) {
+    for (const auto& o : a.operators) {
+      if (o.shapes_evaluated > 0) return false;
+      attempted |= o.attempted;
+    }
+  }
+  if (attempted) {
+    fmt::print(stderr, "atrex: every agent task of the sweep failed: no (agent, operator) has a "
+                       "final evaluation (the reports say why); exit code 1\n");
+  }
+  return attempted;
+}
+
+namespace {
+
 int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
   auto providers = agent::ProviderRegistry::builtin();
   if (!providers) return fail(providers.error());
@@ -38,6 +62,10 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
                                                       scheduler::kEmbeddedDefaultSource, *providers)
                              : scheduler::load_sweep_file(a.file, *providers);
   if (!spec) return fail(spec.error());
+  if (!a.kernels_from.empty()) {
+    if (auto k = scheduler::add_kernels_from_agent(*spec, a.kernels_from, *providers); !k)
+      return fail(k.error());
+  }
   scheduler::SweepOverrides ov;
   if (!a.out.empty()) ov.output = a.out;
   if (!a.backend.empty()) {
@@ -67,8 +95,24 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
   if (auto ready = runner::sandbox_ready(opt.sandbox); !ready) return fail(ready.error());
   opt.stop = &g_interrupted;
   opt.metrics = exposition ? exposition->registry.get() : nullptr;
-  opt.progress = [&](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
+  ProgressOptions po;
+  po.what = "sweep " + resolved->spec.name;
+  po.unit = "operators";
+  po.terminal = progress_to_terminal();
+  po.every = progress_every(std::chrono::seconds(30));
+  ProgressMeter meter(po, 0);
+  std::mutex meter_mu;  // the follower and the worker threads both report
+  opt.progress = [&](const std::string& line) {
+    std::lock_guard lock(meter_mu);
+    meter.print(fmt::format("atrex: {}", line));
+  };
+  opt.progress_counts = [&](int done, int total) {
+    std::lock_guard lock(meter_mu);
+    meter.set_total(total);
+    meter.update(done);
+  };
   auto outcome = scheduler::run_local_sweep(*resolved, opt);
+  meter.finish();
   if (!outcome) return fail(outcome.error());
   if (outcome->interrupted) {
     fmt::print(stderr,
@@ -81,11 +125,11 @@ int sweep_run(const GlobalOptions& g, const SweepArgs& a) {
     auto report = read_json_file(outcome->report_json);
     if (!report) return fail(report.error());
     fmt::print("{}\n", report->dump(2));
-    return 0;
+    return every_agent_task_failed(outcome->agents) ? 1 : 0;
   }
   print_scores(outcome->agents);
   fmt::print("\nreports: {} and {}\n", outcome->report_md.string(), outcome->report_json.string());
-  return 0;
+  return every_agent_task_failed(outcome->agents) ? 1 : 0;
 }
 
 }  // namespace
@@ -107,6 +151,10 @@ void add_sweep_commands(CLI::App& app, GlobalOptions& g, int& rc) {
                   "Serve Prometheus metrics at http://ADDR:PORT/metrics while the sweep runs (port "
                   "0: any free port; "
                   "its file_sd target goes to <results>/metrics/targets/)");
+  run->add_option("--kernels-from", a.kernels_from,
+                  "Add the agent `best` (provider fixed): the best kernel per operator of the "
+                  "sweep in this results folder, re-measured (sweeps/nightly.yaml)")
+      ->check(CLI::ExistingDirectory);
   add_no_sandbox_flag(*run, a.no_sandbox);
   run->add_flag("--json", g.json, "Print the atrex.report/1 JSON at the end");
   run->callback([&] { rc = sweep_run(g, a); });

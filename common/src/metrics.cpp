@@ -108,8 +108,9 @@ const std::vector<MetricSpec>& catalogue() {
        "candidates"},
       {"atrex_agent_best_score_ratio",
        Type::kGauge,
-       "Best quick S_i (median S_j over the quick shapes) of (agent, operator) at the end of this "
-       "worker's last generation of it; absent while the pair has no correct candidate",
+       "Best quick S_i (median S_j over the quick shapes) of (agent, operator) so far: raised as "
+       "each improving candidate's quick records arrive, and at the end of each of this worker's "
+       "generations; absent while the pair has no correct candidate",
        {"agent", "operator"},
        "ratio"},
       {"atrex_agent_eval_tasks_lost_total",
@@ -140,6 +141,12 @@ const std::vector<MetricSpec>& catalogue() {
        "S_agg = sum_i w_i S_i by agent: over the final evaluations stored so far while the sweep "
        "runs (operators not yet final count 0), from the written report at its end",
        {"agent"},
+       "ratio"},
+      {"atrex_sweep_s_i_ratio",
+       Type::kGauge,
+       "S_i (median S_j over the correct shapes of the final evaluation) by agent and operator, "
+       "set as each (agent, operator)'s final records arrive; absent before",
+       {"agent", "operator"},
        "ratio"},
       {"atrex_sweep_queue_lost_tasks",
        Type::kGauge,
@@ -234,6 +241,7 @@ SweepMetrics::SweepMetrics(prometheus::Registry& r)
       operators_planned(gauge_family(r, "atrex_sweep_operators_planned").Add({})),
       queue_tasks(gauge_family(r, "atrex_sweep_queue_tasks")),
       s_agg(gauge_family(r, "atrex_sweep_s_agg_ratio")),
+      s_i(gauge_family(r, "atrex_sweep_s_i_ratio")),
       queue_lost(gauge_family(r, "atrex_sweep_queue_lost_tasks")),
       queue_vanished(gauge_family(r, "atrex_sweep_queue_vanished_tasks")),
       agent_tasks_lost(counter_family(r, "atrex_sweep_agent_tasks_lost_total").Add({})) {}

@@ -7,6 +7,7 @@
 
 #include "atrex/common/clock.h"
 #include "atrex/common/wire/keys.h"
+#include "atrex/scheduler/best_kernels.h"
 
 namespace atrex::scheduler {
 
@@ -35,7 +36,16 @@ int64_t observe(metrics::SweepMetrics* sm, TaskQueue& queue, int done, int total
   return leased;
 }
 
-// S_agg per agent over the final evaluations stored so far.
+void set_scores(metrics::SweepMetrics& m, const scoring::Report& report) {
+  for (const auto& a : report.agents) {
+    m.s_agg.Add({{"agent", a.agent}}).Set(a.s_agg);
+    for (const auto& op : a.operators) {
+      if (op.attempted) m.s_i.Add({{"agent", a.agent}, {"operator", op.name}}).Set(op.s_i);
+    }
+  }
+}
+
+// S_agg per agent and S_i per (agent, operator) over the final evaluations stored so far.
 void observe_scores(const Manifest& sweep, ResultStore& store, const FollowOptions& o) {
   if (!o.metrics || !o.suite) return;
   auto report = scoring::reduce(sweep, store, *o.suite, utc_timestamp_now());
@@ -43,7 +53,7 @@ void observe_scores(const Manifest& sweep, ResultStore& store, const FollowOptio
     spdlog::warn("sweep metrics: S_agg so far: {}", report.error().message);
     return;
   }
-  for (const auto& a : report->agents) o.metrics->s_agg.Add({{"agent", a.agent}}).Set(a.s_agg);
+  set_scores(*o.metrics, *report);
 }
 
 // Waits (up to o.drain) for the leases still held once every marker is there, then observes.
@@ -67,6 +77,7 @@ Result<FollowResult> follow_sweep(const Manifest& sweep, TaskQueue& queue, Resul
   int scored = -1;
   for (;;) {
     ATREX_ASSIGN_OR_RETURN(r.done, count_finals(sweep, store, seen, o.say));
+    if (o.on_poll) o.on_poll(r.done, r.total);
     observe(o.metrics, queue, r.done, r.total);
     if (r.done != scored) {
       scored = r.done;
@@ -119,9 +130,11 @@ Result<SweepOutcome> finish_sweep(const Manifest& sweep, ResultStore& store, Tas
   }
   ATREX_ASSIGN_OR_RETURN(scoring::ReportFiles files,
                          scoring::write_report_files(sweep.output, report));
-  if (metrics) {
-    for (const auto& a : report.agents) metrics->s_agg.Add({{"agent", a.agent}}).Set(a.s_agg);
+  // The best kernels as files: what a nightly sweep re-measures (`--kernels-from`).
+  if (auto k = export_best_kernels(sweep.output, sweep.output, report); !k) {
+    spdlog::warn("best kernels of {}: {}", sweep.output, k.error().message);
   }
+  if (metrics) set_scores(*metrics, report);
   return SweepOutcome{report.agents, files.json, files.markdown, false};
 }
 

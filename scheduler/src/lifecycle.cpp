@@ -135,7 +135,8 @@ Result<SweepProgress> sweep_status(const fs::path& dir, const ClusterEnv& env) {
 
 Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeout,
                                 const ProgressFn& say, const std::atomic<bool>* stop,
-                                metrics::SweepMetrics* sm, const ClusterEnv& env) {
+                                metrics::SweepMetrics* sm, const ClusterEnv& env,
+                                const std::function<void(int done, int total)>& counts) {
   ATREX_ASSIGN_OR_RETURN(Manifest m, read_cluster_manifest(dir));
   ATREX_ASSIGN_OR_RETURN(Connected c, connect(m, env));
   ATREX_ASSIGN_OR_RETURN(problems::Suite suite, problems::load_suite_or_bundled(m.suite));
@@ -145,6 +146,7 @@ Result<SweepOutcome> wait_sweep(const fs::path& dir, std::chrono::seconds timeou
   fo.stop = stop;
   fo.metrics = sm;
   fo.say = say;
+  fo.on_poll = counts;
   ATREX_ASSIGN_OR_RETURN(FollowResult followed,
                          follow_sweep(m, c.host->queue(), c.host->results(), fo));
   if (followed.end != FollowEnd::kDone) {

@@ -88,7 +88,8 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
   fo.suite = &sweep.suite;
   fo.say = say;
   const auto t0 = std::chrono::steady_clock::now();
-  fo.progress_line = [&](int done, int total) {
+  fo.on_poll = options.progress_counts;
+  if (!options.progress_counts) fo.progress_line = [&](int done, int total) {
     auto st = queue.stats(kEvalStream);
     return fmt::format("{}/{} operators done after {:.0f} s; {} evaluations done, {} queued", done,
                        total,

@@ -75,14 +75,21 @@ Result<problems::ShapeRule> parse_shape_rule(const JsonField& f) {
     for (auto& [op, list] : ids.value().items()) {
       JsonField lf(list, f.source(), ids.path() + "." + op);
       ATREX_TRY(lf.expect_array());
+      // An empty list would select nothing or, read as "no rule", everything: neither is what
+      // the file says, so it is refused (a sweep never widens silently).
+      if (list.empty()) return lf.fail("expected at least one shape id");
       for (size_t i = 0; i < list.size(); ++i) {
         const Json& v = list[i];
+        std::string id;
         if (v.is_number_integer())
-          r.ids[op].push_back(std::to_string(v.get<int64_t>()));
+          id = std::to_string(v.get<int64_t>());
         else if (v.is_string())
-          r.ids[op].push_back(v.get<std::string>());
+          id = v.get<std::string>();
         else
           return lf.element(i).fail("expected a shape id");
+        if (std::find(r.ids[op].begin(), r.ids[op].end(), id) != r.ids[op].end())
+          return lf.element(i).fail(fmt::format("duplicate shape id {}", id));
+        r.ids[op].push_back(std::move(id));
       }
     }
   }
@@ -224,8 +231,12 @@ Result<SweepSpec> parse_sweep(std::string_view text, const std::string& source,
       if (v != "all") return ops.fail("expected `all` or a list of operator names");
     } else {
       ATREX_TRY(ops.expect_array());
+      // An empty list means nothing, not `all` (which is what an empty list is internally).
+      if (ops.value().empty()) return ops.fail("expected `all` or at least one operator name");
       for (size_t i = 0; i < ops.value().size(); ++i) {
         ATREX_ASSIGN_OR_RETURN(std::string op, ops.element(i).as_string());
+        if (std::find(s.operators.begin(), s.operators.end(), op) != s.operators.end())
+          return ops.element(i).fail(fmt::format("duplicate operator {}", op));
         s.operators.push_back(op);
       }
     }
@@ -321,6 +332,30 @@ Result<SweepSpec> load_sweep_file(const std::filesystem::path& path,
                          expand_sweep_variables(text, path.string(),
                                                 [](const char* n) { return std::getenv(n); }));
   return parse_sweep(expanded, path.string(), providers);
+}
+
+Result<void> add_kernels_from_agent(SweepSpec& spec, const std::filesystem::path& dir,
+                                    const agent::ProviderRegistry& providers) {
+  if (!spec.raw.contains("agents")) {
+    return invalid_input(fmt::format("--kernels-from: {} has no `agents` list to add the agent "
+                                     "`best` to (sweeps/nightly.yaml has one)", spec.source));
+  }
+  for (const auto& a : spec.agents) {
+    if (a.name == "best") {
+      return invalid_input(fmt::format("--kernels-from: {} already has an agent named best",
+                                       spec.source));
+    }
+  }
+  std::error_code ec;
+  const Json entry{{"name", "best"},
+                   {"provider", "fixed"},
+                   {"kernels", std::filesystem::absolute(dir, ec).lexically_normal().string()},
+                   {"budget", Json{{"iterations", 1}}}};
+  ATREX_ASSIGN_OR_RETURN(AgentSpec a,
+                         agent::agent_spec_from_json(JsonField(entry, "--kernels-from"), providers));
+  spec.agents.push_back(std::move(a));
+  spec.raw["agents"].push_back(entry);
+  return ok();
 }
 
 }  // namespace atrex::scheduler

@@ -71,6 +71,53 @@ TEST(SweepSpec, DuplicateAgentNameIsRejected) {
   EXPECT_NE(s.error().message.find("duplicate agent name"), std::string::npos);
 }
 
+// A sweep file never widens silently: an empty list is not `all`, and a repeated entry is a
+// mistake named with its field.
+TEST(SweepSpec, EmptyOrDuplicateOperatorsAndShapeIdsAreRefused) {
+  auto empty_ops = parse_sweep("name: x\noperators: []\n", "s.yaml", providers());
+  ASSERT_FALSE(empty_ops);
+  EXPECT_NE(empty_ops.error().message.find("operators"), std::string::npos)
+      << empty_ops.error().message;
+  auto dup_ops = parse_sweep("name: x\noperators: [rms_norm, l2_norm, rms_norm]\n", "s.yaml",
+                             providers());
+  ASSERT_FALSE(dup_ops);
+  EXPECT_NE(dup_ops.error().message.find("duplicate operator rms_norm"), std::string::npos)
+      << dup_ops.error().message;
+  auto empty_ids = parse_sweep("name: x\nshapes: {cpu: {ids: {rms_norm: []}}}\n", "s.yaml",
+                               providers());
+  ASSERT_FALSE(empty_ids);
+  EXPECT_NE(empty_ids.error().message.find("shapes.cpu.ids.rms_norm"), std::string::npos)
+      << empty_ids.error().message;
+  auto dup_ids = parse_sweep("name: x\nshapes: {cpu: {ids: {rms_norm: [3, 5, 3]}}}\n", "s.yaml",
+                             providers());
+  ASSERT_FALSE(dup_ids);
+  EXPECT_NE(dup_ids.error().message.find("duplicate shape id 3"), std::string::npos)
+      << dup_ids.error().message;
+}
+
+TEST(SweepSpec, FixedProviderNeedsItsKernelsAndKernelsFromAddsTheAgentBest) {
+  auto none = parse_sweep("name: x\nagents: [{name: r, provider: fixed}]\n", "s.yaml",
+                          providers());
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("kernels"), std::string::npos) << none.error().message;
+  auto ref = parse_sweep("name: x\nagents: [{name: r, provider: fixed, kernels: reference}]\n",
+                         "s.yaml", providers());
+  ASSERT_TRUE(ref) << ref.error().message;
+  EXPECT_EQ(ref->agents[0].options["kernels"], "reference");
+  const auto dir = std::filesystem::temp_directory_path() / "atrex_kernels_from_unit";
+  std::filesystem::create_directories(dir / "rms_norm");
+  ASSERT_TRUE(add_kernels_from_agent(*ref, dir, providers()));
+  ASSERT_EQ(ref->agents.size(), 2u);
+  EXPECT_EQ(ref->agents[1].name, "best");
+  EXPECT_EQ(ref->agents[1].provider, "fixed");
+  EXPECT_EQ(ref->raw["agents"].size(), 2u) << "the manifest and the sweep id name it";
+  EXPECT_FALSE(add_kernels_from_agent(*ref, dir, providers())) << "best twice";
+  auto no_agents = parse_sweep("name: x\n", "s.yaml", providers());
+  ASSERT_TRUE(no_agents);
+  EXPECT_FALSE(add_kernels_from_agent(*no_agents, dir, providers()));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SweepSpec, YamlSyntaxErrorHasLine) {
   auto s = parse_sweep("name: x\nagents: [\n", "s.yaml", providers());
   ASSERT_FALSE(s);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "atrex/common/sample_stats.h"
+#include "noise.h"
 
 namespace atrex::scoring {
 
@@ -35,7 +36,8 @@ ShapeDetail shape_detail(const EvalRecord& r) {
 
 AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
                        const std::vector<EvalRecord>& records,
-                       const std::map<std::string, std::string>& failed, double dsl_threshold) {
+                       const std::map<std::string, std::string>& failed, double dsl_threshold,
+                       double target_rse) {
   std::map<std::string, std::vector<const EvalRecord*>> by_op;
   for (const auto& r : records) {
     if (r.candidate.agent == agent && suite.find(r.operator_name))
@@ -65,6 +67,7 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
     }
     os.attempted = true;
     std::vector<double> s_j, shares;
+    std::vector<const EvalRecord*> correct;
     std::optional<std::set<std::string>> ghosts;  // over the records that were traced
     for (const EvalRecord* r : it->second) {
       if (r->unlaunched_kernels) {
@@ -78,8 +81,14 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
       ++os.shapes_evaluated;
       os.candidate_sha256 = r->candidate.sha256;
       os.shapes.push_back(shape_detail(*r));
+      if (target_rse > 0 && os.shapes.back().samples > 0 &&
+          os.shapes.back().relative_standard_error > target_rse) {
+        os.shapes.back().noisy = true;
+        ++os.shapes_noisy;
+      }
       if (r->status == EvalStatus::kOk && r->s_j) {
         ++os.shapes_correct;
+        correct.push_back(r);
         s_j.push_back(*r->s_j);
         if (r->above_roofline) ++os.shapes_above_roofline;
         if (r->dsl_share) shares.push_back(*r->dsl_share);
@@ -90,6 +99,10 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
     }
     if (ghosts) os.unlaunched_kernels.assign(ghosts->begin(), ghosts->end());
     os.s_i = median(s_j);
+    if (auto ci = s_i_interval(correct)) {
+      os.s_i_ci_low = ci->first;
+      os.s_i_ci_high = ci->second;
+    }
     if (!shares.empty()) os.dsl_share = median(shares);
     const bool all = os.shapes_correct == os.shapes_evaluated;
     os.status = os.shapes_correct == 0 ? "incorrect" : (all ? "correct" : "partially correct");

@@ -121,8 +121,21 @@ Result<void> Reducer::add_jsonl_pass(ReducedSweep& s, const fs::path& file, bool
   in.rdbuf()->pubsetbuf(buffer.data(), static_cast<std::streamsize>(buffer.size()));
   std::string line;
   int64_t line_no = 0;
+  int64_t bytes = 0;
+  struct BytesReported {  // the bytes not yet reported, at every return
+    const ReduceOptions& o;
+    int64_t& bytes;
+    ~BytesReported() {
+      if (o.progress && bytes > 0) o.progress(bytes);
+    }
+  } report_bytes{options_, bytes};
   while (std::getline(in, line)) {
     ++line_no;
+    bytes += static_cast<int64_t>(line.size()) + 1;
+    if (options_.progress && (line_no & 16383) == 0) {
+      options_.progress(bytes);
+      bytes = 0;
+    }
     if (finals) ++s.summary.lines_read;
     if (line.empty()) continue;
     const bool last = in.peek() == EOF;
@@ -294,7 +307,8 @@ Result<Report> Reducer::finish(const std::string& created_at) const {
         }
         for (auto& r : rs) records.push_back(std::move(r));
       }
-      AgentScore a = score_agent(suite_, spec.name, records, failed, options_.dsl_threshold);
+      AgentScore a = score_agent(suite_, spec.name, records, failed, options_.dsl_threshold,
+                                 s->manifest.evaluation.target_rse);
       a.sweep_id = s->manifest.sweep_id;
       a.provider = spec.provider;
       a.usage = usage;

@@ -242,11 +242,14 @@ std::string shape_table(const Report& rep) {
       for (const auto& d : o.shapes) {
         s += fmt::format(
             "<tr><td>{}</td><td>{}</td><td data-v=\"{}\">{}</td><td title=\"{}\">{}</td>"
-            "<td>{}</td>{}<td data-v=\"{:.9g}\">{}</td>{}<td data-v=\"{:.6g}\">{:.1f}%</td>",
+            "<td>{}</td>{}<td data-v=\"{:.9g}\">{}</td>{}<td data-v=\"{:.6g}\"{}>{:.1f}%{}</td>",
             esc(a.agent), esc(o.name), esc(d.shape_id), esc(d.shape_id), esc(d.error),
             esc(d.status), esc(d.bound), cell(d.time_us_median), d.t_roofline_us,
             num(d.t_roofline_us), cell(d.s_j), d.relative_standard_error,
-            100 * d.relative_standard_error);
+            d.noisy ? " class=\"noisy\" title=\"above the sweep's target relative standard "
+                      "error: the time is noisier than asked\""
+                    : "",
+            100 * d.relative_standard_error, d.noisy ? " (noisy)" : "");
         if (base) {
           std::optional<double> ratio;
           if (d.time_us_median && d.baseline_time_us_median && *d.baseline_time_us_median > 0)

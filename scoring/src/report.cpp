@@ -221,8 +221,8 @@ std::string render_markdown(const Report& report) {
   const bool base = !report.baselines.empty();
   for (const auto& a : agents) {
     md += fmt::format(
-        "\n## {}\n\n| operator | weight | S_i | {}shapes correct | w·S_i | status "
-        "|\n|---|---:|---:|{}---:|---:|---|\n",
+        "\n## {}\n\n| operator | weight | S_i | S_i 95% CI | {}shapes correct | noisy shapes | "
+        "w·S_i | status |\n|---|---:|---:|---:|{}---:|---:|---:|---|\n",
         markdown_cell(a.agent), base ? "baseline S_i | " : "", base ? "---:|" : "");
     int skipped = 0;
     double skipped_weight = 0;
@@ -236,15 +236,21 @@ std::string render_markdown(const Report& report) {
       if (!o.first_error.empty()) status += " (" + o.first_error.substr(0, 120) + ")";
       std::string base_cell;
       if (base) base_cell = (o.baseline_s_i ? fmt::format("{:.4f}", *o.baseline_s_i) : "-") + " | ";
-      md += fmt::format("| {} | {:.4f} | {:.4f} | {}{}/{} | {:.5f} | {} |\n",
-                        markdown_cell(o.name), o.weight, o.s_i, base_cell, o.shapes_correct,
-                        o.shapes_evaluated, o.weight * o.s_i, markdown_cell(status));
+      const std::string ci = o.s_i_ci_low && o.s_i_ci_high
+                                 ? fmt::format("{:.4f}–{:.4f}", *o.s_i_ci_low, *o.s_i_ci_high)
+                                 : "-";
+      md += fmt::format("| {} | {:.4f} | {:.4f} | {} | {}{}/{} | {} | {:.5f} | {} |\n",
+                        markdown_cell(o.name), o.weight, o.s_i, ci, base_cell, o.shapes_correct,
+                        o.shapes_evaluated, o.shapes_noisy, o.weight * o.s_i,
+                        markdown_cell(status));
     }
     if (skipped > 0) {
       md += fmt::format(
           "\n{} operators (total weight {:.4f}) were not attempted and count as S_i = 0: {}.\n",
           skipped, skipped_weight, not_attempted(a));
     }
+    md += "\nS_i 95% CI: a bootstrap over each shape's timing samples (docs/reports.md "
+          "\"Noise\"); noisy shapes: relative standard error above the sweep's target_rse.\n";
     md += fmt::format("\n**S_agg = {:.5f}**\n", a.s_agg);
     if (a.usage.requests > 0) md += "\n" + usage_text(a.usage) + "\n";
   }

@@ -21,6 +21,7 @@ Json shape_json(const ShapeDetail& d) {
               {"time_us_p75", opt(d.time_us_p75)},
               {"samples", d.samples},
               {"relative_standard_error", d.relative_standard_error},
+              {"noisy", d.noisy},
               {"t_roofline_us", d.t_roofline_us},
               {"s_j", opt(d.s_j)},
               {"above_roofline", d.above_roofline},
@@ -38,11 +39,14 @@ Json operator_json(const OperatorScore& o) {
               {"attempted", o.attempted},
               {"status", o.status},
               {"s_i", o.s_i},
+              {"s_i_ci_low", opt(o.s_i_ci_low)},
+              {"s_i_ci_high", opt(o.s_i_ci_high)},
               {"weighted_s_i", o.weight * o.s_i},
               {"shapes_in_suite", o.shapes_in_suite},
               {"shapes_evaluated", o.shapes_evaluated},
               {"shapes_correct", o.shapes_correct},
               {"shapes_above_roofline", o.shapes_above_roofline},
+              {"shapes_noisy", o.shapes_noisy},
               {"dsl_share", opt(o.dsl_share)},
               {"fallback", o.fallback},
               {"candidate_sha256", o.candidate_sha256},
@@ -74,6 +78,7 @@ Result<void> read_value(const JsonField& f, ShapeDetail& d) {
   ATREX_TRY(r.required("time_us_p75", d.time_us_p75));
   ATREX_TRY(r.required("samples", d.samples));
   ATREX_TRY(r.required("relative_standard_error", d.relative_standard_error));
+  ATREX_TRY(r.optional("noisy", d.noisy));  // optional: reports written before it
   ATREX_TRY(r.required("t_roofline_us", d.t_roofline_us));
   ATREX_TRY(r.required("s_j", d.s_j));
   ATREX_TRY(r.required("above_roofline", d.above_roofline));
@@ -92,11 +97,14 @@ Result<void> read_value(const JsonField& f, OperatorScore& o) {
   ATREX_TRY(r.required("attempted", o.attempted));
   ATREX_TRY(r.required("status", o.status));
   ATREX_TRY(r.required("s_i", o.s_i));
+  ATREX_TRY(r.optional("s_i_ci_low", o.s_i_ci_low));  // optional: reports written before them
+  ATREX_TRY(r.optional("s_i_ci_high", o.s_i_ci_high));
   ATREX_TRY(r.required("weighted_s_i", weighted));
   ATREX_TRY(r.required("shapes_in_suite", o.shapes_in_suite));
   ATREX_TRY(r.required("shapes_evaluated", o.shapes_evaluated));
   ATREX_TRY(r.required("shapes_correct", o.shapes_correct));
   ATREX_TRY(r.required("shapes_above_roofline", o.shapes_above_roofline));
+  ATREX_TRY(r.optional("shapes_noisy", o.shapes_noisy));
   ATREX_TRY(r.required("dsl_share", o.dsl_share));
   ATREX_TRY(r.required("fallback", o.fallback));
   ATREX_TRY(r.required("candidate_sha256", o.candidate_sha256));

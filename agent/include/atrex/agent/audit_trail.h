@@ -94,4 +94,15 @@ class AuditTrail {
   Progress progress_;
 };
 
+// The candidate with `sha256` as a trail recorded it (its first "evaluated" event), read without
+// opening the file for writing (a read-only results folder): {source, file name}, or nullopt
+// when the trail holds no such evaluation. Torn or unparsable lines are skipped (the trail's
+// own readers judge those). Errors: kIo when the file cannot be read.
+struct EvaluatedCandidate {
+  std::string source;
+  std::string file_name;
+};
+Result<std::optional<EvaluatedCandidate>> read_evaluated_candidate(
+    const std::filesystem::path& file, const std::string& sha256);
+
 }  // namespace atrex::agent

@@ -50,6 +50,9 @@ struct GenerationOptions {
   // Seconds since the Unix epoch, for the wall-time budget; empty: the system clock.
   std::function<double()> now_unix_s;
   std::string worker;  // recorded in generation_start (which agent worker ran it)
+  // Called with the new best quick score each time an evaluated candidate raises it (the
+  // agent worker's live atrex_agent_best_score_ratio gauge); empty: nobody is told.
+  std::function<void(double)> on_best;
 };
 
 // The audit-trail key of the shared best: "<agent>/<operator>".

@@ -105,6 +105,8 @@ struct SweepMetrics {
   // {agent}: S_agg over the final evaluations stored so far; set while the sweep runs, and
   // from the written report at its end
   prometheus::Family<prometheus::Gauge>& s_agg;
+  // {agent, operator}: S_i of each (agent, operator) whose final evaluation is stored
+  prometheus::Family<prometheus::Gauge>& s_i;
   // {queue}: tasks found lost (deleted from the queue without a result) and put back, as the
   // queue counts them (QueueStats::lost_total, since the stream was created)
   prometheus::Family<prometheus::Gauge>& queue_lost;

@@ -31,6 +31,9 @@ struct FollowOptions {
   // A line every `progress_every` (e.g. evaluations done); none when unset.
   std::function<std::string(int done, int total)> progress_line;
   std::chrono::seconds progress_every{30};
+  // Called at every poll with the (agent, operator) pairs done and planned: a progress meter's
+  // input (the cli's line with rate and ETA); none when unset.
+  std::function<void(int done, int total)> on_poll;
   // With `metrics`: the S_agg gauge is recomputed from the stored records each time a final
   // marker arrives (operators not yet final count 0), so it moves while the sweep runs.
   const problems::Suite* suite = nullptr;

@@ -78,7 +78,8 @@ Result<SweepProgress> sweep_status(const std::filesystem::path& dir,
 Result<SweepOutcome> wait_sweep(const std::filesystem::path& dir, std::chrono::seconds timeout,
                                 const ProgressFn& say, const std::atomic<bool>* stop = nullptr,
                                 metrics::SweepMetrics* metrics = nullptr,
-                                const ClusterEnv& env = ClusterEnv::redis_and_launchers());
+                                const ClusterEnv& env = ClusterEnv::redis_and_launchers(),
+                                const std::function<void(int done, int total)>& counts = {});
 
 // Stops the workers and marks the sweep cancelled.
 Result<void> cancel_sweep(const std::filesystem::path& dir,

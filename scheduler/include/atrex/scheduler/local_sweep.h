@@ -28,6 +28,9 @@ namespace atrex::scheduler {
 struct LocalSweepOptions {
   int agent_workers = 0;                             // 0 = automatic
   std::function<void(const std::string&)> progress;  // one line per event worth showing
+  // At every poll: (agent, operator) pairs done and planned (FollowOptions::on_poll). When set,
+  // the periodic progress line is left to it.
+  std::function<void(int done, int total)> progress_counts;
   const std::atomic<bool>* stop = nullptr;           // set to interrupt (SIGINT)
   // When set, the in-process runner, agent workers and the sweep itself register their metrics
   // here (atrex_runner_*, atrex_agent_*, atrex_sweep_*). Must outlive the run.

@@ -58,6 +58,13 @@ Result<SweepSpec> load_sweep_file(const std::filesystem::path& path,
 using SweepEnv = std::function<const char*(const char*)>;
 Result<std::string> expand_sweep_variables(std::string_view text, const std::string& source,
                                            const SweepEnv& env);
+// `sweep run/submit --kernels-from DIR` (the nightly sweep, docs/reports.md): adds the agent
+// {name: best, provider: fixed, kernels: DIR} (the best kernel per operator of the sweep whose
+// results folder DIR is, agent/fixed_provider.h) to `spec` and to its raw document (so the
+// sweep id and the manifest name it). Errors (kInvalidInput, naming the flag): a sweep without
+// an `agents` list, an agent already named `best`, a DIR the fixed provider refuses.
+Result<void> add_kernels_from_agent(SweepSpec& spec, const std::filesystem::path& dir,
+                                    const agent::ProviderRegistry& providers);
 // The default sweep compiled into the binary (sweeps/local-default.yaml).
 std::string_view embedded_default_sweep();
 inline constexpr const char* kEmbeddedDefaultSource = "<embedded default sweep>";

@@ -32,6 +32,9 @@ struct ShapeDetail {
   std::optional<double> time_us_p75;
   int samples = 0;
   double relative_standard_error = 0;     // of the timing samples
+  // The relative standard error is above the sweep's evaluation target_rse: the timing loop
+  // stopped (max_iterations, max_timing_s) before the time was that precise.
+  bool noisy = false;
   double t_roofline_us = 0;
   std::optional<double> s_j;              // ok records
   bool above_roofline = false;
@@ -51,6 +54,10 @@ struct OperatorScore {
   int shapes_correct = 0;
   int shapes_above_roofline = 0;  // S_j capped: roofline or measurement suspect
   double s_i = 0;
+  // 95% bootstrap interval of S_i from the timing noise (noise.h): present when every correct
+  // shape kept its raw samples.
+  std::optional<double> s_i_ci_low, s_i_ci_high;
+  int shapes_noisy = 0;             // evaluated shapes whose time is noisy (ShapeDetail::noisy)
   std::optional<double> dsl_share;  // mean over correct shapes, when measured
   std::string candidate_sha256;
   std::string status;       // "correct", "partially correct", "incorrect", "not attempted"
@@ -91,6 +98,7 @@ double median(std::vector<double> values);
 // The per-shape detail of one record (bound left "unknown": the reducer knows the hardware).
 ShapeDetail shape_detail(const EvalRecord& r);
 
+// `target_rse` > 0 flags shapes whose relative standard error is above it (ShapeDetail::noisy).
 // Scores one agent from its final evaluation records (one per evaluated shape; records of
 // other agents are ignored). Records for operators absent from the suite are ignored.
 // `failed` lists operators the agent attempted without producing a final evaluation (no
@@ -98,6 +106,6 @@ ShapeDetail shape_detail(const EvalRecord& r);
 AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
                        const std::vector<EvalRecord>& records,
                        const std::map<std::string, std::string>& failed = {},
-                       double dsl_threshold = 0.9);
+                       double dsl_threshold = 0.9, double target_rse = 0);
 
 }  // namespace atrex::scoring

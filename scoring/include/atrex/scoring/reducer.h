@@ -41,6 +41,9 @@ namespace atrex::scoring {
 struct ReduceOptions {
   double dsl_threshold = 0.9;  // a correct candidate under this target-DSL share is a fallback
   std::function<void(const std::string&)> warn;  // each warning also goes into Report::warnings
+  // Bytes of results.jsonl read since the last call (each folder's file is read twice), called
+  // every 16384 lines and at the end of each pass: a progress meter's input.
+  std::function<void(int64_t bytes)> progress;
 };
 
 // What the reducer kept of one sweep: its manifest and every (agent, operator)'s final marker
