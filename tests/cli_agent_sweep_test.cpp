@@ -9,6 +9,7 @@
 // A control run of the same script outside the sandbox shows the probes can see each target.
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -210,6 +211,8 @@ output: out
   }
   o.working_dir = dir_;
   o.output_tail_bytes = 1 << 20;
+  // Outside the sandbox its `find /` walks the whole host: over 60 s on a loaded 2-core machine.
+  o.timeout = std::chrono::minutes(5);
   auto control = run_subprocess(o);
   ASSERT_TRUE(control && control->ok()) << (control ? control->output_tail : "");
   for (const char* seen : {"roofline.json: ALLOWED", "metadata.json: ALLOWED",

@@ -285,8 +285,10 @@ TEST_F(ClusterSweep, DeadLetteredAgentTaskIsReportedAndNotReenqueuedByResume) {
   EXPECT_EQ(s["agent_queue"]["enqueued_total"], 1) << s.dump();
   EXPECT_EQ(s["agent_queue"]["ready"].get<int>() + s["agent_queue"]["leased"].get<int>(), 0)
       << s.dump();
+  // Its only agent task is dead-lettered: no (agent, operator) got a final evaluation, so the
+  // sweep failed as a whole (exit 1), and the report still says why.
   auto [wrc, wout] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "60"});
-  ASSERT_EQ(wrc, 0) << wout;
+  ASSERT_EQ(wrc, 1) << wout;
   auto report = read_json_file(dir_ / "out" / "report.json");
   ASSERT_TRUE(report);
   EXPECT_NE(rms_norm_in(*report).value("first_error", "").find("agent worker killed by the test"),

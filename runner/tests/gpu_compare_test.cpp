@@ -147,5 +147,24 @@ TEST_F(GpuCompareTest, FirstDifferingByte) {
   EXPECT_EQ(first(), 1'000'002);
 }
 
+// A guard region starts right after an output of odd byte length: pointers that are not 8-byte
+// aligned (H200, 2026-12-02: cudaErrorMisalignedAddress before the byte-wise path).
+TEST_F(GpuCompareTest, FirstDifferingByteAtUnalignedAddresses) {
+  std::vector<uint8_t> a(4099), b;
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i * 7 + 3);
+  b = a;
+  b[1000] ^= 4;
+  auto* da = static_cast<uint8_t*>(upload(a));
+  auto* db = static_cast<uint8_t*>(upload(b));
+  for (size_t off : {1, 3, 5}) {
+    const auto idx = cuda::first_difference(da + off, db + off, a.size() - off, nullptr);
+    ASSERT_TRUE(idx) << idx.error().message;
+    EXPECT_EQ(idx.value(), static_cast<int64_t>(1000 - off)) << off;
+  }
+  const auto same = cuda::first_difference(da + 1, da + 1, 4096, nullptr);
+  ASSERT_TRUE(same) << same.error().message;
+  EXPECT_EQ(same.value(), -1);
+}
+
 }  // namespace
 }  // namespace atrex::problems

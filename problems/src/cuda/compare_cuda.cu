@@ -117,10 +117,11 @@ __global__ void choose_tolerance(bool integer, int64_t n, double atol, const Sta
   *abs_tol = low_signal ? atol * ref_max : atol;
 }
 
+// `words` 8-byte words compared as words (0 when a or b is not 8-byte aligned: a guard region
+// right after an output of odd byte length), the rest byte by byte.
 __global__ void first_difference_kernel(const uint8_t* a, const uint8_t* b, size_t bytes,
-                                        unsigned long long* first) {
+                                        size_t words, unsigned long long* first) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  const size_t words = bytes / 8;
   const auto* wa = reinterpret_cast<const unsigned long long*>(a);
   const auto* wb = reinterpret_cast<const unsigned long long*>(b);
   for (size_t w = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < words;
@@ -213,9 +214,13 @@ Result<int64_t> first_difference(const void* a, const void* b, size_t bytes, voi
   const unsigned long long none = ~0ull;
   ATREX_TRY(cuda_status(cudaMemcpyAsync(sc.first, &none, sizeof none, cudaMemcpyHostToDevice, st)));
   constexpr int kThreads = 256;
-  first_difference_kernel<<<grid_for(static_cast<int64_t>(bytes / 8 + 1), kThreads), kThreads, 0,
-                            st>>>(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b),
-                                  bytes, sc.first);
+  const bool aligned =
+      (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) % 8 == 0;
+  const size_t words = aligned ? bytes / 8 : 0;
+  first_difference_kernel<<<grid_for(static_cast<int64_t>(aligned ? words + 1 : bytes), kThreads),
+                            kThreads, 0, st>>>(static_cast<const uint8_t*>(a),
+                                               static_cast<const uint8_t*>(b), bytes, words,
+                                               sc.first);
   ATREX_TRY(cuda_last_launch("first-difference kernel"));
   unsigned long long first = none;
   ATREX_TRY(
