@@ -1,5 +1,5 @@
 // atrex-template: flash_mma
-// atrex-description: FlashAttention-2 on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulators) for varlen prefill without a mask: a CTA per (BLOCK_M query rows of one sequence, head), found on the device from cu_seqlens_q (no host sync); BLOCK_N-key tiles of K and V of the sequence (cu_seqlens_k) by 16-byte cp.async into a STAGES-deep shared-memory ring, ldmatrix fragments, online softmax in registers (the scale folded into one FMA ahead of ex2.approx), the tail mask only on a sequence's last tile; when the grid is far below the SM count each CTA's key range is split in up to MAX_SPLITS parts whose (max, sum, partial output) a second kernel merges
+// atrex-description: FlashAttention-2 on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulators) for varlen prefill without a mask: a CTA per (BLOCK_M query rows of one sequence, head), found on the device from cu_seqlens_q (no host sync); BLOCK_N-key tiles of K and V of the sequence (cu_seqlens_k) by 16-byte cp.async into a STAGES-deep shared-memory ring, ldmatrix fragments, online softmax in registers with exp2, the tail mask only on a sequence's last tile; when the grid is far below the SM count each CTA's key range is split in up to MAX_SPLITS parts whose (max, sum, partial output) a second kernel merges
 // atrex-param: BLOCK_M = 64 | 16, 32, 64, 128
 // atrex-param: BLOCK_N = 64 | 16, 32, 64, 128
 // atrex-param: WARP_ROWS = 16 | 16, 32
@@ -104,12 +104,6 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// 2^x on the SFU (ex2.approx, flush-to-zero: 2^-inf = +0), without exp2f's range handling.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
@@ -268,7 +262,7 @@ __global__ void __launch_bounds__(threads_for(D)) forward_flash_kernel(Args a) {
         for (int i = 0; i < kNT; ++i) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            float x = sc[mt][i][e];  // raw q.k; scaled inside the exponent below
+            float x = sc[mt][i][e] * a.scale_log2;
             if (need_mask) {
               const int j = k0 + i * 8 + 2 * tq + (e & 1);
               if (j >= key_end) x = -INFINITY;
@@ -285,15 +279,14 @@ __global__ void __launch_bounds__(threads_for(D)) forward_flash_kernel(Args a) {
             mx = fmaxf(mx, fmaxf(sc[mt][i][2 * r], sc[mt][i][2 * r + 1]));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          // m in log2 units (scale_log2 > 0 keeps the order; -inf stays -inf).
-          const float m_new = fmaxf(m[mt][r], mx * a.scale_log2);
+          const float m_new = fmaxf(m[mt][r], mx);
           const float base = m_new == -INFINITY ? 0.f : m_new;  // a row masked so far stays 0
-          const float alpha = fast_exp2(m[mt][r] - base);
+          const float alpha = exp2f(m[mt][r] - base);
           float sum = 0.f;
 #pragma unroll
           for (int i = 0; i < kNT; ++i) {
-            sc[mt][i][2 * r] = fast_exp2(fmaf(sc[mt][i][2 * r], a.scale_log2, -base));
-            sc[mt][i][2 * r + 1] = fast_exp2(fmaf(sc[mt][i][2 * r + 1], a.scale_log2, -base));
+            sc[mt][i][2 * r] = exp2f(sc[mt][i][2 * r] - base);
+            sc[mt][i][2 * r + 1] = exp2f(sc[mt][i][2 * r + 1] - base);
             sum += sc[mt][i][2 * r] + sc[mt][i][2 * r + 1];
           }
           // This thread's part of the row sum; the quad adds its parts at the end.
