@@ -80,7 +80,7 @@ if echo "$probe" | grep -q 'evaluation sandbox cannot start'; then
   echo "sandbox: UNAVAILABLE here, every step runs with ATREX_NO_SANDBOX=1: $(echo "$probe" | grep -m1 'sandbox cannot start')" | tee "$out/sandbox-probe.txt"
   export ATREX_NO_SANDBOX=1
 else
-  echo "sandbox: bwrap ($(command -v bwrap || echo "$root/build/release/bin/bwrap")); probe: $(echo "$probe" | tail -1)" | tee "$out/sandbox-probe.txt"
+  echo "sandbox: bwrap ($(command -v bwrap || echo "$root/build/release/bin/bwrap")); probe (cpu, correctness only): shape 15 $(echo "$probe" | awk '$1 == "15" { print $2; exit }')" | tee "$out/sandbox-probe.txt"
 fi
 
 if want tests; then
