@@ -36,28 +36,37 @@ std::string coords(const TensorDesc& d, int64_t i) {
   return s;
 }
 
-bool is_integer(DType d) {
+}  // namespace
+
+bool is_integer_dtype(DType d) {
   return d == DType::kI32 || d == DType::kI64 || d == DType::kU8 || d == DType::kBool;
 }
 
-}  // namespace
+ReferenceSignal reference_signal(DType dtype, const void* ref, int64_t n, double atol, double rtol) {
+  ReferenceSignal s;
+  s.integer = is_integer_dtype(dtype);
+  bool zero_passes = !s.integer;
+  for (int64_t i = 0; i < n; ++i) {
+    const double r = element_as_double(dtype, ref, i);
+    if (!std::isfinite(r)) continue;
+    ++s.finite;
+    s.ref_max = std::max(s.ref_max, std::fabs(r));
+    s.sum_sq += r * r;
+    if (std::fabs(r) > atol + rtol * std::fabs(r)) zero_passes = false;
+  }
+  s.zero_passes = zero_passes && n > 0;
+  s.low_signal = !s.integer && n > 0 && is_low_signal(s.zero_passes, s.ref_max, atol);
+  return s;
+}
 
 CompareResult compare_output(const TensorDesc& desc, const void* cand, const void* ref, double atol,
                              double rtol) {
   CompareResult res;
   const int64_t n = desc.numel();
-  const bool integer = is_integer(desc.dtype);
-  double ref_max = 0;
-  bool zero_passes = !integer;
-  for (int64_t i = 0; i < n; ++i) {
-    const double r = element_as_double(desc.dtype, ref, i);
-    if (std::isfinite(r)) {
-      ref_max = std::max(ref_max, std::fabs(r));
-      if (std::fabs(r) > atol + rtol * std::fabs(r)) zero_passes = false;
-    }
-  }
-  res.low_signal = !integer && n > 0 && is_low_signal(zero_passes, ref_max, atol);
-  const double abs_tol = res.low_signal ? atol * ref_max : atol;
+  const ReferenceSignal sig = reference_signal(desc.dtype, ref, n, atol, rtol);
+  const bool integer = sig.integer;
+  res.low_signal = sig.low_signal;
+  const double abs_tol = res.low_signal ? atol * sig.ref_max : atol;
   for (int64_t i = 0; i < n; ++i) {
     const double c = element_as_double(desc.dtype, cand, i);
     const double r = element_as_double(desc.dtype, ref, i);

@@ -25,23 +25,12 @@ Result<std::vector<OutputSignal>> measure_output_signal(const ResolvedShape& sha
     s.elements = t.numel();
     s.atol = atol;
     s.custom_compare = def.outputs[o].compare != nullptr;
-    s.integer = t.dtype == DType::kI32 || t.dtype == DType::kI64 || t.dtype == DType::kU8 ||
-                t.dtype == DType::kBool;
-    double sum_sq = 0;
-    int64_t finite = 0;
-    bool zero_passes = !s.integer;
-    for (int64_t i = 0; i < s.elements; ++i) {
-      const double r = element_as_double(t.dtype, out[o].data(), i);
-      if (!std::isfinite(r)) continue;
-      ++finite;
-      s.ref_max = std::max(s.ref_max, std::fabs(r));
-      sum_sq += r * r;
-      if (std::fabs(r) > atol + rtol * std::fabs(r)) zero_passes = false;
-    }
-    s.ref_rms = finite > 0 ? std::sqrt(sum_sq / static_cast<double>(finite)) : 0;
-    s.zero_passes = zero_passes && s.elements > 0;
-    // The same decision compare_output makes on these buffers.
-    s.low_signal = !s.integer && s.elements > 0 && is_low_signal(s.zero_passes, s.ref_max, atol);
+    const ReferenceSignal sig = reference_signal(t.dtype, out[o].data(), s.elements, atol, rtol);
+    s.integer = sig.integer;
+    s.ref_max = sig.ref_max;
+    s.ref_rms = sig.finite > 0 ? std::sqrt(sig.sum_sq / static_cast<double>(sig.finite)) : 0;
+    s.zero_passes = sig.zero_passes;
+    s.low_signal = sig.low_signal;  // the decision compare_output makes on these buffers
     res.push_back(std::move(s));
   }
   return res;

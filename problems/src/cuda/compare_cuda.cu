@@ -146,10 +146,6 @@ unsigned grid_for(int64_t n, int threads) {
       std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 4096)));
 }
 
-bool is_integer(DType d) {
-  return d == DType::kI32 || d == DType::kI64 || d == DType::kU8 || d == DType::kBool;
-}
-
 // Device scratch for the reductions, allocated once per process.
 struct Scratch {
   Stats* stats = nullptr;
@@ -179,7 +175,7 @@ Status compare_output(const TensorDesc& desc, const void* candidate, const void*
   Scratch& sc = scratch();
   ATREX_TRY(sc.init());
   ATREX_TRY(cuda_status(cudaMemsetAsync(sc.stats, 0, sizeof(Stats), st)));
-  const bool integer = is_integer(desc.dtype);
+  const bool integer = is_integer_dtype(desc.dtype);
   constexpr int kThreads = 256;
   reference_pass<<<grid_for(n, kThreads), kThreads, 0, st>>>(desc.dtype, reference, n, atol, rtol,
                                                              sc.stats);

@@ -32,6 +32,25 @@ ATREX_HD bool is_low_signal(bool zero_passes, double ref_max, double atol) {
   return zero_passes || (ref_max > 0 && atol >= kLowSignalFraction * ref_max);
 }
 
+// What the correctness gate needs to know about one reference output before comparing: the
+// statistics over its finite elements and the low-signal decision taken from them. Shared by
+// compare_output and `atrex problems signal` (measure_output_signal), so both decide alike.
+struct ReferenceSignal {
+  bool integer = false;      // integer / bool dtype: compared exactly, never low-signal
+  int64_t finite = 0;        // finite reference elements
+  double ref_max = 0;        // max |r| over them
+  double sum_sq = 0;         // sum of r^2 over them
+  bool zero_passes = false;  // an all-zero output would pass |0 - r| <= atol + rtol |r| everywhere
+  bool low_signal = false;   // judged relative to ref_max (is_low_signal)
+};
+
+// Integer outputs (int32, int64, uint8, bool) are compared exactly.
+bool is_integer_dtype(DType dtype);
+
+// One pass over the `n` reference elements of `dtype` at `reference` (host memory).
+ReferenceSignal reference_signal(DType dtype, const void* reference, int64_t n, double atol,
+                                 double rtol);
+
 struct CompareResult {
   bool pass = true;
   bool low_signal = false;
