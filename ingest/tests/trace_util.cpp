@@ -81,4 +81,20 @@ void write_gzip(const std::filesystem::path& p, const std::string& text) {
   gzclose(f);
 }
 
+std::filesystem::path write(const std::filesystem::path& dir, const std::string& name,
+                            const TraceBuilder& b) {
+  write_file(dir / name, b.text());
+  return dir / name;
+}
+
+Result<IngestResult> run(const std::vector<std::filesystem::path>& traces,
+                         std::optional<std::filesystem::path> apps, double coverage) {
+  IngestOptions o;
+  o.traces = traces;
+  o.apps_file = apps;
+  o.rules_file = ATREX_TEST_INGEST_RULES;
+  o.shape_coverage = coverage;
+  return ingest(o);
+}
+
 }  // namespace atrex::ingest::testing

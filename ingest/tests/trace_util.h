@@ -2,9 +2,12 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "atrex/common/json_io.h"
+#include "atrex/ingest/ingest.h"
 
 namespace atrex::ingest::testing {
 
@@ -26,5 +29,13 @@ class TraceBuilder {
 std::filesystem::path temp_dir(const std::string& name);
 void write_file(const std::filesystem::path& p, const std::string& text);
 void write_gzip(const std::filesystem::path& p, const std::string& text);
+// Writes `b` as dir/name and returns that path.
+std::filesystem::path write(const std::filesystem::path& dir, const std::string& name,
+                            const TraceBuilder& b);
+
+// `atrex ingest` of `traces` with the shipped rules (ingest/rules/default.yaml), an optional
+// apps file and the hot-shape coverage share.
+Result<IngestResult> run(const std::vector<std::filesystem::path>& traces,
+                         std::optional<std::filesystem::path> apps = {}, double coverage = 0.9);
 
 }  // namespace atrex::ingest::testing
