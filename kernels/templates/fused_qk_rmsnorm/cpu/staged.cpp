@@ -1,7 +1,7 @@
 // atrex-template: staged
 // atrex-description: q_weight and k_weight decoded to fp32 once per call; per (token, head) unit one fp16 decode pass into an fp32 staging row that also sums the squares over ACC independent accumulators, then a scale pass over fp32 only (fp16(w * fp16(x * r))); v heads memcpy'd; units split over up to THREADS std::threads (1: serial; more from 64 thousand elements per thread)
 // atrex-param: THREADS = 2 | 1, 2
-// atrex-param: ACC = 8 | 4, 8, 16
+// atrex-param: ACC = 8 | 4, 8
 #ifndef THREADS
 #define THREADS 2
 #endif

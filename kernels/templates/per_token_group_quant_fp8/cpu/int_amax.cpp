@@ -1,7 +1,7 @@
 // atrex-template: int_amax
 // atrex-description: per quantisation group the amax taken on the bf16 bits (sign cleared, unsigned 16-bit maxima over ACC lanes, decoded once), then x / scale clamped and encoded to e4m3 branch-free (subnormal and normal codes both computed, one selected) so the quantise loop vectorises; groups split over up to THREADS std::threads (1: serial; more from 64 thousand elements per thread)
 // atrex-param: THREADS = 2 | 1, 2
-// atrex-param: ACC = 16 | 8, 16, 32
+// atrex-param: ACC = 16 | 8, 16
 #ifndef THREADS
 #define THREADS 2
 #endif
