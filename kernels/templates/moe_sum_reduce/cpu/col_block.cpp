@@ -1,5 +1,5 @@
-// atrex-template: threaded
-// atrex-description: tokens split into contiguous chunks over up to THREADS std::threads (only when the work is large enough); COL_BLOCK column-blocked sums per token
+// atrex-template: col_block
+// atrex-description: token loop, tokens split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work reaches MIN_KELEMS thousand elements per thread); per token and block of COL_BLOCK columns, float sums kept in L1 while the top_k rows stream past (vectorised inner loop)
 // atrex-param: THREADS = 2 | 1, 2, 3, 4
 // atrex-param: COL_BLOCK = 128 | 32, 128, 512
 // atrex-param: MIN_KELEMS = 64 | 16, 64, 256, 1024
