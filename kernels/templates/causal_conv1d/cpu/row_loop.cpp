@@ -1,13 +1,22 @@
 // atrex-template: row_loop
-// atrex-description: single-threaded loop over channels; each row convolved with its taps in a local array (the initial state prepended once into a small head buffer, the body read straight from x), fp32 accumulation, TOKEN_UNROLL outputs per step
-// atrex-param: TOKEN_UNROLL = 4 | 1, 4
+// atrex-description: loop over channels, split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work reaches MIN_KELEMS thousand multiply-adds per thread); each row convolved with its taps in a local array (the initial state prepended once into a small head buffer, the body read straight from x as bf16), fp32 accumulation, TOKEN_UNROLL outputs per step, libm exp in the silu
+// atrex-param: THREADS = 2 | 1, 2
+// atrex-param: TOKEN_UNROLL = 8 | 4, 8
+// atrex-param: MIN_KELEMS = 64 | 16, 64
+#ifndef THREADS
+#define THREADS 2
+#endif
 #ifndef TOKEN_UNROLL
-#define TOKEN_UNROLL 4
+#define TOKEN_UNROLL 8
+#endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
 #endif
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "atrex/candidate_util.h"
 
@@ -17,6 +26,7 @@ using atrex::cand::fail;
 using atrex::cand::kBF16;
 using atrex::cand::bf16_to_float;
 using atrex::cand::float_to_bf16;
+using atrex::cand::parallel_rows;
 
 constexpr int kMaxWidth = 8;
 
@@ -99,6 +109,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
                static_cast<const uint16_t*>(b->data), static_cast<const uint16_t*>(st->data),
                static_cast<uint16_t*>(o->data), tokens, static_cast<int>(width),
                !act || std::strcmp(act->string_value, "none") != 0};
-  rows(a, 0, dim);
+  parallel_rows(dim, tokens * width, THREADS, int64_t{MIN_KELEMS} * 1024,
+                [&](int64_t begin, int64_t end) { rows(a, begin, end); });
   return 0;
 }

@@ -1,13 +1,19 @@
 // atrex-template: row_two_pass
-// atrex-description: single-threaded row loop: amax over UNROLL independent accumulators (vectorisable), then a branch-light bitwise round-to-nearest-even onto the e4m3 grid for each clamped x * (1/scale)
-// atrex-param: UNROLL = 8 | 1, 8
-#ifndef UNROLL
-#define UNROLL 8
+// atrex-description: row loop, rows split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work reaches MIN_KELEMS thousand elements per thread); per row amax over UNROLL independent accumulators (vectorisable), then a branch-light bitwise round-to-nearest-even onto the e4m3 grid for each clamped x * (1/scale)
+// atrex-param: THREADS = 2 | 1, 2
+// atrex-param: MIN_KELEMS = 64 | 16, 64
+#ifndef THREADS
+#define THREADS 2
 #endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
+#endif
+#define UNROLL 8
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "atrex/candidate_util.h"
 
@@ -18,6 +24,7 @@ using atrex::cand::kBF16;
 using atrex::cand::kF32;
 using atrex::cand::kFP8E4M3;
 using atrex::cand::bf16_to_float;
+using atrex::cand::parallel_rows;
 
 // The float8_e4m3fnuz range of the reference (stored as e4m3fn).
 constexpr float kFp8Max = 240.0f;
@@ -71,7 +78,10 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!ts.ok()) return ts.failed();
   const int64_t rows = x->shape[0], hidden = x->shape[1];
   if (sc->shape[0] != rows) return fail("fp8_dynamic_per_token_quant: scale must be [T]");
-  quant_rows(static_cast<const uint16_t*>(x->data), static_cast<uint8_t*>(q->data),
-             static_cast<float*>(sc->data), hidden, 0, rows);
+  const auto* xp = static_cast<const uint16_t*>(x->data);
+  auto* qp = static_cast<uint8_t*>(q->data);
+  auto* sp = static_cast<float*>(sc->data);
+  parallel_rows(rows, hidden, THREADS, int64_t{MIN_KELEMS} * 1024,
+                [&](int64_t begin, int64_t end) { quant_rows(xp, qp, sp, hidden, begin, end); });
   return 0;
 }

@@ -1,15 +1,27 @@
 // atrex-template: row_unroll
-// atrex-description: single-threaded row loop; residual_out written in pass 1; sum of squares over UNROLL independent accumulators (SIMD-friendly), then a scale pass
-// atrex-param: UNROLL = 8 | 1, 2, 4, 8, 16
+// atrex-description: one row at a time, rows split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work reaches MIN_KELEMS thousand elements per thread); residual_out written in pass 1 with the sum of squares over UNROLL independent accumulators (SIMD-friendly), then a scale pass decoding residual_out and weight again
+// atrex-param: THREADS = 2 | 1, 2, 3, 4
+// atrex-param: UNROLL = 8 | 4, 8, 16
+// atrex-param: MIN_KELEMS = 64 | 16, 64, 256, 1024
+#ifndef THREADS
+#define THREADS 2
+#endif
 #ifndef UNROLL
 #define UNROLL 8
 #endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
+#endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "atrex/candidate_util.h"
+
+static_assert(THREADS >= 1 && THREADS <= 4, "THREADS");
 
 namespace {
 
@@ -18,6 +30,7 @@ using atrex::cand::is;
 using atrex::cand::kBF16;
 using atrex::cand::bf16_to_float;
 using atrex::cand::float_to_bf16;
+using atrex::cand::parallel_rows;
 
 // residual_out = bf16(x + residual) is rounded before it enters the sum of squares, as in the
 // reference.
@@ -71,7 +84,9 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const auto* wp = static_cast<const uint16_t*>(w->data);
   auto* op = static_cast<uint16_t*>(o->data);
   auto* rop = static_cast<uint16_t*>(ro->data);
-  for (int64_t i = 0; i < rows; ++i)
-    row(xp + i * hidden, rp + i * hidden, wp, op + i * hidden, rop + i * hidden, hidden, eps);
+  parallel_rows(rows, 2 * hidden, THREADS, int64_t{MIN_KELEMS} * 1024, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      row(xp + i * hidden, rp + i * hidden, wp, op + i * hidden, rop + i * hidden, hidden, eps);
+  });
   return 0;
 }

@@ -1,13 +1,19 @@
 // atrex-template: head_loop
-// atrex-description: single-threaded loop over (token, head) units: a sum of squares over UNROLL independent fp32 accumulators, then fp16(w * fp16(x * r)) per lane (_Float16 conversions); v heads memcpy'd
-// atrex-param: UNROLL = 8 | 1, 8
-#ifndef UNROLL
-#define UNROLL 8
+// atrex-description: loop over (token, head) units, split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work reaches MIN_KELEMS thousand elements per thread); per unit a sum of squares over UNROLL independent fp32 accumulators, then fp16(w * fp16(x * r)) per lane (_Float16 conversions); v heads memcpy'd
+// atrex-param: THREADS = 2 | 1, 2
+// atrex-param: MIN_KELEMS = 64 | 16, 64
+#ifndef THREADS
+#define THREADS 2
 #endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
+#endif
+#define UNROLL 8
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "atrex/candidate_util.h"
 
@@ -15,6 +21,7 @@ namespace {
 
 using atrex::cand::fail;
 using atrex::cand::kF16;
+using atrex::cand::parallel_rows;
 
 inline float h2f(uint16_t h) {
   _Float16 v;
@@ -85,6 +92,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const int64_t slots = a.hq + 2 * a.hkv;
   if (a.hq < 0 || a.hkv < 0 || a.d <= 0 || slots * a.d != x->shape[1])
     return fail("fused_qk_rmsnorm: hidden_states width must be (head_num + 2 kv_head_num) * size_per_head");
-  units(a, 0, x->shape[0] * slots);
+  parallel_rows(x->shape[0] * slots, a.d, THREADS, int64_t{MIN_KELEMS} * 1024,
+                [&](int64_t begin, int64_t end) { units(a, begin, end); });
   return 0;
 }

@@ -1,13 +1,18 @@
 // atrex-template: head_loop
-// atrex-description: single-threaded loop over (token, head); the token's cos/sin table (rope_dim/2 entries) is built once and shared by its q and k heads, each rotation a branch-free loop over the two halves; v and the tail lanes memcpy'd
-// atrex-param: TABLE_PER_TOKEN = 1 | 0, 1
-#ifndef TABLE_PER_TOKEN
-#define TABLE_PER_TOKEN 1
+// atrex-description: loop over tokens, then their heads; tokens split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work reaches MIN_KELEMS thousand elements per thread); the token's cos/sin table (rope_dim/2 entries) is built once and shared by its q and k heads, each rotation a branch-free loop over the two halves; v and the tail lanes memcpy'd
+// atrex-param: THREADS = 2 | 1, 2
+// atrex-param: MIN_KELEMS = 64 | 16, 64
+#ifndef THREADS
+#define THREADS 2
+#endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
 #endif
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "atrex/candidate_util.h"
@@ -21,6 +26,7 @@ using atrex::cand::kF16;
 using atrex::cand::kI32;
 using atrex::cand::bf16_to_float;
 using atrex::cand::float_to_bf16;
+using atrex::cand::parallel_rows;
 
 template <bool F16>
 inline float to_f(uint16_t h) {
@@ -82,9 +88,8 @@ void tokens(const uint16_t* x, const int32_t* pos, uint16_t* q, uint16_t* k, uin
   float* sn = cs + half;
   for (int64_t t = begin; t < end; ++t) {
     const uint16_t* row = x + t * heads * s.dim;
-    if (TABLE_PER_TOKEN) fill_table(static_cast<float>(pos[t]), s, cs, sn);
+    fill_table(static_cast<float>(pos[t]), s, cs, sn);
     for (int64_t h = 0; h < s.hq + s.hkv; ++h) {
-      if (!TABLE_PER_TOKEN) fill_table(static_cast<float>(pos[t]), s, cs, sn);
       uint16_t* dst = h < s.hq ? q + (t * s.hq + h) * s.dim : k + (t * s.hkv + h - s.hq) * s.dim;
       rotate_head<F16>(row + h * s.dim, dst, s, cs, sn);
     }
@@ -128,9 +133,12 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   auto* qp = static_cast<uint16_t*>(oq->data);
   auto* kp = static_cast<uint16_t*>(ok->data);
   auto* vp = static_cast<uint16_t*>(ov->data);
-  if (f16)
-    tokens<true>(xp, pp, qp, kp, vp, s, 0, t);
-  else
-    tokens<false>(xp, pp, qp, kp, vp, s, 0, t);
+  const int64_t row = (s.hq + 2 * s.hkv) * s.dim;
+  parallel_rows(t, row, THREADS, int64_t{MIN_KELEMS} * 1024, [&](int64_t b, int64_t e) {
+    if (f16)
+      tokens<true>(xp, pp, qp, kp, vp, s, b, e);
+    else
+      tokens<false>(xp, pp, qp, kp, vp, s, b, e);
+  });
   return 0;
 }

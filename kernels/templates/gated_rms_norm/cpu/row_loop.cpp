@@ -1,13 +1,18 @@
 // atrex-template: row_loop
-// atrex-description: single-threaded row loop: the activation of z and the gated input computed once per element into a row buffer, the sum of squares over UNROLL independent accumulators, then one scale-and-round pass
-// atrex-param: UNROLL = 8 | 1, 8
-#ifndef UNROLL
-#define UNROLL 8
+// atrex-description: row loop, rows split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work is large enough; MIN_KELEMS 64 Ki elements per thread, not listed: every CI corner here runs shapes of 17M elements); per row the activation of z and the gated input computed once per element into a row buffer, the sum of squares over UNROLL independent accumulators, then one scale-and-round pass
+// atrex-param: THREADS = 2 | 1, 2
+#ifndef THREADS
+#define THREADS 2
 #endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
+#endif
+#define UNROLL 8
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "atrex/candidate_util.h"
@@ -18,6 +23,7 @@ using atrex::cand::fail;
 using atrex::cand::kBF16;
 using atrex::cand::bf16_to_float;
 using atrex::cand::float_to_bf16;
+using atrex::cand::parallel_rows;
 
 struct Args {
   const uint16_t* x;
@@ -82,6 +88,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
                static_cast<const uint16_t*>(z->data), static_cast<uint16_t*>(o->data), x->shape[1],
                static_cast<float>(atrex_param_float(launch, "eps", 1e-6)),
                atrex_param_int(launch, "norm_before_gate", 1) != 0, sigmoid};
-  rows(a, 0, x->shape[0]);
+  parallel_rows(x->shape[0], a.hidden, THREADS, int64_t{MIN_KELEMS} * 1024,
+                [&](int64_t begin, int64_t end) { rows(a, begin, end); });
   return 0;
 }

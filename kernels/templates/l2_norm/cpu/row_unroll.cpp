@@ -1,15 +1,27 @@
 // atrex-template: row_unroll
-// atrex-description: single-threaded row loop; sum of squares over UNROLL independent accumulators (SIMD-friendly), then a scale pass
-// atrex-param: UNROLL = 8 | 1, 2, 4, 8, 16
+// atrex-description: one row at a time, rows split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work reaches MIN_KELEMS thousand elements per thread); sum of squares over UNROLL independent accumulators (SIMD-friendly), then a scale pass
+// atrex-param: THREADS = 2 | 1, 2, 3, 4
+// atrex-param: UNROLL = 8 | 4, 8, 16
+// atrex-param: MIN_KELEMS = 64 | 16, 64, 256, 1024
+#ifndef THREADS
+#define THREADS 2
+#endif
 #ifndef UNROLL
 #define UNROLL 8
 #endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
+#endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "atrex/candidate_util.h"
+
+static_assert(THREADS >= 1 && THREADS <= 4, "THREADS");
 
 namespace {
 
@@ -18,6 +30,7 @@ using atrex::cand::is;
 using atrex::cand::kBF16;
 using atrex::cand::bf16_to_float;
 using atrex::cand::float_to_bf16;
+using atrex::cand::parallel_rows;
 
 void row(const uint16_t* x, uint16_t* out, int64_t hidden, float eps) {
   // Independent partial sums break the add dependency chain and let the compiler use vector lanes.
@@ -50,6 +63,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
   const auto* xp = static_cast<const uint16_t*>(x->data);
   auto* op = static_cast<uint16_t*>(o->data);
-  for (int64_t r = 0; r < rows; ++r) row(xp + r * hidden, op + r * hidden, hidden, eps);
+  parallel_rows(rows, hidden, THREADS, int64_t{MIN_KELEMS} * 1024, [=](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) row(xp + r * hidden, op + r * hidden, hidden, eps);
+  });
   return 0;
 }

@@ -1,14 +1,26 @@
 // atrex-template: col_block
-// atrex-description: single-threaded token loop; per block of COL_BLOCK columns, float sums over the top_k rows (vectorised inner loop)
-// atrex-param: COL_BLOCK = 64 | 16, 32, 64, 128, 256
+// atrex-description: token loop, tokens split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work reaches MIN_KELEMS thousand elements per thread); per token and block of COL_BLOCK columns, float sums kept in L1 while the top_k rows stream past (vectorised inner loop)
+// atrex-param: THREADS = 2 | 1, 2, 3, 4
+// atrex-param: COL_BLOCK = 128 | 32, 128, 512
+// atrex-param: MIN_KELEMS = 64 | 16, 64, 256, 1024
+#ifndef THREADS
+#define THREADS 2
+#endif
 #ifndef COL_BLOCK
-#define COL_BLOCK 64
+#define COL_BLOCK 128
+#endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "atrex/candidate_util.h"
+
+static_assert(THREADS >= 1 && THREADS <= 4, "THREADS");
 
 namespace {
 
@@ -17,6 +29,7 @@ using atrex::cand::is;
 using atrex::cand::kBF16;
 using atrex::cand::bf16_to_float;
 using atrex::cand::float_to_bf16;
+using atrex::cand::parallel_rows;
 
 // Column blocks keep COL_BLOCK float sums in registers/L1 while the top_k rows stream past; k order
 // as the reference.
@@ -50,7 +63,9 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const float scale = static_cast<float>(atrex_param_float(launch, "routed_scaling_factor", 1.0));
   const auto* xp = static_cast<const uint16_t*>(x->data);
   auto* op = static_cast<uint16_t*>(o->data);
-  for (int64_t t = 0; t < tokens; ++t)
-    token(xp + t * top_k * hidden, op + t * hidden, top_k, hidden, scale);
+  parallel_rows(tokens, top_k * hidden, THREADS, int64_t{MIN_KELEMS} * 1024, [=](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      token(xp + t * top_k * hidden, op + t * hidden, top_k, hidden, scale);
+  });
   return 0;
 }

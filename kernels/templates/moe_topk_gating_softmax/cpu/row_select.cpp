@@ -1,8 +1,16 @@
 // atrex-template: row_select
-// atrex-description: single-threaded row loop: max and sum of exps (fp64 sum, as the reference), optional group-limited routing over group maxima, then the top_k by a sorted insertion list (SELECT=0) or std::partial_sort of the ids (SELECT=1), larger score first and ties by smaller id
+// atrex-description: row loop, rows split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work reaches MIN_KELEMS thousand scores per thread); per row max and sum of exps (fp64 sum, as the reference) into a probability buffer, optional group-limited routing over group maxima, then the top_k of the probabilities by a sorted insertion list (SELECT=0) or std::partial_sort of the ids (SELECT=1), larger score first and ties by smaller id
+// atrex-param: THREADS = 2 | 1, 2
 // atrex-param: SELECT = 0 | 0, 1
+// atrex-param: MIN_KELEMS = 64 | 16, 64
+#ifndef THREADS
+#define THREADS 2
+#endif
 #ifndef SELECT
 #define SELECT 0
+#endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
 #endif
 
 #include <algorithm>
@@ -10,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "atrex/candidate_util.h"
@@ -19,6 +28,7 @@ namespace {
 using atrex::cand::fail;
 using atrex::cand::kF32;
 using atrex::cand::kI32;
+using atrex::cand::parallel_rows;
 
 struct Args {
   const float* g;
@@ -113,6 +123,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
       (a.experts % a.groups != 0 || a.groups > 64 || a.topk_group > a.groups))
     return fail("moe_topk_gating_softmax: grouped routing needs E %% groups == 0, <= 64 groups");
   if (!(a.groups > 0 && a.topk_group > 0)) a.groups = 0;
-  do_rows(a, 0, rows);
+  parallel_rows(rows, a.experts, THREADS, int64_t{MIN_KELEMS} * 1024,
+                [&](int64_t begin, int64_t end) { do_rows(a, begin, end); });
   return 0;
 }

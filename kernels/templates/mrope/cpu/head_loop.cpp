@@ -1,14 +1,20 @@
 // atrex-template: head_loop
-// atrex-description: single-threaded token loop: the token's cos/sin of every frequency gathered once from its section's axis row into a small table, then every q and k head rotated with branch-free loops (NeoX halves or GPT-J pairs, unrolled PAIR_UNROLL times); lanes past rotary_dim memcpy'd
-// atrex-param: PAIR_UNROLL = 4 | 1, 4
-#ifndef PAIR_UNROLL
-#define PAIR_UNROLL 4
+// atrex-description: token loop, tokens split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work reaches MIN_KELEMS thousand elements per thread); per token its cos/sin of every frequency gathered once from its section's axis row into a small table, then every q and k head rotated with branch-free loops (NeoX halves or GPT-J pairs, unrolled PAIR_UNROLL times); lanes past rotary_dim memcpy'd
+// atrex-param: THREADS = 2 | 1, 2
+// atrex-param: MIN_KELEMS = 64 | 16, 64
+#ifndef THREADS
+#define THREADS 2
 #endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
+#endif
+#define PAIR_UNROLL 4
 #define ATREX_PRAGMA(x) _Pragma(#x)
 #define ATREX_UNROLL(n) ATREX_PRAGMA(GCC unroll n)
 
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "atrex/candidate_util.h"
@@ -20,6 +26,7 @@ using atrex::cand::kBF16;
 using atrex::cand::kF32;
 using atrex::cand::bf16_to_float;
 using atrex::cand::float_to_bf16;
+using atrex::cand::parallel_rows;
 
 struct Args {
   const uint16_t* q;
@@ -116,6 +123,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
                atrex_param_int(launch, "is_neox_style", 1) != 0,
                {section->int_list[0], section->int_list[1], section->int_list[2]},
                atrex_param_int(launch, "mrope_interleaved", 0) != 0};
-  tokens(a, 0, t);
+  parallel_rows(t, (a.hq + a.hkv) * hs, THREADS, int64_t{MIN_KELEMS} * 1024,
+                [&](int64_t begin, int64_t end) { tokens(a, begin, end); });
   return 0;
 }

@@ -1,13 +1,19 @@
 // atrex-template: group_loop
-// atrex-description: single-threaded loop over quantisation groups: amax over UNROLL independent accumulators (vectorisable), then a branch-light bitwise round-to-nearest-even onto the e4m3 grid for each clamped x / scale
-// atrex-param: UNROLL = 8 | 1, 8
-#ifndef UNROLL
-#define UNROLL 8
+// atrex-description: loop over quantisation groups, split into contiguous chunks over up to THREADS std::threads (1: serial; more only when the work reaches MIN_KELEMS thousand elements per thread); per group amax over UNROLL independent accumulators (vectorisable), then a branch-light bitwise round-to-nearest-even onto the e4m3 grid for each clamped x / scale
+// atrex-param: THREADS = 2 | 1, 2
+// atrex-param: MIN_KELEMS = 64 | 16, 64
+#ifndef THREADS
+#define THREADS 2
 #endif
+#ifndef MIN_KELEMS
+#define MIN_KELEMS 64
+#endif
+#define UNROLL 8
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "atrex/candidate_util.h"
 
@@ -18,6 +24,7 @@ using atrex::cand::kBF16;
 using atrex::cand::kF32;
 using atrex::cand::kFP8E4M3;
 using atrex::cand::bf16_to_float;
+using atrex::cand::parallel_rows;
 
 constexpr float kFp8Max = 448.0f;
 
@@ -72,7 +79,10 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (group <= 0 || hidden % group != 0 || sc->shape[0] != rows || sc->shape[1] != hidden / group)
     return fail("per_token_group_quant_fp8: group_size must divide hidden_size; scales [T, H / group_size]");
   const int64_t groups = rows * (hidden / group);
-  quant_groups(static_cast<const uint16_t*>(x->data), static_cast<uint8_t*>(q->data),
-               static_cast<float*>(sc->data), group, 0, groups);
+  const auto* xp = static_cast<const uint16_t*>(x->data);
+  auto* qp = static_cast<uint8_t*>(q->data);
+  auto* sp = static_cast<float*>(sc->data);
+  parallel_rows(groups, group, THREADS, int64_t{MIN_KELEMS} * 1024,
+                [&](int64_t begin, int64_t end) { quant_groups(xp, qp, sp, group, begin, end); });
   return 0;
 }

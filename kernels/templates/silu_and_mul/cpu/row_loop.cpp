@@ -1,17 +1,23 @@
 // atrex-template: row_loop
-// atrex-description: single-threaded row loop; activations of TILE columns go to a float buffer first (a vectorisable pass when EXP_POLY=1), then are multiplied by up
+// atrex-description: row loop, rows split into contiguous chunks over up to THREADS std::threads (1: serial; more only from 64 thousand elements per thread); per row the activations of TILE columns go to a float buffer first (a vectorisable pass when EXP_POLY=1), then are multiplied by up
+// atrex-param: THREADS = 2 | 1, 2
 // atrex-param: TILE = 64 | 16, 64, 256, 1024
 // atrex-param: EXP_POLY = 0 | 0, 1
+#ifndef THREADS
+#define THREADS 2
+#endif
 #ifndef TILE
 #define TILE 64
 #endif
 #ifndef EXP_POLY
 #define EXP_POLY 0
 #endif
+#define MIN_KELEMS 64
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "atrex/candidate_util.h"
 
@@ -28,6 +34,7 @@ using atrex::cand::is;
 using atrex::cand::kBF16;
 using atrex::cand::bf16_to_float;
 using atrex::cand::float_to_bf16;
+using atrex::cand::parallel_rows;
 
 #if EXP_POLY
 // Cephes-style expf (Moshier): x = n*ln2 + r with n = round(x*log2 e) (1.5*2^23 shifter trick, no
@@ -88,6 +95,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (atrex_numel(o) != rows * d) return fail("silu_and_mul: out must hold N * d elements");
   const auto* xp = static_cast<const uint16_t*>(x->data);
   auto* op = static_cast<uint16_t*>(o->data);
-  for (int64_t r = 0; r < rows; ++r) row(xp + r * cols, op + r * d, d);
+  parallel_rows(rows, d, THREADS, int64_t{MIN_KELEMS} * 1024, [=](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) row(xp + r * cols, op + r * d, d);
+  });
   return 0;
 }

@@ -1,5 +1,5 @@
-// atrex-template: threaded
-// atrex-description: tokens split into contiguous chunks over up to THREADS std::threads (only when the work is large enough); per token its cos/sin of every frequency gathered once from its section's axis row into a small table, then every q and k head rotated with branch-free loops (NeoX halves or GPT-J pairs, unrolled PAIR_UNROLL times); lanes past rotary_dim memcpy'd
+// atrex-template: staged_heads
+// atrex-description: token loop, tokens split over up to THREADS std::threads (1: serial; more from MIN_KELEMS thousand elements per thread); per token the cos/sin of every frequency gathered once from its section's axis row; each q and k head decoded once into two fp32 staging arrays (NeoX halves or GPT-J even/odd lanes de-interleaved), rotated in one layout-free vectorised loop and encoded back in the head's layout; lanes past rotary_dim memcpy'd
 // atrex-param: THREADS = 2 | 1, 2
 // atrex-param: MIN_KELEMS = 64 | 16, 64
 #ifndef THREADS
@@ -8,9 +8,6 @@
 #ifndef MIN_KELEMS
 #define MIN_KELEMS 64
 #endif
-#define PAIR_UNROLL 4
-#define ATREX_PRAGMA(x) _Pragma(#x)
-#define ATREX_UNROLL(n) ATREX_PRAGMA(GCC unroll n)
 
 #include <cstdint>
 #include <cstring>
@@ -49,21 +46,34 @@ struct Args {
   }
 };
 
-void rotate_head(const Args& a, const uint16_t* x, uint16_t* y, const float* cs, const float* sn) {
+// A head rotated through fp32 staging: its rotated lanes are decoded once into x1 / x2 (NeoX:
+// the two halves; GPT-J: the even and odd lanes, de-interleaved), the rotation runs as one
+// layout-free loop over contiguous fp32 (vectorised for both styles), and the result is encoded
+// back in the head's layout; lanes past rotary_dim memcpy'd.
+void rotate_head(const Args& a, const uint16_t* x, uint16_t* y, const float* cs, const float* sn,
+                 float* x1, float* x2) {
   const int64_t half = a.rot / 2;
   if (a.neox) {
-    ATREX_UNROLL(PAIR_UNROLL)
-    for (int64_t f = 0; f < half; ++f) {
-      const float x1 = bf16_to_float(x[f]), x2 = bf16_to_float(x[f + half]);
-      y[f] = float_to_bf16(x1 * cs[f] - x2 * sn[f]);
-      y[f + half] = float_to_bf16(x2 * cs[f] + x1 * sn[f]);
-    }
+    for (int64_t f = 0; f < half; ++f) x1[f] = bf16_to_float(x[f]);
+    for (int64_t f = 0; f < half; ++f) x2[f] = bf16_to_float(x[f + half]);
   } else {
-    ATREX_UNROLL(PAIR_UNROLL)
     for (int64_t f = 0; f < half; ++f) {
-      const float x1 = bf16_to_float(x[2 * f]), x2 = bf16_to_float(x[2 * f + 1]);
-      y[2 * f] = float_to_bf16(x1 * cs[f] - x2 * sn[f]);
-      y[2 * f + 1] = float_to_bf16(x2 * cs[f] + x1 * sn[f]);
+      x1[f] = bf16_to_float(x[2 * f]);
+      x2[f] = bf16_to_float(x[2 * f + 1]);
+    }
+  }
+  for (int64_t f = 0; f < half; ++f) {
+    const float u = x1[f], v = x2[f];
+    x1[f] = u * cs[f] - v * sn[f];
+    x2[f] = v * cs[f] + u * sn[f];
+  }
+  if (a.neox) {
+    for (int64_t f = 0; f < half; ++f) y[f] = float_to_bf16(x1[f]);
+    for (int64_t f = 0; f < half; ++f) y[f + half] = float_to_bf16(x2[f]);
+  } else {
+    for (int64_t f = 0; f < half; ++f) {
+      y[2 * f] = float_to_bf16(x1[f]);
+      y[2 * f + 1] = float_to_bf16(x2[f]);
     }
   }
   std::memcpy(y + a.rot, x + a.rot, static_cast<size_t>(a.hs - a.rot) * 2);
@@ -72,11 +82,13 @@ void rotate_head(const Args& a, const uint16_t* x, uint16_t* y, const float* cs,
 // Tokens [begin, end).
 void tokens(const Args& a, int64_t begin, int64_t end) {
   const int64_t half = a.rot / 2;
-  std::vector<float> table(static_cast<size_t>(2 * half));
+  std::vector<float> table(static_cast<size_t>(4 * half));
   std::vector<int64_t> axis(static_cast<size_t>(half));
   for (int64_t f = 0; f < half; ++f) axis[static_cast<size_t>(f)] = a.axis(f);
   float* cs = table.data();
   float* sn = cs + half;
+  float* x1 = sn + half;
+  float* x2 = x1 + half;
   for (int64_t t = begin; t < end; ++t) {
     for (int64_t f = 0; f < half; ++f) {
       const int64_t at = (axis[static_cast<size_t>(f)] * a.tokens + t) * half + f;
@@ -84,9 +96,9 @@ void tokens(const Args& a, int64_t begin, int64_t end) {
       sn[f] = a.sin[at];
     }
     for (int64_t h = 0; h < a.hq; ++h)
-      rotate_head(a, a.q + (t * a.hq + h) * a.hs, a.qo + (t * a.hq + h) * a.hs, cs, sn);
+      rotate_head(a, a.q + (t * a.hq + h) * a.hs, a.qo + (t * a.hq + h) * a.hs, cs, sn, x1, x2);
     for (int64_t h = 0; h < a.hkv; ++h)
-      rotate_head(a, a.k + (t * a.hkv + h) * a.hs, a.ko + (t * a.hkv + h) * a.hs, cs, sn);
+      rotate_head(a, a.k + (t * a.hkv + h) * a.hs, a.ko + (t * a.hkv + h) * a.hs, cs, sn, x1, x2);
   }
 }
 

@@ -1,14 +1,13 @@
-// atrex-template: threaded
-// atrex-description: tokens split into contiguous chunks over up to THREADS std::threads (only when the work is large enough); per token a shared cos/sin table and branch-free half-rotation loops
+// atrex-template: head_split
+// atrex-description: work split by head, not by token: the flat list of (token, q/k head) units plus one v-block unit per token is cut into contiguous chunks over up to THREADS std::threads (1: serial; more once the chunk reaches MIN_KELEMS thousand elements), so a single decode token's heads spread over the cores; inverse frequencies computed once per call; each chunk refills its cos/sin table only when its token changes, with a vectorisable fp64 range reduction and polynomials instead of libm cos/sin
 // atrex-param: THREADS = 2 | 1, 2
-// atrex-param: MIN_KELEMS = 64 | 16, 64
+// atrex-param: MIN_KELEMS = 64 | 4, 64
 #ifndef THREADS
 #define THREADS 2
 #endif
 #ifndef MIN_KELEMS
 #define MIN_KELEMS 64
 #endif
-#define TABLE_PER_TOKEN 1
 
 #include <cmath>
 #include <cstdint>
@@ -56,14 +55,24 @@ struct Shape {
   float base;
 };
 
-// cos[i], sin[i] of position * 1 / base^(2i / rope), fp32 as the reference forms them.
-void fill_table(float pos, const Shape& s, float* cs, float* sn) {
-  const int64_t half = s.rope / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    const float inv =
-        1.0f / std::pow(s.base, static_cast<float>(2 * i) / static_cast<float>(s.rope));
-    cs[i] = std::cos(pos * inv);
-    sn[i] = std::sin(pos * inv);
+// cos and sin of fp32 angles a[0..n) without libm calls, so the loop vectorises: the quadrant
+// q = round(a * 2/pi) and the remainder r = a - q pi/2 in fp64 (exact enough for |a| < 2^40),
+// Taylor polynomials on |r| <= pi/4 (errors below 2e-10), then a branch-free quadrant swap.
+inline void sincos_table(const float* a, int64_t n, float* cs, float* sn) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = a[i];
+    const double q = __builtin_nearbyint(x * 0.63661977236758134308);
+    const double r = x - q * 1.57079632679489661923;
+    const double r2 = r * r;
+    const double s =
+        r * (1.0 + r2 * (-1.0 / 6 + r2 * (1.0 / 120 + r2 * (-1.0 / 5040 + r2 * (1.0 / 362880)))));
+    const double c =
+        1.0 + r2 * (-0.5 + r2 * (1.0 / 24 + r2 * (-1.0 / 720 + r2 * (1.0 / 40320 +
+                                                                     r2 * (-1.0 / 3628800)))));
+    const int64_t k = static_cast<int64_t>(q) & 3;
+    const double sv = (k & 1) ? c : s, cv = (k & 1) ? s : c;
+    sn[i] = static_cast<float>((k & 2) ? -sv : sv);
+    cs[i] = static_cast<float>(((k + 1) & 2) ? -cv : cv);
   }
 }
 
@@ -79,24 +88,34 @@ void rotate_head(const uint16_t* src, uint16_t* dst, const Shape& s, const float
   std::memcpy(dst + s.rope, src + s.rope, static_cast<size_t>(s.dim - s.rope) * 2);
 }
 
-// Tokens [begin, end).
+// Units [begin, end) of the flat list t * units_per_token + u, u < Hq + Hkv a q or k head and
+// u == Hq + Hkv the token's whole v block. inv[i] = 1 / base^(2i / rope) (fp32, as the reference
+// forms it) comes from the caller, computed once per call; the cos/sin table is refilled only
+// when the token changes, so a chunk that starts mid-token pays one extra table.
 template <bool F16>
-void tokens(const uint16_t* x, const int32_t* pos, uint16_t* q, uint16_t* k, uint16_t* v,
-            const Shape& s, int64_t begin, int64_t end) {
-  const int64_t heads = s.hq + 2 * s.hkv, half = s.rope / 2;
-  std::vector<float> table(static_cast<size_t>(2 * half));
+void units(const uint16_t* x, const int32_t* pos, uint16_t* q, uint16_t* k, uint16_t* v,
+           const Shape& s, const float* inv, int64_t begin, int64_t end) {
+  const int64_t heads = s.hq + 2 * s.hkv, half = s.rope / 2, per = s.hq + s.hkv + 1;
+  std::vector<float> table(static_cast<size_t>(3 * half));
   float* cs = table.data();
   float* sn = cs + half;
-  for (int64_t t = begin; t < end; ++t) {
+  float* ang = sn + half;
+  int64_t have = -1;
+  for (int64_t w = begin; w < end; ++w) {
+    const int64_t t = w / per, u = w % per;
     const uint16_t* row = x + t * heads * s.dim;
-    if (TABLE_PER_TOKEN) fill_table(static_cast<float>(pos[t]), s, cs, sn);
-    for (int64_t h = 0; h < s.hq + s.hkv; ++h) {
-      if (!TABLE_PER_TOKEN) fill_table(static_cast<float>(pos[t]), s, cs, sn);
-      uint16_t* dst = h < s.hq ? q + (t * s.hq + h) * s.dim : k + (t * s.hkv + h - s.hq) * s.dim;
-      rotate_head<F16>(row + h * s.dim, dst, s, cs, sn);
+    if (u == s.hq + s.hkv) {
+      std::memcpy(v + t * s.hkv * s.dim, row + u * s.dim, static_cast<size_t>(s.hkv * s.dim) * 2);
+      continue;
     }
-    std::memcpy(v + t * s.hkv * s.dim, row + (s.hq + s.hkv) * s.dim,
-                static_cast<size_t>(s.hkv * s.dim) * 2);
+    if (have != t) {
+      const float p = static_cast<float>(pos[t]);
+      for (int64_t i = 0; i < half; ++i) ang[i] = p * inv[i];  // fp32, as the reference rounds it
+      sincos_table(ang, half, cs, sn);
+      have = t;
+    }
+    uint16_t* dst = u < s.hq ? q + (t * s.hq + u) * s.dim : k + (t * s.hkv + u - s.hq) * s.dim;
+    rotate_head<F16>(row + u * s.dim, dst, s, cs, sn);
   }
 }
 
@@ -135,12 +154,17 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   auto* qp = static_cast<uint16_t*>(oq->data);
   auto* kp = static_cast<uint16_t*>(ok->data);
   auto* vp = static_cast<uint16_t*>(ov->data);
-  const int64_t row = (s.hq + 2 * s.hkv) * s.dim;
-  parallel_rows(t, row, THREADS, int64_t{MIN_KELEMS} * 1024, [&](int64_t b, int64_t e) {
+  const int64_t half = s.rope / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    inv[i] = 1.0f / std::pow(s.base, static_cast<float>(2 * i) / static_cast<float>(s.rope));
+  // A unit is one head of D elements (the v unit moves Hkv D, weighted as one head here).
+  const int64_t per = s.hq + s.hkv + 1;
+  parallel_rows(t * per, s.dim, THREADS, int64_t{MIN_KELEMS} * 1024, [&](int64_t b, int64_t e) {
     if (f16)
-      tokens<true>(xp, pp, qp, kp, vp, s, b, e);
+      units<true>(xp, pp, qp, kp, vp, s, inv.data(), b, e);
     else
-      tokens<false>(xp, pp, qp, kp, vp, s, b, e);
+      units<false>(xp, pp, qp, kp, vp, s, inv.data(), b, e);
   });
   return 0;
 }
