@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 16's templates for linear_sigmoid_mul, fused_rmsnorm_quant, layer_norm and the
+# linear-attention family, evaluated on a GPU: every CUDA template of those operators at its
+# defaults, on every released shape, all gates, 2 seeds, 1 unseen shape, with timing.
+#
+# Usage (after a build): bash deploy/gpu/delta-norm-templates.sh [op ...]
+#   ATREX=path/to/atrex (default build/release/bin/atrex, else build/wip/bin/atrex)
+# Output: /tmp/atrex-gpu-out/delta-norm-templates.txt (also copied into $OUT when set), one
+# summary line per template at the end. Exit 1 when any shape is not ok.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+atrex=${ATREX:-$root/build/release/bin/atrex}
+[ -x "$atrex" ] || atrex="$root/build/wip/bin/atrex"
+out=/tmp/atrex-gpu-out
+mkdir -p "$out"
+log="$out/delta-norm-templates.txt"
+ops="linear_sigmoid_mul gated_delta_rule_update fused_rmsnorm_quant layer_norm"
+ops="$ops chunk_gated_delta_rule_state chunk_delta_rule_output"
+[ $# -gt 0 ] && ops="$*"
+rc=0
+: > "$log"
+summary=""
+for op in $ops; do
+  for tpl in "$root"/kernels/templates/"$op"/cuda/*.cu; do
+    [ -f "$tpl" ] || continue
+    echo "--- $tpl" | tee -a "$log"
+    start=$(date +%s%N)
+    "$atrex" eval "$tpl" --operator "$op" --seeds 2 --unseen-shapes 1 --timeout 60 2>&1 | tee -a "$log"
+    status=${PIPESTATUS[0]}
+    [ "$status" -eq 0 ] || rc=1
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    si=$(grep "S_i($op)" "$log" | tail -1)
+    summary+="$op $(basename "$tpl") rc=$status ${ms}ms  ${si}"$'\n'
+  done
+done
+echo "=== summary" | tee -a "$log"
+printf '%s' "$summary" | tee -a "$log"
+[ -n "${OUT:-}" ] && cp "$log" "$OUT/"
+exit $rc

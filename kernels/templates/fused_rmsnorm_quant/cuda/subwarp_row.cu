@@ -1,0 +1,259 @@
+// atrex-template: subwarp_row
+// atrex-description: ROW_THREADS lanes (an aligned part of a warp) per row and BLOCK_THREADS / ROW_THREADS rows per block, for many short rows at full occupancy; the row's bf16 residual sums, then its normed values, stay in registers (REG_PACKS 2*VEC-byte packs per lane), both reductions are shuffles only (no shared memory, no block barrier), each output is written once with VEC-wide stores
+// atrex-param: ROW_THREADS = 32 | 8, 16, 32
+// atrex-param: VEC = 8 | 4, 8
+// atrex-param: REG_PACKS = 8 | 4, 8, 16
+#ifndef ROW_THREADS
+#define ROW_THREADS 32
+#endif
+#ifndef VEC
+#define VEC 8
+#endif
+#ifndef REG_PACKS
+#define REG_PACKS 8
+#endif
+#define BLOCK_THREADS 256
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "atrex/candidate_util.h"
+
+static_assert(ROW_THREADS >= 2 && ROW_THREADS <= 32 && (ROW_THREADS & (ROW_THREADS - 1)) == 0,
+              "ROW_THREADS");
+static_assert(VEC == 4 || VEC == 8, "VEC");
+
+namespace {
+
+using atrex::cand::aligned;
+using atrex::cand::fail;
+using atrex::cand::kBF16;
+using atrex::cand::kF32;
+using atrex::cand::kFP8E4M3;
+
+// The float8_e4m3fnuz range of the reference (stored as e4m3fn).
+constexpr float kInvFp8Max = 1.0f / 240.0f;
+
+template <int V>
+struct alignas(2 * V) Pack {
+  uint16_t h[V];
+};
+template <int V>
+struct alignas(V) Bytes {
+  uint8_t b[V];
+};
+template <int V>
+struct Word;
+template <>
+struct Word<8> {
+  using T = uint4;
+  using Half = uint2;
+};
+template <>
+struct Word<4> {
+  using T = uint2;
+  using Half = unsigned;
+};
+template <>
+struct Word<2> {
+  using T = unsigned;
+  using Half = unsigned short;
+};
+template <>
+struct Word<1> {
+  using T = unsigned short;
+  using Half = unsigned char;
+};
+
+template <int V>
+__device__ __forceinline__ Pack<V> load(const uint16_t* p) {
+  const typename Word<V>::T u = __ldg(reinterpret_cast<const typename Word<V>::T*>(p));
+  Pack<V> r;
+  memcpy(&r, &u, sizeof r);
+  return r;
+}
+template <int V>
+__device__ __forceinline__ void store(uint16_t* p, const Pack<V>& v) {
+  typename Word<V>::T u;
+  memcpy(&u, &v, sizeof u);
+  *reinterpret_cast<typename Word<V>::T*>(p) = u;
+}
+__device__ __forceinline__ float bf2f(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
+__device__ __forceinline__ uint16_t f2bf(float f) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+// v = bf16(x + residual), its squares added to ss.
+template <int V>
+__device__ __forceinline__ Pack<V> residual_sum(const Pack<V>& x, const Pack<V>& r, float& ss) {
+  Pack<V> v;
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    v.h[e] = f2bf(bf2f(x.h[e]) + bf2f(r.h[e]));
+    const float f = bf2f(v.h[e]);
+    ss = fmaf(f, f, ss);
+  }
+  return v;
+}
+// normed = bf16(bf16(v * rstd) * w), its magnitudes folded into amax.
+template <int V>
+__device__ __forceinline__ Pack<V> normalise(const Pack<V>& v, const Pack<V>& w, float rstd,
+                                             float& amax) {
+  Pack<V> n;
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    n.h[e] = f2bf(bf2f(f2bf(bf2f(v.h[e]) * rstd)) * bf2f(w.h[e]));
+    amax = fmaxf(amax, fabsf(bf2f(n.h[e])));
+  }
+  return n;
+}
+// q = e4m3(normed / scale), V bytes in one store.
+template <int V>
+__device__ __forceinline__ void quant_store(uint8_t* q, const Pack<V>& n, float s) {
+  if constexpr (V == 1) {
+    *q = __nv_cvt_float_to_fp8(__fdiv_rn(bf2f(n.h[0]), s), __NV_SATFINITE, __NV_E4M3);
+  } else {
+    Bytes<V> o;
+#pragma unroll
+    for (int e = 0; e < V; e += 2) {
+      const float2 f = make_float2(__fdiv_rn(bf2f(n.h[e]), s), __fdiv_rn(bf2f(n.h[e + 1]), s));
+      const __nv_fp8x2_storage_t two = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);
+      memcpy(&o.b[e], &two, 2);
+    }
+    typename Word<V>::Half u;
+    memcpy(&u, &o, sizeof u);
+    *reinterpret_cast<typename Word<V>::Half*>(q) = u;
+  }
+}
+
+// Sum (kMax false) or max over the ROW_THREADS lanes of one row (aligned groups of a warp).
+template <bool kMax>
+__device__ __forceinline__ float row_reduce(float v) {
+#pragma unroll
+  for (int o = ROW_THREADS / 2; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? fmaxf(v, other) : v + other;
+  }
+  return v;
+}
+
+constexpr int kRowsPerBlock = BLOCK_THREADS / ROW_THREADS;
+
+// V > 1: hidden % V == 0 and every row base 2V-byte (bf16) / V-byte (fp8) aligned (checked by
+// the host). V == 1 is the any-alignment path. Lanes of rows past the end take part in the
+// shuffles with empty rows and store nothing. Packs past the register cache are recomputed from
+// x and residual (the same v).
+template <int V>
+__global__ void __launch_bounds__(BLOCK_THREADS)
+    rmsnorm_quant_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ res,
+                         const uint16_t* __restrict__ w, uint8_t* __restrict__ q,
+                         float* __restrict__ scale, uint16_t* __restrict__ res_out, int64_t rows,
+                         int hidden, float eps) {
+  const int lane = static_cast<int>(threadIdx.x) % ROW_THREADS;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / ROW_THREADS;
+  const bool active = row < rows;
+  const int64_t base = (active ? row : 0) * hidden;
+  const int nvec = active ? hidden / V : 0;
+  Pack<V> cache[REG_PACKS];
+  float ss = 0.f;
+#pragma unroll
+  for (int c = 0; c < REG_PACKS; ++c) {
+    const int i = c * ROW_THREADS + lane;
+    if (i < nvec) {
+      cache[c] = residual_sum(load<V>(x + base + i * V), load<V>(res + base + i * V), ss);
+      store<V>(res_out + base + i * V, cache[c]);
+    }
+  }
+  for (int i = REG_PACKS * ROW_THREADS + lane; i < nvec; i += ROW_THREADS)
+    store<V>(res_out + base + i * V, residual_sum(load<V>(x + base + i * V), load<V>(res + base + i * V), ss));
+  ss = row_reduce<false>(ss);
+  const float rstd = 1.0f / sqrtf(ss / static_cast<float>(hidden) + eps);
+  float amax = 0.f;
+#pragma unroll
+  for (int c = 0; c < REG_PACKS; ++c) {
+    const int i = c * ROW_THREADS + lane;
+    if (i < nvec) cache[c] = normalise(cache[c], load<V>(w + i * V), rstd, amax);
+  }
+  for (int i = REG_PACKS * ROW_THREADS + lane; i < nvec; i += ROW_THREADS) {
+    float unused = 0.f;
+    normalise(residual_sum(load<V>(x + base + i * V), load<V>(res + base + i * V), unused),
+              load<V>(w + i * V), rstd, amax);
+  }
+  amax = row_reduce<true>(amax);
+  if (!active) return;
+  float s = amax * kInvFp8Max;
+  if (s == 0.f) s = 1.f;
+#pragma unroll
+  for (int c = 0; c < REG_PACKS; ++c) {
+    const int i = c * ROW_THREADS + lane;
+    if (i < nvec) quant_store<V>(q + base + i * V, cache[c], s);
+  }
+  for (int i = REG_PACKS * ROW_THREADS + lane; i < nvec; i += ROW_THREADS) {
+    float u0 = 0.f, u1 = 0.f;
+    const Pack<V> n = normalise(residual_sum(load<V>(x + base + i * V), load<V>(res + base + i * V), u0),
+                                load<V>(w + i * V), rstd, u1);
+    quant_store<V>(q + base + i * V, n, s);
+  }
+  if (lane == 0) scale[row] = s;
+}
+
+template <int V>
+void launch_v(const uint16_t* x, const uint16_t* r, const uint16_t* w, uint8_t* q, float* sc,
+              uint16_t* ro, int64_t rows, int hidden, float eps, cudaStream_t s) {
+  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  rmsnorm_quant_kernel<V><<<static_cast<unsigned>(blocks), BLOCK_THREADS, 0, s>>>(x, r, w, q, sc, ro, rows, hidden, eps);
+}
+
+}  // namespace
+
+ATREX_CANDIDATE_ERROR_MESSAGE_EXPORT
+
+// x, residual [T, H], weight [H] (bf16) -> quantized [T, H] e4m3, scale [T, 1] fp32,
+// residual_out [T, H] bf16.
+ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
+  atrex::cand::Tensors ts(launch, "fused_rmsnorm_quant");
+  const DLTensor* x = ts.input("x", kBF16, 2);
+  const DLTensor* r = ts.input("residual", kBF16, 2);
+  const DLTensor* w = ts.input("weight", kBF16, 1);
+  const DLTensor* q = ts.output("quantized", kFP8E4M3, 2);
+  const DLTensor* sc = ts.output("scale", kF32, 2);
+  const DLTensor* ro = ts.output("residual_out", kBF16, 2);
+  ts.same_dims(x, r);
+  ts.same_dims(x, q);
+  ts.same_dims(x, ro);
+  if (!ts.ok()) return ts.failed();
+  const int64_t rows = x->shape[0], hidden = x->shape[1];
+  if (w->shape[0] != hidden) return fail("fused_rmsnorm_quant: weight must be [hidden_size]");
+  if (sc->shape[0] != rows || sc->shape[1] != 1) return fail("fused_rmsnorm_quant: scale must be [T, 1]");
+  if (rows > 0x7fffffff || hidden > 0x7fffffff) return fail("fused_rmsnorm_quant: too large");
+  if (rows == 0 || hidden == 0) return 0;
+  const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-5));
+  const auto* xp = static_cast<const uint16_t*>(x->data);
+  const auto* rp = static_cast<const uint16_t*>(r->data);
+  const auto* wp = static_cast<const uint16_t*>(w->data);
+  auto* qp = static_cast<uint8_t*>(q->data);
+  auto* sp = static_cast<float*>(sc->data);
+  auto* op = static_cast<uint16_t*>(ro->data);
+  int v = VEC;
+  auto fits = [&](int n) {
+    return hidden % n == 0 && aligned(xp, 2 * n) && aligned(rp, 2 * n) && aligned(wp, 2 * n) &&
+           aligned(op, 2 * n) && aligned(qp, n);
+  };
+  while (v > 1 && !fits(v)) v /= 2;
+  cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
+  const int h = static_cast<int>(hidden);
+  if (VEC >= 8 && v == 8)
+    launch_v<(VEC >= 8 ? 8 : 1)>(xp, rp, wp, qp, sp, op, rows, h, eps, s);
+  else if (VEC >= 4 && v == 4)
+    launch_v<(VEC >= 4 ? 4 : 1)>(xp, rp, wp, qp, sp, op, rows, h, eps, s);
+  else if (v == 2)
+    launch_v<2>(xp, rp, wp, qp, sp, op, rows, h, eps, s);
+  else
+    launch_v<1>(xp, rp, wp, qp, sp, op, rows, h, eps, s);
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? 0 : fail(cudaGetErrorString(err));
+}
