@@ -5,13 +5,13 @@
 #
 # Usage (after a build): bash deploy/gpu/delta-norm-templates.sh [op ...]
 #   ATREX=path/to/atrex (default build/release/bin/atrex, else build/wip/bin/atrex)
-# Output: /tmp/atrex-gpu-out/delta-norm-templates.txt (also copied into $OUT when set), one
-# summary line per template at the end. Exit 1 when any shape is not ok.
+# Output: $OUT/delta-norm-templates.txt ($OUT defaults to /tmp/atrex-gpu-out), written as it
+# goes; one summary line per template at the end. Exit 1 when any shape is not ok.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 atrex=${ATREX:-$root/build/release/bin/atrex}
 [ -x "$atrex" ] || atrex="$root/build/wip/bin/atrex"
-out=/tmp/atrex-gpu-out
+out=${OUT:-/tmp/atrex-gpu-out}  # written as it goes, so a run cut short keeps what it did
 mkdir -p "$out"
 log="$out/delta-norm-templates.txt"
 ops="linear_sigmoid_mul gated_delta_rule_update fused_rmsnorm_quant layer_norm"
@@ -20,6 +20,18 @@ ops="$ops chunk_gated_delta_rule_state chunk_delta_rule_output"
 rc=0
 : > "$log"
 summary=""
+# Compile every template first, in parallel (correctness only, smallest shape): the timed runs
+# below then find their builds in the compile cache.
+pids=""
+for op in $ops; do
+  for tpl in "$root"/kernels/templates/"$op"/cuda/*.cu; do
+    [ -f "$tpl" ] || continue
+    "$atrex" eval "$tpl" --operator "$op" --no-perf --shapes smallest:1 --seeds 1 --unseen-shapes 0 \
+      --no-range-probe --no-edge-cases --timeout 120 > "$out/warm-$op-$(basename "$tpl").txt" 2>&1 &
+    pids+=" $!"
+  done
+done
+for pid in $pids; do wait "$pid"; done
 for op in $ops; do
   for tpl in "$root"/kernels/templates/"$op"/cuda/*.cu; do
     [ -f "$tpl" ] || continue
@@ -35,5 +47,4 @@ for op in $ops; do
 done
 echo "=== summary" | tee -a "$log"
 printf '%s' "$summary" | tee -a "$log"
-[ -n "${OUT:-}" ] && cp "$log" "$OUT/"
 exit $rc
