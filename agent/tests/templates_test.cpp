@@ -72,7 +72,8 @@ TEST(Templates, EmbeddedCatalogCoversTheAgentOperatorsOnBothBackends) {
         "unified_attention", "attention_forward", "block_scaled_mm", "fused_qkv_rope",
         "causal_conv1d", "moe_topk_gating_softmax", "fused_qk_rmsnorm", "mrope",
         "fp8_dynamic_per_token_quant", "per_token_group_quant_fp8", "gated_rms_norm",
-        "linear_sigmoid_mul", "fused_rmsnorm_quant", "layer_norm"}) {
+        "linear_sigmoid_mul", "fused_rmsnorm_quant", "layer_norm", "gated_delta_rule_update",
+        "chunk_delta_rule_output"}) {
     for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
       auto ts = cat->find(op, backend);
       EXPECT_GE(ts.size(), 2u) << op << " " << backend_name(backend);
