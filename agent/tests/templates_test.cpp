@@ -73,7 +73,7 @@ TEST(Templates, EmbeddedCatalogCoversTheAgentOperatorsOnBothBackends) {
         "causal_conv1d", "moe_topk_gating_softmax", "fused_qk_rmsnorm", "mrope",
         "fp8_dynamic_per_token_quant", "per_token_group_quant_fp8", "gated_rms_norm",
         "linear_sigmoid_mul", "fused_rmsnorm_quant", "layer_norm", "gated_delta_rule_update",
-        "chunk_delta_rule_output"}) {
+        "chunk_delta_rule_output", "chunk_gated_delta_rule_state"}) {
     for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
       auto ts = cat->find(op, backend);
       EXPECT_GE(ts.size(), 2u) << op << " " << backend_name(backend);
@@ -161,7 +161,14 @@ const std::map<std::string, std::string> kSmallCpuShapes = {
     // gated_rms_norm's released shapes are 190k-350k rows of 128 (17M+ elements).
     {"gated_rms_norm",
      R"({"0": {"init_kwargs": {"eps": 1e-06, "norm_before_gate": true, "activation": "silu"},
-         "input_kwargs": {"rows": 3001, "hidden_size": 128}}})"}};
+         "input_kwargs": {"rows": 3001, "hidden_size": 128}}})"},
+    // chunk_gated_delta_rule_state's released shapes carry 474+ fp32 state slots of 128 x 128
+    // per head (62 MB at least; about 2 min per corner on the CPU): 3 slots, 2 batch entries,
+    // GQA 2, and a last chunk of 8 tokens.
+    {"chunk_gated_delta_rule_state",
+     R"({"0": {"init_kwargs": {"chunk_size": 64},
+         "input_kwargs": {"batch_size": 2, "token_count": 200, "num_k_heads": 2,
+         "num_v_heads": 4, "key_dim": 128, "value_dim": 128, "state_count": 3}}})"}};
 
 TEST_P(CpuCorners, CpuTemplatesPassTheGatesAtTheirCorners) {
   const std::string op = GetParam();
