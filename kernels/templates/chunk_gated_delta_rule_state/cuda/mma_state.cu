@@ -37,7 +37,7 @@ struct Params {
   const int32_t* idx;
   uint16_t *h, *v_new;
   float* state;
-  int64_t tokens, hk, hv, dk, dv, chunks, cs, per;
+  int64_t tokens, hk, hv, dk, dv, chunks, cs, per, slots;
 };
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
@@ -85,7 +85,9 @@ __global__ void __launch_bounds__(kThreads) mma_kernel(Params p) {
   const int64_t head = blockIdx.y, b = blockIdx.z, j0 = static_cast<int64_t>(blockIdx.x) * BV;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
   const int64_t kh = head / p.per < p.hk - 1 ? head / p.per : p.hk - 1;
-  float* st = p.state + (static_cast<int64_t>(p.idx[b]) * p.hv + head) * kDk * p.dv;
+  const int slot = p.idx[b];
+  if (slot < 0 || slot >= p.slots) return;  // not a slot: nothing to advance
+  float* st = p.state + (static_cast<int64_t>(slot) * p.hv + head) * kDk * p.dv;
   // ldmatrix lane roles: A row-major (rows 0-15, k chunk 0|1); B or A^T from k-major storage
   // (.trans): stored rows k 0-7 | 8-15 x column chunks 0 | 1 in the fragment orders.
   const int a_row = lane & 15, a_chunk = lane >> 4;
@@ -222,7 +224,9 @@ __global__ void scalar_kernel(Params p, int64_t batch) {
        o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t j = o % p.dv, head = (o / p.dv) % p.hv, b = o / (p.dv * p.hv);
     const int64_t kh = head / p.per < p.hk - 1 ? head / p.per : p.hk - 1;
-    float* st = p.state + (static_cast<int64_t>(p.idx[b]) * p.hv + head) * p.dk * p.dv;
+    const int slot = p.idx[b];
+    if (slot < 0 || slot >= p.slots) continue;
+    float* st = p.state + (static_cast<int64_t>(slot) * p.hv + head) * p.dk * p.dv;
     for (int64_t c = 0; c < p.chunks; ++c) {
       const int64_t t0 = c * p.cs, t1 = t0 + p.cs < p.tokens ? t0 + p.cs : p.tokens;
       uint16_t* hc = p.h + ((b * p.chunks + c) * p.hv + head) * p.dk * p.dv;
@@ -277,6 +281,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   p.hv = u->shape[2];
   p.dv = u->shape[3];
   p.chunks = h->shape[1];
+  p.slots = fin->shape[0];
   p.cs = atrex_param_int(launch, "chunk_size", 64);
   if (p.cs < 1 || p.cs > 256) return fail("chunk_gated_delta_rule_state: chunk_size %lld is not in 1..256", (long long)p.cs);
   if (p.chunks != (p.tokens + p.cs - 1) / p.cs || h->shape[2] != p.hv || h->shape[3] != p.dk || h->shape[4] != p.dv)

@@ -115,7 +115,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t col = j0 + j;
   const bool live = col < p.dv;
   const int64_t qh = head / p.per < p.hq - 1 ? head / p.per : p.hq - 1;
-  float* h = p.state + (static_cast<int64_t>(p.idx[bidx]) * p.hv + head) * p.dk * p.dv;
+  const int slot = p.idx[bidx];
+  if (slot < 0 || slot >= p.slots) return;  // not a slot: nothing to advance (the host cannot see device indices)
+  float* h = p.state + (static_cast<int64_t>(slot) * p.hv + head) * p.dk * p.dv;
   const int rows = static_cast<int>((p.dk - s + DSPLIT - 1) / DSPLIT);  // <= SL
   float st[SL];
 #pragma unroll
@@ -164,6 +166,20 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < SL; ++i)
     if (live && i < rows) h[(i * DSPLIT + s) * p.dv + col] = st[i];
+}
+
+// One instantiation per state-row count, each with its own opt-in to the shared memory it needs.
+template <int SL>
+int launch_sl(const Params& p, dim3 grid, cudaStream_t s) {
+  static bool attr_set = false;
+  const int bytes = static_cast<int>(sizeof(Chunk));
+  if (!attr_set) {
+    const cudaError_t e = cudaFuncSetAttribute(recurrent_kernel<SL>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess) return fail("gated_delta_rule_update: %s", cudaGetErrorString(e));
+    attr_set = true;
+  }
+  recurrent_kernel<SL><<<grid, kThreads, bytes, s>>>(p);
+  return 0;
 }
 
 }  // namespace
@@ -216,28 +232,11 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   p.sp_beta = static_cast<float>(atrex_param_float(launch, "softplus_beta", 1.0));
   p.sp_threshold = static_cast<float>(atrex_param_float(launch, "softplus_threshold", 20.0));
   p.l2 = atrex_param_int(launch, "use_qk_l2norm", 1) != 0;
-  // The slot indices live on the device; the kernel reads them (out-of-range slots are the
-  // caller's contract, as in the reference, which stops there).
   cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
   const dim3 grid(static_cast<unsigned>((p.dv + BV - 1) / BV), static_cast<unsigned>(p.hv),
                   static_cast<unsigned>(batch));
-  const int bytes = static_cast<int>(sizeof(Chunk));
   const int64_t sl = (p.dk + DSPLIT - 1) / DSPLIT;
-  auto go = [&](auto kernel) -> int {
-    static bool attr_set = false;
-    if (!attr_set) {
-      const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-      if (e != cudaSuccess) return fail("gated_delta_rule_update: %s", cudaGetErrorString(e));
-      attr_set = true;
-    }
-    kernel<<<grid, kThreads, bytes, s>>>(p);
-    return 0;
-  };
-  int rc;
-  if (sl <= 128 / DSPLIT)
-    rc = go(recurrent_kernel<(128 / DSPLIT > 0 ? 128 / DSPLIT : 1)>);
-  else
-    rc = go(recurrent_kernel<kMaxDk / DSPLIT>);
+  const int rc = sl <= 128 / DSPLIT ? launch_sl<128 / DSPLIT>(p, grid, s) : launch_sl<kMaxDk / DSPLIT>(p, grid, s);
   if (rc) return rc;
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? 0 : fail("gated_delta_rule_update: %s", cudaGetErrorString(err));

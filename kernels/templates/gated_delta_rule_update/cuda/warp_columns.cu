@@ -34,7 +34,7 @@ struct Params {
   const int32_t* idx;
   uint16_t* out;
   float* state;  // final_state, holding initial_state on entry
-  int64_t tokens, hq, hv, dk, dv, per;
+  int64_t tokens, hq, hv, dk, dv, slots, per;
   float scale, sp_beta, sp_threshold;
   bool l2;
 };
@@ -81,7 +81,9 @@ __global__ void __launch_bounds__(WARPS * 32) warp_kernel(Params p) {
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * WARPS + warp) * COLS;
   if (c0 >= p.dv) return;
   const int64_t qh = head / p.per < p.hq - 1 ? head / p.per : p.hq - 1;
-  float* h = p.state + (static_cast<int64_t>(p.idx[bidx]) * p.hv + head) * p.dk * p.dv;
+  const int slot = p.idx[bidx];
+  if (slot < 0 || slot >= p.slots) return;  // not a slot: nothing to advance
+  float* h = p.state + (static_cast<int64_t>(slot) * p.hv + head) * p.dk * p.dv;
   float st[R][COLS];
 #pragma unroll
   for (int i = 0; i < R; ++i)
@@ -181,6 +183,7 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   p.dk = q->shape[3];
   p.hv = v->shape[2];
   p.dv = v->shape[3];
+  p.slots = fin->shape[0];
   if (p.dk > 32 * kMaxRows || p.dk < 1)
     return fail("gated_delta_rule_update: key_dim %lld is not in 1..%d", (long long)p.dk, 32 * kMaxRows);
   if (fin->shape[1] != p.hv || fin->shape[2] != p.dk || fin->shape[3] != p.dv)
