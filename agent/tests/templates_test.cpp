@@ -286,63 +286,6 @@ TEST(TemplatesIntegration, CpuAttentionTemplatesPassTheGatesOnMixedBatches) {
   fs::remove_all(dir);
 }
 
-// The long-tail operators' parameters that no released shape exercises (kernels/variants/
-// tail_shapes.json: GPT-J and interleaved mrope, partial rotary dims, group-limited routing, 60
-// and 300 experts, conv width 3 with rows shorter than a pack, group sizes that force scalar
-// paths). A copy of the suite with those operators' shapes replaced goes through the real gates
-// with every CPU template at its defaults (deploy/gpu/tail-variants.sh runs the CUDA ones on a
-// GPU). About 30 s on 2 cores: 14 compiles, tiny shapes.
-TEST(TemplatesIntegration, CpuTailTemplatesPassTheGatesOnVariantShapes) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("atrex_tpl_variants_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::copy(ATREX_TEST_SUITE_DIR, dir, fs::copy_options::recursive);
-  std::ifstream in(fs::path(ATREX_TEST_TEMPLATE_DIR).parent_path() / "variants" /
-                   "tail_shapes.json");
-  ASSERT_TRUE(in) << "kernels/variants/tail_shapes.json is missing";
-  const auto variants = nlohmann::json::parse(in);
-  for (const auto& [op, shapes] : variants.items())
-    std::ofstream(dir / "data" / op / "shapes.json") << shapes.dump();
-  auto suite = problems::Suite::load(dir);
-  ASSERT_TRUE(suite) << suite.error().message;
-  auto profiles = problems::load_hardware_profiles({dir / "configs" / "hardware"});
-  runner::EvaluatorOptions o;
-  o.suite = &*suite;
-  o.hardware = *problems::find_hardware_profile(*profiles, "H20");
-  o.cache_dir = dir / "cache";
-  o.include_dir = ATREX_TEST_INCLUDE_DIR;
-  o.child_dir = ATREX_TEST_BIN_DIR;
-  runner::Evaluator ev(o);
-  auto cat = TemplateCatalog::embedded();
-  ASSERT_TRUE(cat);
-  int evaluated = 0;
-  for (const auto& [op, shapes] : variants.items()) {
-    std::vector<std::string> ids;
-    for (const auto& [id, _] : shapes.items()) ids.push_back(id);
-    for (const auto* t : cat->find(op, Backend::kCpu)) {
-      EvalTask task;
-      task.task_id = t->path;
-      task.operator_name = op;
-      task.shape_ids = ids;
-      task.candidate.source = render(*t, default_params(*t));
-      task.candidate.sha256 = sha256_hex(task.candidate.source);
-      task.candidate.backend = Backend::kCpu;
-      task.candidate.agent = "test";
-      task.settings.seeds = 2;
-      task.settings.performance = false;
-      task.settings.unseen_shapes = 0;
-      auto recs = ev.evaluate(task);
-      ASSERT_TRUE(recs) << recs.error().message;
-      ASSERT_EQ(recs->size(), ids.size());
-      for (const auto& r : *recs)
-        EXPECT_EQ(r.status, EvalStatus::kOk) << t->path << " shape " << r.shape_id << ": " << r.error;
-      ++evaluated;
-    }
-  }
-  EXPECT_GE(evaluated, 14) << "long-tail cpu templates missing from the catalogue";
-  fs::remove_all(dir);
-}
-
 #ifdef ATREX_TEST_HAVE_NVCC
 class CudaCorners : public ::testing::TestWithParam<std::string> {};
 
