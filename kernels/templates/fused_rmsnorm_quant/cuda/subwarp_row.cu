@@ -2,7 +2,7 @@
 // atrex-description: ROW_THREADS lanes (an aligned part of a warp) per row and BLOCK_THREADS / ROW_THREADS rows per block, for many short rows at full occupancy; the row's bf16 residual sums, then its normed values, stay in registers (REG_PACKS 2*VEC-byte packs per lane), both reductions are shuffles only (no shared memory, no block barrier), each output is written once with VEC-wide stores
 // atrex-param: ROW_THREADS = 32 | 8, 16, 32
 // atrex-param: VEC = 8 | 4, 8
-// atrex-param: REG_PACKS = 8 | 4, 8, 16
+// atrex-param: REG_PACKS = 16 | 4, 8, 16
 #ifndef ROW_THREADS
 #define ROW_THREADS 32
 #endif
@@ -10,7 +10,7 @@
 #define VEC 8
 #endif
 #ifndef REG_PACKS
-#define REG_PACKS 8
+#define REG_PACKS 16
 #endif
 #define BLOCK_THREADS 256
 

@@ -1,5 +1,5 @@
 // atrex-template: column_regs
-// atrex-description: the recurrence with the fp32 state in registers: a block owns BV value columns of one head, each column split over DSPLIT adjacent lanes that hold dk / DSPLIT interleaved state rows; per token the two dots h^T k and h^T q come from one pass over the old state (o = decay h^T q + v' (k.q), so no second pass), combined over the DSPLIT lanes by shuffles, then one fused decay-and-rank-1 update; TC tokens of raw q, k, v and the per-token scalars (decay, beta, 1/||q||, 1/||k||, q.k, one warp per token) are staged in shared memory per chunk, so the token loop itself has no barrier and no global load
+// atrex-description: the recurrence with the fp32 state in registers: a block owns BV value columns of one head, each column split over DSPLIT adjacent lanes that hold dk / DSPLIT state rows (groups of 4 interleaved, read as float4); per token the two dots h^T k and h^T q come from one pass over the old state (o = decay h^T q + v' (k.q), so no second pass), combined over the DSPLIT lanes by shuffles, then one fused decay-and-rank-1 update; TC tokens of raw q, k, v and the per-token scalars (decay, beta, 1/||q||, 1/||k||, q.k, one warp per token) are staged in shared memory per chunk, so the token loop itself has no barrier and no global load
 // atrex-param: BV = 32 | 16, 32
 // atrex-param: DSPLIT = 4 | 4, 8
 // atrex-param: TC = 32 | 16, 32
@@ -32,7 +32,7 @@ constexpr int kMaxDk = 256;
 constexpr int kThreads = BV * DSPLIT;
 constexpr int kWarps = kThreads / 32;
 static_assert(kThreads % 32 == 0 && kThreads <= 1024, "BV * DSPLIT");
-static_assert(DSPLIT >= 1 && DSPLIT <= 16 && (DSPLIT & (DSPLIT - 1)) == 0, "DSPLIT");
+static_assert(DSPLIT >= 1 && DSPLIT <= 32 && 128 / DSPLIT >= 4 && (DSPLIT & (DSPLIT - 1)) == 0, "DSPLIT");
 
 struct Params {
   const float* a_log;
@@ -51,8 +51,8 @@ __device__ __forceinline__ float bf2f(uint16_t h) {
 
 // Shared staging of one chunk of TC tokens.
 struct Chunk {
-  float q[TC][kMaxDk];
-  float k[TC][kMaxDk];
+  alignas(16) float q[TC][kMaxDk];
+  alignas(16) float k[TC][kMaxDk];
   float v[TC][BV];
   float decay[TC], beta[TC], iq[TC], ik[TC], qk[TC];
 };
@@ -118,10 +118,12 @@ __global__ void __launch_bounds__(kThreads)
   const int slot = p.idx[bidx];
   if (slot < 0 || slot >= p.slots) return;  // not a slot: nothing to advance (the host cannot see device indices)
   float* h = p.state + (static_cast<int64_t>(slot) * p.hv + head) * p.dk * p.dv;
-  const int rows = static_cast<int>((p.dk - s + DSPLIT - 1) / DSPLIT);  // <= SL
+  // State row of register i: groups of 4 consecutive rows interleaved over the DSPLIT lanes, so
+  // each lane reads its k and q values as float4s and the DSPLIT lanes' reads are contiguous.
+  auto row_of = [s](int i) { return ((i >> 2) * DSPLIT + s) * 4 + (i & 3); };
   float st[SL];
 #pragma unroll
-  for (int i = 0; i < SL; ++i) st[i] = (live && i < rows) ? h[(i * DSPLIT + s) * p.dv + col] : 0.f;
+  for (int i = 0; i < SL; ++i) st[i] = (live && row_of(i) < p.dk) ? h[row_of(i) * p.dv + col] : 0.f;
   const float rate = -expf(p.a_log[head]);
   const float bias = bf2f(p.dt_bias[head]);
   for (int64_t t0 = 0; t0 < p.tokens; t0 += TC) {
@@ -131,14 +133,18 @@ __global__ void __launch_bounds__(kThreads)
       // Partial h_old^T k and h_old^T q over this lane's rows (two accumulators each).
       float hk0 = 0.f, hk1 = 0.f, hq0 = 0.f, hq1 = 0.f;
 #pragma unroll
-      for (int i = 0; i < SL; i += 2) {
-        const int d0 = i * DSPLIT + s, d1 = (i + 1 < SL ? i + 1 : i) * DSPLIT + s;
-        hk0 = fmaf(st[i], c.k[r][d0], hk0);
-        hq0 = fmaf(st[i], c.q[r][d0], hq0);
-        if (i + 1 < SL) {
-          hk1 = fmaf(st[i + 1], c.k[r][d1], hk1);
-          hq1 = fmaf(st[i + 1], c.q[r][d1], hq1);
-        }
+      for (int i4 = 0; i4 < SL / 4; ++i4) {
+        const int d = (i4 * DSPLIT + s) * 4;
+        const float4 kk = *reinterpret_cast<const float4*>(&c.k[r][d]);
+        const float4 qq = *reinterpret_cast<const float4*>(&c.q[r][d]);
+        hk0 = fmaf(st[4 * i4], kk.x, hk0);
+        hk1 = fmaf(st[4 * i4 + 1], kk.y, hk1);
+        hk0 = fmaf(st[4 * i4 + 2], kk.z, hk0);
+        hk1 = fmaf(st[4 * i4 + 3], kk.w, hk1);
+        hq0 = fmaf(st[4 * i4], qq.x, hq0);
+        hq1 = fmaf(st[4 * i4 + 1], qq.y, hq1);
+        hq0 = fmaf(st[4 * i4 + 2], qq.z, hq0);
+        hq1 = fmaf(st[4 * i4 + 3], qq.w, hq1);
       }
       float hk = hk0 + hk1, hq = hq0 + hq1;
 #pragma unroll
@@ -153,9 +159,12 @@ __global__ void __launch_bounds__(kThreads)
       const float o = decay * hq * c.iq[r] + vp * c.qk[r];
       const float kv = vp * ik;
 #pragma unroll
-      for (int i = 0; i < SL; ++i) {
-        const int d = i * DSPLIT + s;
-        st[i] = fmaf(decay, st[i], c.k[r][d] * kv);
+      for (int i4 = 0; i4 < SL / 4; ++i4) {
+        const float4 kk = *reinterpret_cast<const float4*>(&c.k[r][(i4 * DSPLIT + s) * 4]);
+        st[4 * i4] = fmaf(decay, st[4 * i4], kk.x * kv);
+        st[4 * i4 + 1] = fmaf(decay, st[4 * i4 + 1], kk.y * kv);
+        st[4 * i4 + 2] = fmaf(decay, st[4 * i4 + 2], kk.z * kv);
+        st[4 * i4 + 3] = fmaf(decay, st[4 * i4 + 3], kk.w * kv);
       }
       if (s == 0 && live)
         p.out[((bidx * p.tokens + t0 + r) * p.hv + head) * p.dv + col] =
@@ -165,7 +174,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 #pragma unroll
   for (int i = 0; i < SL; ++i)
-    if (live && i < rows) h[(i * DSPLIT + s) * p.dv + col] = st[i];
+    if (live && row_of(i) < p.dk) h[row_of(i) * p.dv + col] = st[i];
 }
 
 // One instantiation per state-row count, each with its own opt-in to the shared memory it needs.

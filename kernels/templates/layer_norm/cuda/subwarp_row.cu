@@ -2,7 +2,7 @@
 // atrex-description: ROW_THREADS lanes (an aligned part of a warp) per row and BLOCK_THREADS / ROW_THREADS rows per block, for many short rows at full occupancy; x stays in registers (REG_PACKS 2*VEC-byte packs per lane), the mean and the centred sum of squares are shuffle-only reductions (no shared memory, no block barrier), one VEC-wide store per pack
 // atrex-param: ROW_THREADS = 32 | 8, 16, 32
 // atrex-param: VEC = 8 | 4, 8
-// atrex-param: REG_PACKS = 4 | 2, 4, 8
+// atrex-param: REG_PACKS = 8 | 4, 8, 16
 #ifndef ROW_THREADS
 #define ROW_THREADS 32
 #endif
@@ -10,7 +10,7 @@
 #define VEC 8
 #endif
 #ifndef REG_PACKS
-#define REG_PACKS 4
+#define REG_PACKS 8
 #endif
 #define BLOCK_THREADS 256
 
