@@ -1,7 +1,7 @@
 // atrex-template: chunk_gemm
 // atrex-description: one (batch, chunk, v head) unit at a time as three small matrix products on fp32 copies: Q h_c (rows of h streamed once per chunk, vectorised over the value columns), the masked, decayed and bf16-rounded Q K^T block, then its product with V; exp(g) computed once per token; units split over up to THREADS std::threads
 // atrex-param: THREADS = 2 | 1, 2
-// atrex-param: KBLOCK = 32 | 16, 64
+// atrex-param: KBLOCK = 32 | 16, 32, 64
 #ifndef THREADS
 #define THREADS 2
 #endif

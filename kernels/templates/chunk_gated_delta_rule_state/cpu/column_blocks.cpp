@@ -1,7 +1,7 @@
 // atrex-template: column_blocks
 // atrex-description: the value columns are independent through the whole recurrence, so the work is split into (v head, COLS-column block) units (more units than heads: two heads still fill the threads): each unit copies its [dk, COLS] state slice into a contiguous local buffer, runs every chunk on it (bf16 slice to h, v = u - w bf16(slice), decayed bf16 v', slice = slice exp(g_last) + k^T v') with the slice resident in L1, and writes it back once; units split over up to THREADS std::threads
 // atrex-param: THREADS = 2 | 1, 2
-// atrex-param: COLS = 32 | 16, 64
+// atrex-param: COLS = 32 | 16, 32, 64
 #ifndef THREADS
 #define THREADS 2
 #endif

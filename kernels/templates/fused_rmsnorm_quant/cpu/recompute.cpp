@@ -1,7 +1,7 @@
 // atrex-template: recompute
 // atrex-description: no row buffer: the residual sum is written to residual_out with the sum of squares, then the normed values are recomputed from residual_out (bf16, half the bytes of a float buffer) twice, once for the amax and once for the quantised store, each pass over VEC-element groups with independent lanes; rows split over up to THREADS std::threads once a thread has MIN_KELEMS thousand elements
 // atrex-param: THREADS = 2 | 1, 2
-// atrex-param: MIN_KELEMS = 64 | 16, 256
+// atrex-param: MIN_KELEMS = 64 | 16, 64, 256
 #ifndef THREADS
 #define THREADS 2
 #endif

@@ -1,7 +1,7 @@
 // atrex-template: outer_k
 // atrex-description: outer-product order: the weight is transposed and widened once per call into [H, N] fp32, then for each token the gate row is built as sum over k of x[t, k] * wT[k, :] in an N_BLOCK-wide fp32 row buffer (contiguous axpy, vectorisable over N), then the bias, bf16 gate rounding, sigmoid and post_mul_mat product over the row; tokens split over up to THREADS std::threads
 // atrex-param: THREADS = 2 | 1, 2
-// atrex-param: N_BLOCK = 512 | 256, 1024
+// atrex-param: N_BLOCK = 512 | 256, 512, 1024
 #ifndef THREADS
 #define THREADS 2
 #endif
