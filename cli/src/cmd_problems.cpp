@@ -369,7 +369,8 @@ void add_problems_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   dp->add_option("--max-input-mib", d.max_input_mib,
                  "`--shapes xcheck`: skip shapes with more input MiB")
       ->capture_default_str();
-  dp->add_option("--device", d.device, "GPU index for --backend cuda")->capture_default_str();
+  dp->add_option("--device", d.device, "GPU index for --backend cuda")
+      ->check(CLI::Range(0, 1023))->capture_default_str();
   dp->add_option("--timeout", d.timeout_s, "Wall-clock limit of the child, seconds")
       ->capture_default_str();
   dp->add_flag("--json", g.json, "Machine-readable summary (atrex.dump-summary/1)");
