@@ -81,7 +81,9 @@ class ReducerFastTest : public ::testing::Test {
     const Outcome slow = reduce(dirs, ReadMode::kTwoPasses);
     EXPECT_EQ(fast.report, slow.report);
     EXPECT_EQ(fast.warnings, slow.warnings);
-    EXPECT_EQ(fast.progress_bytes, slow.progress_bytes);
+    // Progress is the meter's input: the bytes read, counted alike unless reading stopped early.
+    if (!fast.report.starts_with("error: "))
+      EXPECT_EQ(fast.progress_bytes, slow.progress_bytes);
     return fast;
   }
 
