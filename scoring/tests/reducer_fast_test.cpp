@@ -82,8 +82,9 @@ class ReducerFastTest : public ::testing::Test {
     EXPECT_EQ(fast.report, slow.report);
     EXPECT_EQ(fast.warnings, slow.warnings);
     // Progress is the meter's input: the bytes read, counted alike unless reading stopped early.
-    if (!fast.report.starts_with("error: "))
+    if (!fast.report.starts_with("error: ")) {
       EXPECT_EQ(fast.progress_bytes, slow.progress_bytes);
+    }
     return fast;
   }
 
