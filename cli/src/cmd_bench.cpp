@@ -348,10 +348,12 @@ void add_bench_commands(CLI::App& app, GlobalOptions& g, int& rc) {
       ->capture_default_str();
   qc->add_option("--seconds", q.seconds,
                  "Measured seconds per point (after a quarter of it as warm-up)")
+      ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
   qc->add_option("--batch", q.batch, "Tasks per enqueue / claim / ack call")->capture_default_str();
   qc->add_option("--threads", q.threads,
                  "Threads the simulated runners share (0: hardware threads)")
+      ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   qc->add_option("--max-length", q.max_length, "Queue bound (backpressure) during the run")
       ->capture_default_str();

@@ -271,12 +271,14 @@ void add_bench_connections_command(CLI::App& bench, int& rc) {
   cc->add_option("--counts", c.counts, "Increasing comma-separated idle-worker counts")
       ->capture_default_str();
   cc->add_option("--runners", c.runners, "Simulated runners moving tasks at each point")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cc->add_option("--batch", c.batch, "Tasks per enqueue / claim / ack call")->capture_default_str();
   cc->add_option("--seconds", c.seconds, "Measured seconds per point and mode")
       ->capture_default_str();
   cc->add_option("--rate", c.rate,
                  "Tasks/s offered for the latency column (0: half the peak with no idle worker)")
+      ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str();
   cc->callback([&] { rc = run_bench_connections(c); });
 }

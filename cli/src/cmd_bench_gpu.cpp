@@ -310,7 +310,8 @@ void add_gpu_bench_commands(CLI::App& bench, GlobalOptions& g, int& rc) {
                                   "against cudaMemcpy's bandwidth, and rms_norm's tiny shapes, "
                                   "eager against CUDA-graph timing, with the "
                                   "run-to-run spread of each");
-  tc->add_option("--device", t.device, "GPU index")->capture_default_str();
+  tc->add_option("--device", t.device, "GPU index")
+      ->check(CLI::Range(0, 1023))->capture_default_str();
   tc->add_option("--rounds", t.rounds, "Evaluation rounds per timing mode (a fresh child each)")
       ->capture_default_str()
       ->check(CLI::Range(1, 50));

@@ -1,4 +1,11 @@
 // `atrex eval FILE --operator OP`: the three gates for one candidate on this machine.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <regex>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "atrex/common/hash.h"
@@ -13,6 +20,59 @@
 namespace atrex::cli {
 namespace {
 namespace fs = std::filesystem;
+
+std::atomic<bool> g_eval_stop{false};
+std::atomic<int> g_eval_signal{0};
+
+// SIGINT and SIGTERM stop the evaluation after the shape in progress (the evaluator checks
+// between shapes and tells the child through its stop pipe): both are blocked in every thread,
+// so the evaluation children inherit them blocked and a Ctrl-C at the terminal, which reaches
+// the whole foreground process group, does not kill the child mid-shape; one thread takes them
+// with sigwait. What finished is printed and written to --out, and the exit code is 128 + the
+// signal (130, 143).
+void stop_after_the_current_shape_on_signals() {
+  static sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([] {
+    for (int sig = 0;;) {
+      if (sigwait(&set, &sig) != 0) continue;
+      if (g_eval_signal.exchange(sig) == 0) {
+        fmt::print(stderr,
+                   "atrex: {}: stopping after the shape in progress; what is done will be "
+                   "printed\n",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
+      }
+      g_eval_stop = true;
+    }
+  }).detach();
+}
+
+// `--out`: a file path. A folder (or a path whose parent is a file) is bad input, found before
+// anything runs.
+Result<void> check_out_file(const std::string& out) {
+  if (out.empty()) return ok();
+  std::error_code ec;
+  const fs::path p(out);
+  if (fs::is_directory(p, ec)) {
+    return invalid_input(fmt::format(
+        "--out {}: is a folder; expected the path of a file for the atrex.eval/1 records "
+        "(e.g. {}/records.jsonl)",
+        out, out));
+  }
+  for (fs::path parent = p.parent_path(); !parent.empty(); parent = parent.parent_path()) {
+    if (fs::exists(parent, ec)) {
+      if (!fs::is_directory(parent, ec))
+        return invalid_input(fmt::format("--out {}: {} is a file, not a folder", out,
+                                         parent.string()));
+      break;
+    }
+    if (parent == parent.parent_path()) break;
+  }
+  return ok();
+}
 
 struct EvalArgs {
   std::string file;
@@ -37,15 +97,46 @@ Result<Backend> backend_for(const std::string& flag, const std::string& file) {
   return runner::backend_for_file(choice, file);
 }
 
+// The cause of a failed shape, first and short (the full text is in the record): the signal that
+// killed the child, the compiler's first `error:` line, the judge's finding without its
+// "seed N, call M: " context, and the first line of anything else.
+std::string note_of(const EvalRecord& r) {
+  const std::string& e = r.error;
+  if (e.empty()) return "";
+  std::string note;
+  static const std::regex signal(R"(\(SIG[A-Z0-9]+\))");
+  std::smatch m;
+  if (const size_t at = e.find(": error: "); r.status == EvalStatus::kCompileError &&
+                                              at != std::string::npos) {
+    const size_t start = e.rfind('\n', at);
+    const size_t end = e.find('\n', at);
+    note = e.substr(start == std::string::npos ? 0 : start + 1,
+                    end == std::string::npos ? std::string::npos
+                                             : end - (start == std::string::npos ? 0 : start + 1));
+    // The candidate's path in the compile folder says nothing: its file name is kept.
+    if (const size_t slash = note.rfind('/', note.find(':')); slash != std::string::npos)
+      note = note.substr(slash + 1);
+  } else if (r.status == EvalStatus::kCrashed && std::regex_search(e, m, signal)) {
+    std::string rest = e.substr(0, static_cast<size_t>(m.position(0))) +
+                       e.substr(static_cast<size_t>(m.position(0) + m.length(0)));
+    note = m[0].str().substr(1, m[0].length() - 2) + ": " + rest;
+  } else if (const size_t mod = e.find("modified its input"); mod != std::string::npos) {
+    note = e.substr(mod);
+  } else {
+    note = e;
+  }
+  if (const size_t nl = note.find('\n'); nl != std::string::npos) note = note.substr(0, nl);
+  if (note.size() > 110) note = note.substr(0, 107) + "...";
+  return note;
+}
+
 void print_table(const std::vector<EvalRecord>& recs) {
   fmt::print("{:>5}  {:<13} {:>12} {:>9} {:>13} {:>7}  {}\n", "shape", "status", "time us",
              "IQR us", "T_roofline us", "S_j", "note");
   for (const auto& r : recs) {
-    std::string note = r.error;
-    if (note.find('\n') != std::string::npos) note = note.substr(0, note.find('\n'));
-    if (note.size() > 90) note = note.substr(0, 87) + "...";
+    std::string note = note_of(r);
     if (r.above_roofline)
-      note = "faster than the roofline: check the profile or the timing " + note;
+      note = "faster than the roofline: check the profile or the timing; " + note;
     if (!r.low_signal_outputs.empty()) note += " (low-signal outputs judged relatively)";
     fmt::print("{:>5}  {:<13} {:>12} {:>9} {:>13.4g} {:>7}  {}\n", r.shape_id,
                eval_status_name(r.status),
@@ -79,6 +170,9 @@ void print_defenses(const std::vector<EvalRecord>& recs, const scoring::Operator
 }
 
 int run_eval(const GlobalOptions& g, const EvalArgs& a) {
+  if (auto out = check_out_file(a.out); !out) return fail(out.error());
+  // First, so that every thread and child process started from here on has them blocked.
+  stop_after_the_current_shape_on_signals();
   auto source = read_text_file(a.file);
   if (!source) return fail(source.error());
   auto backend = backend_for(a.backend, a.file);
@@ -119,6 +213,7 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
   o.suite = &*suite;
   o.hardware = *hw;
   o.sandbox = a.no_sandbox ? SandboxMode::kNone : SandboxMode::kBwrap;
+  o.stop = &g_eval_stop;
   if (auto ready = runner::sandbox_ready(o.sandbox); !ready) return fail(ready.error());
   runner::Evaluator ev(o);
   // Said before the records (stdout may be JSON): every shape will be `rejected`.
@@ -129,14 +224,29 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
     fmt::print("evaluating {} ({}) on {} shape(s) of {}; hardware profile {}\n", a.file,
                backend_name(*backend), ids->size(), a.op, hw->name);
   }
+  std::vector<EvalRecord> done;  // what finished, kept when a signal stops the evaluation
   auto recs = ev.evaluate(t, [&](const EvalRecord& r) {
+    done.push_back(r);
     if (!g.json) fmt::print(stderr, "  shape {:>4}: {}\n", r.shape_id, eval_status_name(r.status));
   });
-  if (!recs) return fail(recs.error());
+  const int stopped_by = g_eval_signal.load();
+  if (!recs && stopped_by == 0) return fail(recs.error());
+  if (!recs) {
+    fmt::print(stderr, "atrex: {}\n", recs.error().message);
+    recs = std::move(done);
+  }
   if (!a.out.empty()) {
     std::string lines;
     for (const auto& r : *recs) lines += to_json(r).dump() + "\n";
     if (auto w = write_text_file_atomic(a.out, lines); !w) return fail(w.error());
+  }
+  if (stopped_by != 0) {
+    // The gates of the shapes that finished are valid; the rest were not evaluated.
+    if (!g.json) {
+      fmt::print("interrupted by {}: {} of {} shape(s) evaluated{}\n",
+                 stopped_by == SIGINT ? "SIGINT" : "SIGTERM", recs->size(), ids->size(),
+                 a.out.empty() ? "" : fmt::format("; records in {}", a.out));
+    }
   }
   auto score = scoring::score_agent(*suite, "manual", *recs);
   const auto& os = *std::find_if(score.operators.begin(), score.operators.end(),
@@ -146,6 +256,10 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
     for (const auto& r : *recs) arr.push_back(to_json(r));
     fmt::print("{}\n", Json{{"schema", "atrex.eval-summary/1"},
                             {"operator", a.op},
+                            {"interrupted", stopped_by == 0 ? ""
+                                            : stopped_by == SIGINT ? "SIGINT"
+                                                                   : "SIGTERM"},
+                            {"shapes_requested", ids->size()},
                             {"s_i", os.s_i},
                             {"shapes_correct", os.shapes_correct},
                             {"shapes_evaluated", os.shapes_evaluated},
@@ -158,6 +272,7 @@ int run_eval(const GlobalOptions& g, const EvalArgs& a) {
                os.s_i, os.shapes_correct, os.shapes_evaluated,
                recs->empty() ? "" : recs->front().device);
   }
+  if (stopped_by != 0) return 128 + stopped_by;
   // With a named profile the shapes were recorded `rejected` (and written to --out); the exit
   // code still says that this machine cannot run the backend, not that the candidate failed.
   if (!available) return exit_code_for(available.error());
@@ -235,6 +350,7 @@ void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc) {
        "e.g. sm_90a, sm_100, gfx942, gfx90a")
       ->capture_default_str();
   c->add_option("--timeout", a.timeout_s, "Compiler time limit per file, seconds")
+      ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
   c->add_flag("--json", g.json, "Machine-readable output (atrex.compile/1)");
   c->callback([&] { rc = run_compile(g, a); });
@@ -263,6 +379,7 @@ void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
       ->check(CLI::Range(1, 1000));
   e->add_flag("--no-perf", a.no_perf, "Skip the performance gate");
   e->add_option("--timeout", a.timeout_s, "Wall-clock limit of one shape, seconds")
+      ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
   e->add_option("--out", a.out, "Also write the atrex.eval/1 records (JSONL) here");
   e->add_option("--roofline", a.roofline,

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "atrex/problems/hardware.h"
 #include "atrex/runner/evaluator.h"
@@ -238,40 +239,96 @@ int gpu_measure(const GlobalOptions& g, const std::string& out, std::string name
   return 0;
 }
 
+// Whether a new measurement may replace the cached host-cpu profile: not on a loaded host
+// (the 1-minute load average at or above half the hardware threads, taken before measuring:
+// the figures would be low), and not when a figure differs from the cached one by more than
+// the measurement's own spread (at least 2%), unless `force`. "" when it may, else why not.
+std::string refuse_replacing(const problems::HardwareProfile& cached,
+                             const runner::HostCeilings& now, std::optional<double> load) {
+  std::vector<std::string> why;
+  if (load && *load >= 0.5) {
+    why.push_back(fmt::format("the host is loaded (load average {:.2f} per hardware thread, at "
+                              "or above 0.5): the figures would be low",
+                              *load));
+  }
+  auto compare = [&](const char* what, double old_v, double new_v, double spread,
+                     const char* unit, double scale) {
+    if (old_v <= 0) return;
+    const double diff = std::abs(new_v - old_v) / old_v;
+    const double allowed = std::max(spread, 0.02);
+    if (diff > allowed) {
+      why.push_back(fmt::format("{} {:.1f} {} differs from the cached {:.1f} {} by {:.1f}%, more "
+                                "than the measurement's spread of {:.1f}%",
+                                what, new_v / scale, unit, old_v / scale, unit, 100 * diff,
+                                100 * allowed));
+    }
+  };
+  compare("copy", cached.hbm_bytes_per_s, now.copy_bytes_per_s, now.copy_spread, "GB/s", 1e9);
+  auto f = cached.p_peak_flops_per_s.find("fp32_strict");
+  if (f != cached.p_peak_flops_per_s.end())
+    compare("fp32 FMA", f->second, now.fp32_flops_per_s, now.fp32_spread, "GFLOP/s", 1e9);
+  return fmt::format("{}", fmt::join(why, "; "));
+}
+
 int hardware_measure(const GlobalOptions& g, const std::string& out, const std::string& name,
-                     const std::string& backend, int device) {
+                     const std::string& backend, int device, bool force) {
   const bool gpu =
       backend == "cuda" || (backend == "auto" && runner::probe_environment().has_gpu());
   if (gpu) return gpu_measure(g, out, name, device);
+  const auto load = runner::host_load_per_thread();
   fmt::print(stderr, "measuring this host's CPU (copy bandwidth, fp32 FMA rate)...\n");
-  problems::HardwareProfile p;
+  const runner::HostCeilings c = runner::measure_host_ceilings();
+  problems::HardwareProfile p = runner::host_profile(c, name);
+  std::string refused;
+  bool replaced = false;
   if (name == "host-cpu") {
-    // The cached profile that `hardware: auto` uses on the cpu backend is refreshed.
-    auto cached = runner::cached_host_profile(/*refresh=*/true);
-    if (!cached) return fail(cached.error());
-    p = *cached;
-  } else {
-    p = runner::host_profile(runner::measure_host_ceilings(), name);
+    // The cached profile that `hardware: auto` uses on the cpu backend (scores of earlier runs
+    // were computed against it): replaced only by figures that are not within noise of it.
+    const auto cached = runner::load_cached_host_profile();
+    const bool same_cpu = cached && !cached->match.empty() && cached->match.front() == c.cpu_name;
+    if (same_cpu) refused = refuse_replacing(*cached, c, load);
+    if (refused.empty() || force) {
+      auto written = runner::write_cached_host_profile(p);
+      if (!written) return fail(written.error());
+      p = *written;
+      replaced = true;
+    }
   }
-  const double copy = p.hbm_bytes_per_s, fma = p.p_peak_flops_per_s["fp32_strict"];
+  const double copy = c.copy_bytes_per_s, fma = c.fp32_flops_per_s;
   if (g.json) {
     fmt::print("{}\n", Json{{"schema", "atrex.hardware-measure/1"},
                             {"name", p.name},
-                            {"cpu", p.match.empty() ? "" : p.match.front()},
+                            {"cpu", c.cpu_name},
                             {"copy_bytes_per_s", copy},
+                            {"copy_spread", c.copy_spread},
                             {"fp32_flops_per_s", fma},
+                            {"fp32_spread", c.fp32_spread},
+                            {"load_per_thread", load ? Json(*load) : Json(nullptr)},
+                            {"cached", replaced},
+                            {"refused", refused},
                             {"source", p.source_doc},
-                            {"file", p.file.string()}}
+                            {"file", replaced ? p.file.string() : ""}}
                            .dump(2));
   } else {
-    fmt::print("{}: copy {:.1f} GB/s (read+write), fp32 FMA {:.1f} GFLOP/s\n{}\n", p.name,
-               copy / 1e9, fma / 1e9, p.source_doc);
-    if (!p.file.empty()) fmt::print("cached as {}\n", p.file.string());
+    fmt::print("{}: copy {:.1f} GB/s (read+write; spread {:.1f}% over the passes), fp32 FMA "
+               "{:.1f} GFLOP/s (spread {:.1f}%){}\n{}\n",
+               p.name, copy / 1e9, 100 * c.copy_spread, fma / 1e9, 100 * c.fp32_spread,
+               load ? fmt::format("; load {:.2f} per hardware thread before measuring", *load)
+                    : "",
+               p.source_doc);
+    if (replaced) fmt::print("cached as {}{}\n", p.file.string(),
+                             refused.empty() ? "" : " (--force: " + refused + ")");
   }
   if (!out.empty()) {
     auto w = write_text_file_atomic(out, problems::hardware_profile_yaml(p));
     if (!w) return fail(w.error());
     fmt::print(stderr, "wrote {}\n", out);
+  }
+  if (!replaced && !refused.empty()) {
+    fmt::print(stderr,
+               "atrex: the cached profile {} was kept: {}; `--force` replaces it anyway\n",
+               runner::host_profile_cache_file().string(), refused);
+    return 1;
   }
   return 0;
 }
@@ -314,19 +371,27 @@ void add_hardware_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   static std::string out, name = "host-cpu";
   static std::string backend = "auto";
   static int device = 0;
+  static bool force = false;
   auto* m = h->add_subcommand(
       "measure",
       "Measure this machine's ceilings: GPU (copy bandwidth, GEMM rate per dtype) or "
-      "CPU (copy bandwidth, fp32 FMA rate); writes a hardware profile");
+      "CPU (copy bandwidth, fp32 FMA rate); writes a hardware profile. On the CPU, the cached "
+      "host-cpu profile is not replaced when the host is loaded or a figure differs from it by "
+      "more than the measurement's spread (exit code 1), unless --force");
   m->add_option("--out", out, "Write the profile as YAML to this file");
   m->add_option("--name", name, "Profile name (GPU default: measured-<GPU name>)")
       ->capture_default_str();
   m->add_option("--backend", backend, "auto (the GPU when there is one), cuda or cpu")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
-  m->add_option("--device", device, "GPU index (cuda)")->capture_default_str();
+  m->add_option("--device", device, "GPU index (cuda)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1023));
+  m->add_flag("--force", force,
+              "Replace the cached host-cpu profile even on a loaded host or with figures outside "
+              "the spread");
   m->add_flag("--json", g.json, "Machine-readable output");
-  m->callback([&] { rc = hardware_measure(g, out, name, backend, device); });
+  m->callback([&] { rc = hardware_measure(g, out, name, backend, device, force); });
 }
 
 }  // namespace atrex::cli

@@ -135,6 +135,7 @@ void add_ingest_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   cmd->add_option("--shape-coverage", a->coverage,
                   "Hot shapes cover this share of a family's GPU time")->capture_default_str();
   cmd->add_option("--max-shapes", a->max_shapes, "At most this many shapes per operator")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cmd->add_option("--top-unmapped", a->top_unmapped, "Unmapped kernels listed in the report")
       ->capture_default_str();
@@ -147,7 +148,8 @@ void add_ingest_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   auto keep = std::make_shared<std::string>();
   auto* b = bench->add_subcommand("ingest",
                                   "Ingest a synthetic 2-rank trace: seconds, MB/s and peak memory");
-  b->add_option("--size-mb", *size, "Trace size, MB of JSON")->capture_default_str();
+  b->add_option("--size-mb", *size, "Trace size, MB of JSON")
+      ->check(CLI::Range(1, 100000))->capture_default_str();
   b->add_flag("--gzip", *gzip, "Write and read the trace gzipped");
   b->add_option("--keep", *keep, "Write the trace here and keep it");
   b->callback([size, gzip, keep, &rc] { rc = run_bench(*size, *gzip, *keep); });

@@ -368,9 +368,12 @@ void add_problems_commands(CLI::App& app, GlobalOptions& g, int& rc) {
       ->required();
   dp->add_option("--max-input-mib", d.max_input_mib,
                  "`--shapes xcheck`: skip shapes with more input MiB")
+      ->check(CLI::Range(1.0, 1048576.0))
       ->capture_default_str();
-  dp->add_option("--device", d.device, "GPU index for --backend cuda")->capture_default_str();
+  dp->add_option("--device", d.device, "GPU index for --backend cuda")
+      ->check(CLI::Range(0, 1023))->capture_default_str();
   dp->add_option("--timeout", d.timeout_s, "Wall-clock limit of the child, seconds")
+      ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
   dp->add_flag("--json", g.json, "Machine-readable summary (atrex.dump-summary/1)");
   dp->add_flag("--list", d.list, "Only list the selected shapes and their sizes; write nothing");

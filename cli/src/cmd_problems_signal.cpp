@@ -111,8 +111,10 @@ void add_problems_signal_command(CLI::App& problems, GlobalOptions& g, int& rc) 
       ->capture_default_str();
   s->add_option("--seed", a.seed, "Seed of the input generators")->capture_default_str();
   s->add_option("--atol", a.atol, "Absolute tolerance (the operator's override wins)")
+      ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   s->add_option("--rtol", a.rtol, "Relative tolerance (the operator's override wins)")
+      ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   s->add_flag("--json", g.json, "Machine-readable output (atrex.signal/1)");
   s->callback([&] { rc = signal(g, a); });

@@ -27,7 +27,7 @@ struct ReduceArgs {
   double dsl_threshold = 0.9;
 };
 
-// Progress of reading results folders: bytes of their results.jsonl (read twice each) against
+// Progress of reading results folders: bytes of their results.jsonl (read once each) against
 // the total, on stderr (a line in place on a terminal, one every 10 s otherwise).
 class ReadProgress {
  public:
@@ -36,7 +36,7 @@ class ReadProgress {
     for (const auto& d : dirs) {
       std::error_code ec;
       const auto size = fs::file_size(fs::path(d) / "results.jsonl", ec);
-      if (!ec) total += 2 * static_cast<int64_t>(size);
+      if (!ec) total += static_cast<int64_t>(size);
     }
     ProgressOptions o;
     o.what = what;
@@ -251,14 +251,18 @@ void add_report_command(CLI::App& app, GlobalOptions& g, int& rc) {
       ->check(CLI::ExistingDirectory);
   n->add_option("--out", reg.out, "Folder for regress.json, regress.md and regress-junit.xml");
   n->add_option("--alpha", reg.options.alpha, "Significance of the rank test")
+      ->check(CLI::Range(1e-9, 0.5))
       ->capture_default_str();
   n->add_option("--min-effect", reg.options.min_effect,
                 "Relative slowdown of the median below which nothing is a regression")
+      ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
   n->add_option("--flaky-spread", reg.options.flaky_spread,
                 "Baseline nights' relative spread above which a shape is flaky")
+      ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
   n->add_option("--bootstrap", reg.options.bootstrap_resamples, "Bootstrap resamples")
+      ->check(CLI::Range(100, 1000000))
       ->capture_default_str();
   n->add_flag("--json", g.json, "Print the atrex.regress/1 JSON");
   n->callback([&] { rc = regress_cmd(g, reg); });

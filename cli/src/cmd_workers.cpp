@@ -59,7 +59,8 @@ void add_worker_commands(CLI::App& app, GlobalOptions& /*g*/, int& rc) {
                    "The sweep's Redis: one redis:// URL (its manifest's redis_url)")
       ->required();
   runner->add_option("--sweep", sweep_id, "Sweep id")->required();
-  runner->add_option("--device", device, "GPU index")->capture_default_str();
+  runner->add_option("--device", device, "GPU index")
+      ->check(CLI::Range(0, 1023))->capture_default_str();
   runner->add_option("--name", name, "Consumer name (default: runner-<host>-<pid>)");
   const char* listen_help =
       "Serve Prometheus metrics at http://ADDR:PORT/metrics (port 0: any free port) and write a "

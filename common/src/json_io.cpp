@@ -35,6 +35,9 @@ Result<Json> read_json_file(const fs::path& path) {
 
 Result<void> write_text_file_atomic(const fs::path& path, std::string_view text) {
   std::error_code ec;
+  // rename(2) over a folder fails with an errno that reads "Success" through error_code here.
+  if (fs::is_directory(path, ec))
+    return invalid_input(fmt::format("{}: is a folder; expected the path of a file", path.string()));
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
   thread_local std::mt19937_64 rng{std::random_device{}()};
   fs::path tmp = path;

@@ -139,6 +139,11 @@ Result<std::vector<HardwareProfile>> load_default_hardware_profiles(const fs::pa
 
 Result<HardwareProfile> find_hardware_profile(const std::vector<HardwareProfile>& profiles,
                                               std::string_view name) {
+  // A path (docs/hardware.md: `--hardware path/to/file.yaml`): that file, strictly read.
+  if (name.find('/') != std::string_view::npos || name.ends_with(".yaml") ||
+      name.ends_with(".yml")) {
+    return load_hardware_profile(std::filesystem::path(std::string(name)));
+  }
   for (const auto& p : profiles) {
     if (lower(p.name) == lower(name)) return p;
   }

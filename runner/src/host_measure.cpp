@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -50,7 +51,7 @@ __attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters, float seed) {
 }
 float fma_sse(int64_t iters, float seed) { return fma_loop<v4f>(iters, seed); }
 
-double measure_fma(int threads, std::string& isa) {
+double measure_fma(int threads, std::string& isa, double& spread) {
   float (*fn)(int64_t, float) = fma_sse;
   int width = 4;
   isa = "sse2";
@@ -65,7 +66,7 @@ double measure_fma(int threads, std::string& isa) {
     isa = "avx2+fma";
   }
   const int64_t iters = 20'000'000;
-  double best = 0;
+  double best = 0, worst = 0;
   for (int rep = 0; rep < 3; ++rep) {
     std::vector<std::thread> pool;
     std::vector<float> sink(static_cast<size_t>(threads));
@@ -75,15 +76,18 @@ double measure_fma(int threads, std::string& isa) {
           [&, t] { sink[static_cast<size_t>(t)] = fn(iters, static_cast<float>(t)); });
     for (auto& th : pool) th.join();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, 2.0 * 8 * width * static_cast<double>(iters) * threads / s);
+    const double rate = 2.0 * 8 * width * static_cast<double>(iters) * threads / s;
+    best = std::max(best, rate);
+    worst = rep == 0 ? rate : std::min(worst, rate);
   }
+  spread = best > 0 ? (best - worst) / best : 0;
   return best;
 }
 
-double measure_copy(int threads) {
+double measure_copy(int threads, double& spread) {
   const size_t bytes = 256u << 20;
   std::vector<char> src(bytes, 1), dst(bytes, 0);
-  double best = 0;
+  double best = 0, worst = 0;
   for (int rep = 0; rep < 5; ++rep) {
     std::vector<std::thread> pool;
     const size_t chunk = bytes / static_cast<size_t>(threads);
@@ -94,8 +98,13 @@ double measure_copy(int threads) {
     }
     for (auto& th : pool) th.join();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, 2.0 * static_cast<double>(bytes) / s);
+    const double rate = 2.0 * static_cast<double>(bytes) / s;
+    best = std::max(best, rate);
+    // The first pass faults the destination's pages in: not a measurement of the copy.
+    if (rep == 1) worst = rate;
+    if (rep > 1) worst = std::min(worst, rate);
   }
+  spread = best > 0 ? (best - worst) / best : 0;
   return best;
 }
 
@@ -105,8 +114,8 @@ HostCeilings measure_host_ceilings() {
   HostCeilings c;
   c.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   c.cpu_name = host_cpu_model();
-  c.copy_bytes_per_s = measure_copy(c.threads);
-  c.fp32_flops_per_s = measure_fma(c.threads, c.isa);
+  c.copy_bytes_per_s = measure_copy(c.threads, c.copy_spread);
+  c.fp32_flops_per_s = measure_fma(c.threads, c.isa, c.fp32_spread);
   return c;
 }
 
@@ -163,11 +172,27 @@ Result<problems::HardwareProfile> cached_host_profile(bool refresh) {
       return *cached;
   }
   spdlog::info("measuring this host's CPU ceilings for the roofline (kept in {})", file.string());
-  problems::HardwareProfile p = host_profile(measure_host_ceilings());
+  return write_cached_host_profile(host_profile(measure_host_ceilings()));
+}
+
+Result<problems::HardwareProfile> write_cached_host_profile(const problems::HardwareProfile& p) {
+  const std::filesystem::path file = host_profile_cache_file();
   ATREX_TRY(write_text_file_atomic(
       file, "# Measured by atrex on this host; `atrex hardware measure` refreshes it.\n" +
                 problems::hardware_profile_yaml(p)));
   return problems::load_hardware_profile(file);  // exactly what later runs will read
+}
+
+std::optional<double> host_load_per_thread() {
+  double load = 0;
+  if (const char* env = std::getenv("ATREX_LOADAVG"); env && *env) {
+    char* end = nullptr;
+    load = std::strtod(env, &end);
+    if (end == env) return std::nullopt;
+  } else if (::getloadavg(&load, 1) != 1) {
+    return std::nullopt;
+  }
+  return load / std::max(1u, std::thread::hardware_concurrency());
 }
 
 }  // namespace atrex::runner

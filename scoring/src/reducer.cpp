@@ -1,6 +1,13 @@
 #include "atrex/scoring/reducer.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -114,80 +121,257 @@ void Reducer::add_record(ReducedSweep& s, EvalRecord r) {
   s.records[r.task_id].push_back(std::move(r));
 }
 
+Result<void> Reducer::take_line(ReducedSweep& s, std::string_view line, const fs::path& file,
+                                int64_t line_no, bool last, bool finals) {
+  auto interesting = [&](std::string_view key) {
+    return finals ? key.starts_with(kFinalPrefix)
+                  : !key.starts_with(kFinalPrefix) && s.wanted_tasks.contains(task_of(key));
+  };
+  const auto quick = fast_key(line);
+  if (quick && !interesting(*quick)) return ok();
+  const std::string where = fmt::format("{}:{}", file.string(), line_no);
+  Json entry;
+  try {
+    entry = Json::parse(line);
+  } catch (const Json::parse_error& e) {
+    if (last) {
+      // The finals pass parses (and warns of) every line but the record lines of the standard
+      // layout; those are parsed first in the records pass.
+      if (finals || quick) {
+        warn(fmt::format("{}: the last line is not complete JSON (a writer stopped mid-line?); "
+                         "skipped ({} bytes)",
+                         where, line.size()));
+      }
+      return ok();
+    }
+    return invalid_input(fmt::format("{}: not valid JSON: {}", where, e.what()));
+  }
+  if (!entry.is_object() || !entry.contains("key") || !entry["key"].is_string() ||
+      !entry.contains("record") || entry.size() != 2) {
+    return invalid_input(fmt::format("{}: expected {{\"key\": string, \"record\": object}}", where));
+  }
+  const std::string key = entry["key"].get<std::string>();
+  if (!interesting(key)) return ok();
+  if (!seen_keys_.insert(s.manifest.sweep_id + "\n" + key).second) {
+    ++s.summary.duplicates_dropped;
+    return ok();
+  }
+  if (finals) {
+    ATREX_ASSIGN_OR_RETURN(FinalMarker m, final_marker_from_json(entry["record"], where));
+    if (final_key(m.agent, m.op) != key) {
+      return invalid_input(fmt::format(
+          "{}: field \"record.agent\"/\"record.operator\": the marker says {} but its key is {}",
+          where, final_key(m.agent, m.op), key));
+    }
+    add_final(s, std::move(m));
+    return ok();
+  }
+  ATREX_ASSIGN_OR_RETURN(EvalRecord r, eval_record_from_json(entry["record"], where));
+  if (record_key(r.task_id, r.shape_id) != key) {
+    return invalid_input(fmt::format(
+        "{}: field \"record.task_id\"/\"record.shape_id\": the record says {} but its key is {}",
+        where, record_key(r.task_id, r.shape_id), key));
+  }
+  add_record(s, std::move(r));
+  return ok();
+}
+
+// The straightforward reader: the file twice through std::getline, every line handed to
+// take_line (ReadMode::kTwoPasses; the fast reader's reference in the tests).
 Result<void> Reducer::add_jsonl_pass(ReducedSweep& s, const fs::path& file, bool finals) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return io_error(fmt::format("{}: cannot open for reading", file.string()));
-  std::vector<char> buffer(1 << 20);
-  in.rdbuf()->pubsetbuf(buffer.data(), static_cast<std::streamsize>(buffer.size()));
   std::string line;
   int64_t line_no = 0;
   int64_t bytes = 0;
-  struct BytesReported {  // the bytes not yet reported, at every return
+  // The bytes not yet reported, at every return; only the first pass reports (the file's size
+  // is the progress total, as for the one-pass reader).
+  struct BytesReported {
     const ReduceOptions& o;
     int64_t& bytes;
+    bool on;
     ~BytesReported() {
-      if (o.progress && bytes > 0) o.progress(bytes);
+      if (on && o.progress && bytes > 0) o.progress(bytes);
     }
-  } report_bytes{options_, bytes};
+  } report_bytes{options_, bytes, finals};
   while (std::getline(in, line)) {
     ++line_no;
-    bytes += static_cast<int64_t>(line.size()) + 1;
-    if (options_.progress && (line_no & 16383) == 0) {
+    bytes += static_cast<int64_t>(line.size()) + (in.eof() ? 0 : 1);  // eof: no newline
+    if (finals && options_.progress && (line_no & 16383) == 0) {
       options_.progress(bytes);
       bytes = 0;
     }
     if (finals) ++s.summary.lines_read;
     if (line.empty()) continue;
     const bool last = in.peek() == EOF;
-    const std::string where = fmt::format("{}:{}", file.string(), line_no);
-    auto interesting = [&](std::string_view key) {
-      return finals ? key.starts_with(kFinalPrefix)
-                    : !key.starts_with(kFinalPrefix) && s.wanted_tasks.count(std::string(task_of(key)));
-    };
+    ATREX_TRY(take_line(s, line, file, line_no, last, finals));
+  }
+  if (in.bad()) return io_error(fmt::format("{}: read failed", file.string()));
+  return ok();
+}
+
+namespace {
+
+// Calls on_line(line, line number, last) for every line of `fd` (newline excluded; a last line
+// without a newline included), read in blocks of at least 8 MiB with read(2): no per-line copy
+// or allocation. on_line returns false to stop (its error is the caller's). The offset passed
+// is the line's byte offset in the file.
+template <typename OnLine>
+Result<bool> scan_lines(int fd, const fs::path& file, OnLine&& on_line,
+                        const std::function<void(int64_t)>& progress) {
+  std::vector<char> buf(size_t{8} << 20);
+  size_t have = 0;        // bytes in buf
+  int64_t buf_start = 0;  // file offset of buf[0]
+  int64_t line_no = 0;
+  int64_t reported = 0;
+  bool eof = false;
+  while (!eof || have > 0) {
+    if (!eof) {
+      if (have == buf.size()) buf.resize(buf.size() * 2);  // a line as long as the buffer
+      const ssize_t n = ::read(fd, buf.data() + have, buf.size() - have);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return io_error(fmt::format("{}: read failed: {}", file.string(), std::strerror(errno)));
+      }
+      if (n == 0) eof = true;
+      have += static_cast<size_t>(n);
+    }
+    size_t pos = 0;
+    while (pos < have) {
+      const char* start = buf.data() + pos;
+      const void* nl = std::memchr(start, '\n', have - pos);
+      size_t len = 0;
+      size_t next = 0;
+      if (nl) {
+        len = static_cast<size_t>(static_cast<const char*>(nl) - start);
+        next = pos + len + 1;
+        if (next == have && !eof) break;  // whether it is the last line: read on first
+      } else if (eof) {
+        len = have - pos;  // the last line, without its newline
+        next = have;
+      } else {
+        break;  // the rest of this line is in the next block
+      }
+      ++line_no;
+      const int64_t offset = buf_start + static_cast<int64_t>(pos);
+      // As std::getline + peek() == EOF: nothing follows this line when it is taken.
+      const bool last = eof && next == have;
+      if (!on_line(std::string_view(start, len), offset, line_no, last)) return false;
+      pos = next;
+    }
+    std::memmove(buf.data(), buf.data() + pos, have - pos);
+    buf_start += static_cast<int64_t>(pos);
+    have -= pos;
+    if (progress && buf_start - reported >= (int64_t{4} << 20)) {
+      progress(buf_start - reported);
+      reported = buf_start;
+    }
+    if (eof && have == 0) break;
+  }
+  if (progress && buf_start > reported) progress(buf_start - reported);
+  return true;
+}
+
+struct TransparentHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view v) const { return std::hash<std::string_view>{}(v); }
+};
+
+}  // namespace
+
+// The fast reader (ReadMode::kOnePass): one sequential read of the file. Markers (and lines not
+// in the writer's layout) are taken at once; for every other line only its offset and its
+// task's index are kept (16 bytes), and the lines of the final evaluations are read back by
+// offset afterwards and taken in file order. Same results as the two passes: take_line decides
+// for both.
+Result<void> Reducer::add_jsonl_one_pass(ReducedSweep& s, const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error(fmt::format("{}: cannot open for reading", file.string()));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  constexpr uint32_t kAnyTask = UINT32_MAX;  // a line to take again whatever its task
+  struct Deferred {
+    int64_t offset;
+    uint32_t size;
+    uint32_t task;
+    int64_t line_no;
+    bool last;
+  };
+  std::vector<Deferred> deferred;
+  std::unordered_map<std::string, uint32_t, TransparentHash, std::equal_to<>> task_index;
+  std::vector<std::string_view> task_names;  // index -> name (views of task_index's keys)
+  std::string last_task;
+  uint32_t last_index = kAnyTask;
+  Result<void> status = ok();
+  int64_t scanned_end = 0;  // what was read (a live sweep's file may grow meanwhile)
+  auto on_line = [&](std::string_view line, int64_t offset, int64_t line_no, bool last) {
+    ++s.summary.lines_read;
+    scanned_end = offset + static_cast<int64_t>(line.size());
+    if (line.empty()) return true;
     const auto quick = fast_key(line);
-    if (quick && !interesting(*quick)) continue;
-    Json entry;
-    try {
-      entry = Json::parse(line);
-    } catch (const Json::parse_error& e) {
-      if (last) {
-        if (finals) {
-          warn(fmt::format("{}: the last line is not complete JSON (a writer stopped mid-line?); "
-                           "skipped ({} bytes)",
-                           where, line.size()));
+    uint32_t task = kAnyTask;
+    if (!quick || quick->starts_with(kFinalPrefix)) {
+      status = take_line(s, line, file, line_no, last, true);
+      if (!status) return false;
+      if (quick) return true;
+    } else {
+      const std::string_view t = task_of(*quick);
+      if (last_index != kAnyTask && t == last_task) {
+        task = last_index;
+      } else {
+        auto it = task_index.find(t);
+        if (it == task_index.end()) {
+          it = task_index.emplace(std::string(t), static_cast<uint32_t>(task_names.size())).first;
+          task_names.push_back(it->first);
         }
-        continue;
+        task = last_index = it->second;
+        last_task.assign(t);
       }
-      return invalid_input(fmt::format("{}: not valid JSON: {}", where, e.what()));
     }
-    if (!entry.is_object() || !entry.contains("key") || !entry["key"].is_string() ||
-        !entry.contains("record") || entry.size() != 2) {
-      return invalid_input(
-          fmt::format("{}: expected {{\"key\": string, \"record\": object}}", where));
+    if (line.size() > UINT32_MAX) {
+      status = invalid_input(fmt::format("{}:{}: a line of {} bytes", file.string(), line_no,
+                                         line.size()));
+      return false;
     }
-    const std::string key = entry["key"].get<std::string>();
-    if (!interesting(key)) continue;
-    if (!seen_keys_.insert(s.manifest.sweep_id + "\n" + key).second) {
-      ++s.summary.duplicates_dropped;
-      continue;
-    }
-    if (finals) {
-      ATREX_ASSIGN_OR_RETURN(FinalMarker m, final_marker_from_json(entry["record"], where));
-      if (final_key(m.agent, m.op) != key) {
-        return invalid_input(fmt::format(
-            "{}: field \"record.agent\"/\"record.operator\": the marker says {} but its key is {}",
-            where, final_key(m.agent, m.op), key));
+    deferred.push_back({offset, static_cast<uint32_t>(line.size()), task, line_no, last});
+    return true;
+  };
+  ATREX_ASSIGN_OR_RETURN(bool done, scan_lines(fd, file, on_line, options_.progress));
+  if (!done) return status;
+  std::vector<char> wanted(task_names.size(), 0);
+  for (size_t i = 0; i < task_names.size(); ++i)
+    wanted[i] = s.wanted_tasks.contains(task_names[i]) ? 1 : 0;
+  // Read back in windows of at least 4 MiB: a sweep whose every record is final reads the file
+  // once more, sequentially, not a system call per line.
+  std::vector<char> window;
+  int64_t window_start = 0;
+  for (const Deferred& d : deferred) {
+    if (d.task != kAnyTask && !wanted[d.task]) continue;
+    if (d.offset < window_start ||
+        d.offset + d.size > window_start + static_cast<int64_t>(window.size())) {
+      window.resize(std::max<size_t>(size_t{4} << 20, d.size));
+      const int64_t n = std::min<int64_t>(static_cast<int64_t>(window.size()),
+                                          scanned_end - d.offset);
+      int64_t got = 0;
+      while (got < n) {
+        const ssize_t r = ::pread(fd, window.data() + got, static_cast<size_t>(n - got),
+                                  d.offset + got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return io_error(fmt::format("{}: read failed (the file changed while it was "
+                                                "read?)", file.string()));
+        got += r;
       }
-      add_final(s, std::move(m));
-      continue;
+      window.resize(static_cast<size_t>(n));
+      window_start = d.offset;
+      if (d.size > window.size()) {
+        return io_error(fmt::format("{}: the file got shorter while it was read", file.string()));
+      }
     }
-    ATREX_ASSIGN_OR_RETURN(EvalRecord r, eval_record_from_json(entry["record"], where));
-    if (record_key(r.task_id, r.shape_id) != key) {
-      return invalid_input(fmt::format(
-          "{}: field \"record.task_id\"/\"record.shape_id\": the record says {} but its key is {}",
-          where, record_key(r.task_id, r.shape_id), key));
-    }
-    add_record(s, std::move(r));
+    const std::string_view line(window.data() + (d.offset - window_start), d.size);
+    ATREX_TRY(take_line(s, line, file, d.line_no, d.last, false));
   }
   return ok();
 }
@@ -202,8 +386,12 @@ Result<void> Reducer::add_folder(const fs::path& dir) {
   }
   ReducedSweep& s = sweep_for(manifest, dir.string());
   const int64_t lines_before = s.summary.lines_read;
-  ATREX_TRY(add_jsonl_pass(s, jsonl, true));
-  ATREX_TRY(add_jsonl_pass(s, jsonl, false));
+  if (options_.read_mode == ReadMode::kTwoPasses) {
+    ATREX_TRY(add_jsonl_pass(s, jsonl, true));
+    ATREX_TRY(add_jsonl_pass(s, jsonl, false));
+  } else {
+    ATREX_TRY(add_jsonl_one_pass(s, jsonl));
+  }
   if (s.summary.lines_read == lines_before) {
     return invalid_input(fmt::format("{}: holds no records: nothing to report", jsonl.string()));
   }

@@ -13,8 +13,11 @@
 namespace atrex::runner {
 
 struct HostCeilings {
-  double copy_bytes_per_s = 0;
-  double fp32_flops_per_s = 0;
+  double copy_bytes_per_s = 0;  // best of the passes
+  double fp32_flops_per_s = 0;  // best of the passes
+  // (best - worst) / best over the passes: the measurement's own spread.
+  double copy_spread = 0;
+  double fp32_spread = 0;
   int threads = 0;
   std::string isa;  // "avx512f", "avx2+fma", "sse2"
   std::string cpu_name;
@@ -29,6 +32,14 @@ problems::HardwareProfile host_profile(const HostCeilings& c, const std::string&
 // <cache dir>/hardware/host-cpu.yaml so scores are comparable from run to run. A cached
 // profile of another CPU model, or `refresh`, measures again and rewrites the file.
 Result<problems::HardwareProfile> cached_host_profile(bool refresh = false);
+
+// Writes `p` as the cached host profile (what cached_host_profile() and `hardware: auto` read)
+// and returns it as read back.
+Result<problems::HardwareProfile> write_cached_host_profile(const problems::HardwareProfile& p);
+
+// This host's load: the 1-minute load average divided by the hardware threads ($ATREX_LOADAVG,
+// a number, replaces /proc/loadavg's figure: for tests). nullopt where none can be read.
+std::optional<double> host_load_per_thread();
 
 // Where cached_host_profile() keeps the profile: <cache dir>/hardware/host-cpu.yaml.
 std::filesystem::path host_profile_cache_file();

@@ -1,9 +1,10 @@
 // The streaming reducer (DESIGN.md §2 "results stream -> reducer"; `atrex reduce`, `atrex
 // report`): from one or more sweeps' stored results to one atrex.report/1 model.
 //
-// Sources: a results folder (manifest.json + results.jsonl, read twice, line by line: first the
-// atrex.final/1 markers, then only the atrex.eval/1 records of the final evaluations they name,
-// so memory holds the report model and the final records, never the whole file), a live sweep in
+// Sources: a results folder (manifest.json + results.jsonl, read once: the atrex.final/1 markers
+// are taken as they come, of every other line only its offset is kept, then only the atrex.eval/1
+// records of the final evaluations the markers name are read back and parsed, so memory holds
+// the report model, the final records and 16 bytes per line, never the whole file), a live sweep in
 // Redis (its manifest and result keys), or any ResultStore with its manifest. Several sources
 // merge: entries are keyed (task id + shape, or final/<agent>/<op>) and the first one read wins,
 // so the same sweep given twice (a folder and its Redis, a copied folder) is counted once and
@@ -38,12 +39,19 @@
 
 namespace atrex::scoring {
 
+// How a results folder's results.jsonl is read. Both give the same report (a test compares
+// them): kOnePass reads the file once (8 MiB blocks, no per-line allocation) and reads back
+// only the final evaluations' lines by offset; kTwoPasses is the straightforward reader
+// (std::getline, twice), kept as its reference.
+enum class ReadMode { kOnePass, kTwoPasses };
+
 struct ReduceOptions {
   double dsl_threshold = 0.9;  // a correct candidate under this target-DSL share is a fallback
   std::function<void(const std::string&)> warn;  // each warning also goes into Report::warnings
-  // Bytes of results.jsonl read since the last call (each folder's file is read twice), called
-  // every 16384 lines and at the end of each pass: a progress meter's input.
+  // Bytes of results.jsonl read since the last call (each folder's file counts once), called
+  // every few MiB and at the end: a progress meter's input.
   std::function<void(int64_t bytes)> progress;
+  ReadMode read_mode = ReadMode::kOnePass;
 };
 
 // What the reducer kept of one sweep: its manifest and every (agent, operator)'s final marker
@@ -53,7 +61,7 @@ struct ReducedSweep {
   SweepSummary summary;
   std::map<std::pair<std::string, std::string>, FinalMarker> finals;  // (agent, op)
   std::map<std::string, std::vector<EvalRecord>> records;             // task id -> records
-  std::set<std::string> wanted_tasks;                                 // final evaluations' ids
+  std::set<std::string, std::less<>> wanted_tasks;                    // final evaluations' ids
   // The final records of (agent, op) in the marker's shape order (missing shapes left out).
   std::vector<EvalRecord> final_records(const std::string& agent, const std::string& op) const;
 };
@@ -78,6 +86,12 @@ class Reducer {
   ReducedSweep& sweep_for(const Manifest& manifest, const std::string& source);
   void warn(std::string message);
   Result<void> add_jsonl_pass(ReducedSweep& s, const std::filesystem::path& file, bool finals);
+  Result<void> add_jsonl_one_pass(ReducedSweep& s, const std::filesystem::path& file);
+  // One line of results.jsonl in the finals pass (markers) or the records pass (the final
+  // evaluations' records): parsed, checked, de-duplicated and kept, or skipped.
+  Result<void> take_line(ReducedSweep& s, std::string_view line,
+                         const std::filesystem::path& file, int64_t line_no, bool last,
+                         bool finals);
   void add_final(ReducedSweep& s, FinalMarker m);
   void add_record(ReducedSweep& s, EvalRecord r);
 
