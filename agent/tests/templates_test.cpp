@@ -72,7 +72,8 @@ TEST(Templates, EmbeddedCatalogCoversTheAgentOperatorsOnBothBackends) {
         "unified_attention", "attention_forward", "block_scaled_mm", "fused_qkv_rope",
         "causal_conv1d", "moe_topk_gating_softmax", "fused_qk_rmsnorm", "mrope",
         "fp8_dynamic_per_token_quant", "per_token_group_quant_fp8", "gated_rms_norm",
-        "moe_align_block_size", "moe_count_and_sort", "topk_filter", "fused_moe"}) {
+        "moe_align_block_size", "moe_count_and_sort", "topk_filter", "fused_moe",
+        "fp8_blockscale_fused_moe"}) {
     for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
       auto ts = cat->find(op, backend);
       EXPECT_GE(ts.size(), 2u) << op << " " << backend_name(backend);
@@ -162,6 +163,11 @@ const std::map<std::string, std::string> kSmallCpuShapes = {
     {"fused_moe",
      R"({"0": {"init_kwargs": {"num_experts": 8, "intermediate_size": 128, "top_k": 2},
          "input_kwargs": {"token_count": 37, "hidden_size": 256, "intermediate_size": 128,
+         "num_experts": 8, "top_k": 2}}})"},
+    // fp8_blockscale_fused_moe's smallest released shape holds 2.4 GB of fp8 weights.
+    {"fp8_blockscale_fused_moe",
+     R"({"0": {"init_kwargs": {"num_experts": 8, "intermediate_size": 256, "top_k": 2},
+         "input_kwargs": {"token_count": 37, "hidden_size": 384, "intermediate_size": 256,
          "num_experts": 8, "top_k": 2}}})"},
     // gated_rms_norm's released shapes are 190k-350k rows of 128 (17M+ elements).
     {"gated_rms_norm",

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Issue 16's MoE-family templates (moe_align_block_size, moe_count_and_sort, topk_filter,
-# fused_moe) evaluated on a GPU: every CUDA template of those operators at its defaults, all
-# gates, 2 seeds, 1 unseen shape, with timing. fused_moe's simt_stream (weight streaming without
-# tensor cores, minutes on the largest shapes) runs on a subset: the first shape of each routing
-# class (MOE_SIMT_SHAPES, default 0,8,9,15,20).
+# Issue 16's MoE-family templates (fused_moe, fp8_blockscale_fused_moe, moe_align_block_size,
+# topk_filter, moe_count_and_sort) evaluated on a GPU: every CUDA template of those operators at
+# its defaults, all gates, 2 seeds, 1 unseen shape, with timing. The simt_stream templates
+# (weight streaming without tensor cores, slow on the largest shapes) run on a subset: the first
+# shape of each routing class (MOE_SIMT_SHAPES, default 0,8,9,15,20) and the fp8 shapes with
+# few tokens (FP8_SIMT_SHAPES, default 2,3,4,5).
 #
 # Usage (after a build): bash deploy/gpu/moe-templates.sh [op ...]
 #   ATREX=path/to/atrex (default build/release/bin/atrex, else build/wip/bin/atrex)
@@ -16,15 +17,17 @@ atrex=${ATREX:-$root/build/release/bin/atrex}
 out=${OUT:-/tmp/atrex-gpu-out}
 mkdir -p "$out"
 log="$out/moe-templates.txt"
-ops="moe_align_block_size moe_count_and_sort topk_filter fused_moe"
+ops="fused_moe fp8_blockscale_fused_moe moe_align_block_size topk_filter moe_count_and_sort"
 [ $# -gt 0 ] && ops="$*"
 simt_shapes=${MOE_SIMT_SHAPES:-0,8,9,15,20}
+fp8_simt_shapes=${FP8_SIMT_SHAPES:-2,3,4,5}
 rc=0
 : > "$log"
 summary=""
 shapes_of() {  # template -> --shapes value
   case "$1" in
     */fused_moe/cuda/simt_stream.cu) echo "$simt_shapes" ;;
+    */fp8_blockscale_fused_moe/cuda/simt_stream.cu) echo "$fp8_simt_shapes" ;;
     *) echo all ;;
   esac
 }
