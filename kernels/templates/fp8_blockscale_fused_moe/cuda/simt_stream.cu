@@ -324,10 +324,13 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   auto* inter = reinterpret_cast<float*>(static_cast<char*>(g_ws.p) + ids_bytes + sum_bytes);
   cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
   const int smem = static_cast<int>(MT * H * 2);
-  if (smem > 48 * 1024) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(gateup_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess) return fail("fp8_blockscale_fused_moe: %s", cudaGetErrorString(e));
+  static bool opted = false;  // once per process: the shared memory beyond 48 KiB
+  if (!opted) {
+    const cudaError_t e = cudaFuncSetAttribute(gateup_kernel,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(MT * kMaxHidden * 2));
+    if (e != cudaSuccess) return fail("%s: %s", "fp8_blockscale_fused_moe", cudaGetErrorString(e));
+    opted = true;
   }
   cudaMemsetAsync(sum, 0, static_cast<size_t>(T * H) * sizeof(float), s);
   align_kernel<<<1, kAlignThreads, 0, s>>>(static_cast<const int32_t*>(ids->data), sorted,

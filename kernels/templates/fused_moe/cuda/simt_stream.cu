@@ -264,10 +264,13 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   cudaStream_t s = static_cast<cudaStream_t>(launch->stream);
   auto* op = static_cast<float*>(out->data);
   const int smem = static_cast<int>(MT * H * sizeof(bf16));
-  if (smem > 48 * 1024) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(gateup_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess) return fail("fused_moe: %s", cudaGetErrorString(e));
+  static bool opted = false;  // once per process: the shared memory beyond 48 KiB
+  if (!opted) {
+    const cudaError_t e = cudaFuncSetAttribute(gateup_kernel,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(MT * kMaxHidden * 2));
+    if (e != cudaSuccess) return fail("%s: %s", "fused_moe", cudaGetErrorString(e));
+    opted = true;
   }
   cudaMemsetAsync(op, 0, static_cast<size_t>(T * H) * sizeof(float), s);
   align_kernel<<<1, kAlignThreads, 0, s>>>(static_cast<const int32_t*>(ids->data), sorted,

@@ -100,20 +100,24 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch_args) {
   if (k < 1 || cols > 0x7fffffff || rows * CLUSTER > 0x7fffffff)
     return fail("topk_filter: top_k must be >= 1 (got %lld)", static_cast<long long>(k));
   if (rows == 0 || cols == 0) return 0;
-  int dev = 0, sms = 132;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  static int sms = 0;  // once per process, with the shared-memory opt-in (not under capture)
+  if (sms == 0) {
+    int dev = 0, n = 0;
+    cudaGetDevice(&dev);
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1)
+      n = 132;
+    const cudaError_t e = cudaFuncSetAttribute(topk_kernel,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(kMaxSmemValues * sizeof(float)));
+    if (e != cudaSuccess) return fail("topk_filter: %s", cudaGetErrorString(e));
+    sms = n;
+  }
   // Split rows over a cluster only while the rows alone leave most SMs idle.
   int csize = 1;
   while (csize < CLUSTER && rows * csize * 2 <= sms && cols / (csize * 2) >= 2048) csize *= 2;
   const int slice = static_cast<int>((cols + csize - 1) / csize);
   const int staged = slice <= kMaxSmemValues;
   const size_t smem = staged ? static_cast<size_t>(slice) * sizeof(float) : 0;
-  if (smem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(
-        topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (e != cudaSuccess) return fail("topk_filter: %s", cudaGetErrorString(e));
-  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(rows * csize));
   cfg.blockDim = dim3(kThreads);

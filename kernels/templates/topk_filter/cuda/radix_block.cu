@@ -110,10 +110,13 @@ __global__ void __launch_bounds__(kThreads)
 template <bool kSmem, int V>
 int launch(const float* x, float* o, int64_t rows, int cols, int k, cudaStream_t s) {
   const size_t smem = kSmem ? static_cast<size_t>(cols) * sizeof(float) : 0;
-  if (kSmem && smem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(
-        topk_kernel<kSmem, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  static bool opted = false;  // once per process and kernel: the shared memory beyond 48 KiB
+  if (kSmem && !opted) {
+    const cudaError_t e = cudaFuncSetAttribute(topk_kernel<kSmem, V>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(kMaxSmemValues * sizeof(float)));
     if (e != cudaSuccess) return fail("topk_filter: %s", cudaGetErrorString(e));
+    opted = true;
   }
   topk_kernel<kSmem, V><<<static_cast<unsigned>(rows), kThreads, smem, s>>>(x, o, cols, k);
   return 0;
