@@ -73,7 +73,9 @@ TEST(Templates, EmbeddedCatalogCoversTheAgentOperatorsOnBothBackends) {
         "causal_conv1d", "moe_topk_gating_softmax", "fused_qk_rmsnorm", "mrope",
         "fp8_dynamic_per_token_quant", "per_token_group_quant_fp8", "gated_rms_norm",
         "linear_sigmoid_mul", "fused_rmsnorm_quant", "layer_norm", "gated_delta_rule_update",
-        "chunk_delta_rule_output", "chunk_gated_delta_rule_state"}) {
+        "chunk_delta_rule_output", "chunk_gated_delta_rule_state",
+        "moe_align_block_size", "moe_count_and_sort", "topk_filter", "fused_moe",
+        "fp8_blockscale_fused_moe"}) {
     for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
       auto ts = cat->find(op, backend);
       EXPECT_GE(ts.size(), 2u) << op << " " << backend_name(backend);
@@ -158,6 +160,17 @@ const std::map<std::string, std::string> kSmallCpuShapes = {
     {"block_scaled_mm",
      R"({"0": {"init_kwargs": null, "input_kwargs": {"m": 37, "n": 384, "k": 512,
          "group_n": 128, "group_k": 128}}})"},
+    // fused_moe's smallest released shape is 3.4 GMAC (135 tokens x 2 experts x 2048 x 6144),
+    // judged in fp64: tens of seconds per corner. Both sizes are multiples of the CUDA tiles.
+    {"fused_moe",
+     R"({"0": {"init_kwargs": {"num_experts": 8, "intermediate_size": 128, "top_k": 2},
+         "input_kwargs": {"token_count": 37, "hidden_size": 256, "intermediate_size": 128,
+         "num_experts": 8, "top_k": 2}}})"},
+    // fp8_blockscale_fused_moe's smallest released shape holds 2.4 GB of fp8 weights.
+    {"fp8_blockscale_fused_moe",
+     R"({"0": {"init_kwargs": {"num_experts": 8, "intermediate_size": 256, "top_k": 2},
+         "input_kwargs": {"token_count": 37, "hidden_size": 384, "intermediate_size": 256,
+         "num_experts": 8, "top_k": 2}}})"},
     // gated_rms_norm's released shapes are 190k-350k rows of 128 (17M+ elements).
     {"gated_rms_norm",
      R"({"0": {"init_kwargs": {"eps": 1e-06, "norm_before_gate": true, "activation": "silu"},
