@@ -43,7 +43,8 @@
 #            default /opt/torch/.venv/bin/python3): the Triton rms_norm and silu_and_mul of
 #            kernels/python/ on all shapes (2 seeds; per-shape table, S_i, dsl_share per record),
 #            the torch-only rms_norm on cuda (dsl_share 0), and `atrex bench eval` of the Triton
-#            rms_norm next to the native CUDA template on the same shapes (PY_BENCH_SHAPES).
+#            rms_norm next to the native CUDA template on the same shapes (PY_BENCH_SHAPES,
+#            default smallest:2). Needs bin/libatrex-python-shim.so next to atrex-eval-cuda.
 #   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
 #   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
 # Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|attacks|fresh|python|all]...
@@ -460,17 +461,17 @@ for line in open(sys.argv[1]):
   }
   for op in rms_norm silu_and_mul; do
     t0=$(date +%s)
-    timeout 200 "$atrex" eval "kernels/python/$op/generated_kernel.py" --operator "$op" --backend cuda --shapes "${PY_SHAPES:-all}" \
-      --seeds 2 --out "$out/python-$op.jsonl" 2>&1 | grep -v '^  shape ' | tee -a "$out/python.txt" || rc=1
+    timeout 150 "$atrex" eval "kernels/python/$op/generated_kernel.py" --operator "$op" --backend cuda --shapes "${PY_SHAPES:-all}" \
+      --seeds 2 --out "$out/python-$op.jsonl" 2>&1 | tee -a "$out/python.txt" || rc=1
     echo "--- $op triton: $(( $(date +%s) - t0 )) s wall" | tee -a "$out/python.txt"
     py_table "$out/python-$op.jsonl" "$op-triton"
   done
-  timeout 60 "$atrex" eval kernels/faults/python/rms_norm_torch.py --operator rms_norm --backend cuda --shapes 15,5 --seeds 2 \
+  timeout 40 "$atrex" eval kernels/faults/python/rms_norm_torch.py --operator rms_norm --backend cuda --shapes 15,5 --seeds 2 \
     --out "$out/python-rms_norm-torch.jsonl" 2>&1 | grep -v '^  shape ' | tee -a "$out/python.txt" || rc=1
   py_table "$out/python-rms_norm-torch.jsonl" rms_norm-torch-cuda
   for cand in "kernels/python/rms_norm/generated_kernel.py" ""; do
     echo "--- bench eval rms_norm ${cand:-native CUDA template}" | tee -a "$out/python.txt"
-    timeout 120 "$atrex" bench eval --operator rms_norm --backend cuda --shapes "${PY_BENCH_SHAPES:-smallest:4}" ${cand:+--candidate "$cand"} 2>&1 \
+    timeout 60 "$atrex" bench eval --operator rms_norm --backend cuda --shapes "${PY_BENCH_SHAPES:-smallest:2}" ${cand:+--candidate "$cand"} 2>&1 \
       | tee -a "$out/python.txt" || rc=1
   done
   [ -n "${OUT:-}" ] && cp "$out/python.txt" "$OUT/"
