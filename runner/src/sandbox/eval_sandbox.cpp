@@ -58,6 +58,9 @@ SandboxView eval_sandbox_view(Backend backend, const fs::path& child_binary,
     bind(fs::weakly_canonical(child_binary, ec).parent_path() / "libatrex-python-shim.so");
     bind(site->libpython);
     bind(site->home);
+    // Debian's BLAS/LAPACK (numpy's, torch's) are reached through update-alternatives links
+    // (/usr/lib/<arch>/libblas.so.3 -> /etc/alternatives/...): without them torch does not import.
+    bind("/etc/alternatives");
     for (const auto& p : site->sys_path) bind(p);
   }
   add_path_list("LD_LIBRARY_PATH", v.read_only);
