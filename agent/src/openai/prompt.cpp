@@ -119,19 +119,13 @@ std::string python_system_message(Backend backend, Target target) {
   return fmt::format(
       "You are an expert GPU kernel engineer. You write one candidate for one operator of the "
       "Atrex-Bench suite at a time, and it is measured against the hardware roofline ({} "
-      "backend).
-
-"
+      "backend).\n\n"
       "Produce exactly one complete Python file, generated_kernel.py, that defines `class "
       "Model(torch.nn.Module)` with the reference's `__init__` and `forward` signature (given "
-      "below). {}
-
-Rules: do not import or wrap the reference; no torch.compile, no CUDA "
+      "below). {}\n\nRules: do not import or wrap the reference; no torch.compile, no CUDA "
       "graphs, no new processes or threads; `forward` receives the inputs as tensors on the "
       "device (contiguous, read-only: never write them) and returns the outputs (a tensor, or a "
-      "tuple in the order listed) with the listed shapes and dtypes.
-
-"
+      "tuple in the order listed) with the listed shapes and dtypes.\n\n"
       "Put the whole file in ONE fenced code block tagged ```python; keep explanations short "
       "and outside the block. Each candidate is imported, checked on fresh random inputs against "
       "the reference, and timed on the shapes listed; you then get the results and write an "
