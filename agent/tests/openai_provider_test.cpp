@@ -141,7 +141,7 @@ TEST_F(OpenAiLoop, TritonTargetAsksForAPythonModuleAndItsBlockIsTheCandidate) {
   EXPECT_NE(sys.find("class Model(torch.nn.Module)"), std::string::npos) << sys;
   EXPECT_NE(sys.find("@triton.jit"), std::string::npos) << sys;
   EXPECT_NE(last_user(req).find("def forward(self, x, weight):"), std::string::npos);
-  EXPECT_EQ(last_user(req).find("atrex_candidate_run"), std::string::npos);
+  EXPECT_EQ(last_user(req).find("## The candidate ABI"), std::string::npos);
 }
 
 TEST_F(OpenAiLoop, CorrectKernelIsEvaluatedWithTokensAndCostAccounted) {

@@ -347,7 +347,8 @@ TEST(OpenAiTarget, PythonTargetsAskForTheReleasesFormatWithTheReferencesSignatur
   ProposalContext ctx{"rms_norm", Backend::kCuda, 0, 0, 1, &memory, &tried, &best, nullptr};
   const std::string problem = problem_message(ctx, {}, Target::kTriton);
   EXPECT_NE(problem.find("def forward(self, x, weight):"), std::string::npos) << problem;
-  EXPECT_EQ(problem.find("atrex_candidate_run"), std::string::npos)
+  // The native reference stays as the semantics; the C ABI headers are not sent.
+  EXPECT_EQ(problem.find("## The candidate ABI"), std::string::npos)
       << "the C ABI is not part of a Python target's problem";
   EXPECT_NE(problem.find("```python block"), std::string::npos);
   // The reply's python block is the candidate; a cuda block is not.
