@@ -44,6 +44,12 @@ packages=(
   # to compile; CI runs only the compile and the "no AMD GPU" paths. 26 packages, 66 MB of .debs
   # (5 s to download, 25 s to install on 2 cores), 353 MB on disk.
   hipcc libamdhip64-dev
+  # Python candidates (docs/python-candidates.md): python3-dev has the headers the embedding
+  # layer (libatrex-python-shim.so, stable ABI 3.11) is compiled against and the shared
+  # libpython3.11 the evaluation child loads; python3-torch (torch 1.13, CPU) runs the
+  # PyTorch-only candidates of the cpu backend's tests. Measured on the loaded 2-core dev VM
+  # with recommends: 3 min 3 s to download and install (torch and its numpy/scipy stack).
+  python3-dev python3-torch
 )
 
 missing=()

@@ -122,6 +122,28 @@ class OpenAiLoop : public ::testing::Test {
   std::unique_ptr<AuditTrail> trail_;
 };
 
+// target: triton (docs/python-candidates.md "Agents that write Python"): the model is asked for
+// Atrex-Bench's format with the reference's Python signature, its ```python block is the
+// candidate, and the candidate is a .py file (a Python candidate for the evaluator).
+TEST_F(OpenAiLoop, TritonTargetAsksForAPythonModuleAndItsBlockIsTheCandidate) {
+  task_.agent.options["target"] = "triton";
+  server_.script({ScriptedReply::completion(
+      "```cuda\n// not this S=0.9\n```\n```python\n# S=0.7\nimport triton\nclass Model: pass\n```\n",
+      1000, 200)});
+  auto r = run(task_);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_DOUBLE_EQ(r->next.best.score, 0.7);
+  EXPECT_TRUE(r->next.best.file_name.ends_with(".py")) << r->next.best.file_name;
+  EXPECT_TRUE(r->next.best.file_name.starts_with("rms_norm_g0_i")) << r->next.best.file_name;
+  EXPECT_NE(r->next.best.source.find("import triton"), std::string::npos);
+  const Json req = server_.chat_requests()[0];
+  const std::string sys = req["messages"][0]["content"].get<std::string>();
+  EXPECT_NE(sys.find("class Model(torch.nn.Module)"), std::string::npos) << sys;
+  EXPECT_NE(sys.find("@triton.jit"), std::string::npos) << sys;
+  EXPECT_NE(last_user(req).find("def forward(self, x, weight):"), std::string::npos);
+  EXPECT_EQ(last_user(req).find("## The candidate ABI"), std::string::npos);
+}
+
 TEST_F(OpenAiLoop, CorrectKernelIsEvaluatedWithTokensAndCostAccounted) {
   server_.script({kernel_reply(0.5, 1000, 200)});
   auto r = run(task_);

@@ -300,3 +300,65 @@ TEST(OpenAiPrompt, TinyTimesMeanLatencyBound) {
 
 }  // namespace
 }  // namespace atrex::agent::openai
+
+// --- target: what the model writes (docs/python-candidates.md "Agents that write Python") ----
+
+namespace atrex::agent::openai {
+namespace {
+
+TEST(OpenAiTarget, TargetParsesStrictlyAndOnlyANonDefaultOneIsKept) {
+  const char* base = "{name: q, provider: openai, base_url: 'http://127.0.0.1:8000/v1', model: m";
+  auto triton = spec_of(std::string(base) + ", target: triton}");
+  ASSERT_TRUE(triton) << triton.error().message;
+  EXPECT_EQ(triton->options.value("target", ""), "triton");
+  EXPECT_EQ(target_of(triton->options), Target::kTriton);
+  auto o = options_from_json(triton->options, "options");
+  ASSERT_TRUE(o) << o.error().message;
+  EXPECT_EQ(o->target, "triton");
+  auto cuda = spec_of(std::string(base) + ", target: cuda}");
+  ASSERT_TRUE(cuda) << cuda.error().message;
+  EXPECT_FALSE(cuda->options.contains("target")) << "the default leaves sweep ids unchanged";
+  EXPECT_EQ(target_of(cuda->options), Target::kNative);
+  auto bad = spec_of(std::string(base) + ", target: gluon}");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("expected cuda, triton or torch"), std::string::npos)
+      << bad.error().message;
+  EXPECT_NE(bad.error().message.find("target"), std::string::npos) << bad.error().message;
+}
+
+TEST(OpenAiTarget, PythonTargetsAskForTheReleasesFormatWithTheReferencesSignature) {
+  const std::string sys = system_message(Backend::kCuda, Target::kTriton);
+  EXPECT_NE(sys.find("class Model(torch.nn.Module)"), std::string::npos) << sys;
+  EXPECT_NE(sys.find("@triton.jit"), std::string::npos) << sys;
+  EXPECT_NE(sys.find("no torch.compile"), std::string::npos) << sys;
+  EXPECT_NE(sys.find("```python"), std::string::npos) << sys;
+  EXPECT_NE(system_message(Backend::kCpu, Target::kTorch).find("PyTorch operations only"),
+            std::string::npos);
+  // rms_norm: eps sizes no tensor, so it is the init kwarg; x and weight are forward's inputs.
+  const std::string sig = python_signature("rms_norm");
+  EXPECT_NE(sig.find("def __init__(self, eps=1e-06):"), std::string::npos) << sig;
+  EXPECT_NE(sig.find("def forward(self, x, weight):"), std::string::npos) << sig;
+  EXPECT_NE(sig.find("return out"), std::string::npos) << sig;
+  EXPECT_NE(python_signature("silu_and_mul").find("def __init__(self):"), std::string::npos)
+      << python_signature("silu_and_mul");
+  std::vector<Attempt> memory;
+  std::set<std::string> tried;
+  BestCandidate best;
+  ProposalContext ctx{"rms_norm", Backend::kCuda, 0, 0, 1, &memory, &tried, &best, nullptr};
+  const std::string problem = problem_message(ctx, {}, Target::kTriton);
+  EXPECT_NE(problem.find("def forward(self, x, weight):"), std::string::npos) << problem;
+  // The native reference stays as the semantics; the C ABI headers are not sent.
+  EXPECT_EQ(problem.find("## The candidate ABI"), std::string::npos)
+      << "the C ABI is not part of a Python target's problem";
+  EXPECT_NE(problem.find("```python block"), std::string::npos);
+  // The reply's python block is the candidate; a cuda block is not.
+  auto e = extract_candidate("```cuda\nk();\n```\n```python\nimport triton\n```\n", Backend::kCuda,
+                             true);
+  ASSERT_TRUE(e.source);
+  EXPECT_EQ(*e.source, "import triton\n");
+  EXPECT_EQ(candidate_extension(Target::kTriton, Backend::kCuda), ".py");
+  EXPECT_EQ(candidate_extension(Target::kNative, Backend::kCuda), ".cu");
+}
+
+}  // namespace
+}  // namespace atrex::agent::openai

@@ -363,7 +363,7 @@ void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc) {
       "Run the compile, correctness and performance gates for one candidate. "
       "Exit code 0: every shape passed; 1: some failed; 2: bad input; 3: the backend "
       "cannot run here (cuda without a GPU, hip without an AMD GPU)");
-  e->add_option("file", a.file, "Candidate source (.cu cuda, .cpp cpu, .hip hip)")->required();
+  e->add_option("file", a.file, "Candidate source (.cu cuda, .cpp cpu, .hip hip, .py Python: cuda with a GPU, else cpu)")->required();
   e->add_option("--operator", a.op, "Operator (see `atrex problems list`)")->required();
   e->add_option("--backend", a.backend, "auto (from the extension), cpu, cuda or hip")
       ->capture_default_str();

@@ -39,9 +39,15 @@
 #            honest twins through `atrex eval` (one line each: file shape mode status error), and
 #            the cpu attacks on this host. Expected: shortcuts wrong_result naming "edge case (",
 #            overruns rejected naming the side, every honest twin ok with `edge_case` set.
+#   python:  Python candidates (docs/python-candidates.md) with the site's Python (ATREX_PYTHON,
+#            default /opt/torch/.venv/bin/python3): the Triton rms_norm and silu_and_mul of
+#            kernels/python/ on all shapes (2 seeds; per-shape table, S_i, dsl_share per record),
+#            the torch-only rms_norm on cuda (dsl_share 0), and `atrex bench eval` of the Triton
+#            rms_norm next to the native CUDA template on the same shapes (PY_BENCH_SHAPES,
+#            default smallest:2). Needs bin/libatrex-python-shim.so next to atrex-eval-cuda.
 #   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
 #   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|attacks|fresh|all]...
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|attacks|fresh|python|all]...
 #   variants: VARIANTS="op/name:P=V,P=V[@ids] ..." templates at chosen parameters (1 seed, timing
 #          only), on VARIANT_SHAPES (default all) or an entry's own @ids.
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
@@ -439,6 +445,36 @@ for line in open(sys.argv[1]):
   fresh_eval kernels/faults/rms_norm_replays_by_content.cpp rms_norm 5 eager replay-by-content
   fresh_eval kernels/faults/topk_filter_edge_keeps_exactly_k.cpp topk_filter 3 eager topk-keeps-k-cpu
   [ -n "${OUT:-}" ] && cp "$out/fresh.txt" "$OUT/"
+fi
+if want python; then
+  echo "=== python: Python candidates (Triton and torch) through the gates" | tee "$out/python.txt"
+  export ATREX_PYTHON="${ATREX_PYTHON:-/opt/torch/.venv/bin/python3}"
+  "$ATREX_PYTHON" -c 'import sys, sysconfig, torch, triton; print("site:", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "LIBDIR", sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME"))' 2>&1 | tee -a "$out/python.txt"
+  # One line per record: shape, status, median us, S_j, dsl_share, the first kernels, the error.
+  py_table() {
+    python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    r=json.loads(line); t=r.get("timing") or {}
+    ks=sorted(t.get("kernels") or [], key=lambda k: -k.get("share",0))[:2]
+    print(sys.argv[2], r["shape_id"], r["status"], t.get("time_us_median"), r.get("s_j"), "dsl_share=%s" % r.get("dsl_share"),
+          t.get("cupti_fallback","")[:60], [(k.get("name","")[:40], round(k.get("share",0),3), k.get("own")) for k in ks], r["error"][:300])' "$1" "$2" 2>&1 | tee -a "$out/python.txt"
+  }
+  for op in rms_norm silu_and_mul; do
+    t0=$(date +%s)
+    timeout 150 "$atrex" eval "kernels/python/$op/generated_kernel.py" --operator "$op" --backend cuda --shapes "${PY_SHAPES:-all}" \
+      --seeds 2 --out "$out/python-$op.jsonl" 2>&1 | tee -a "$out/python.txt" || rc=1
+    echo "--- $op triton: $(( $(date +%s) - t0 )) s wall" | tee -a "$out/python.txt"
+    py_table "$out/python-$op.jsonl" "$op-triton"
+  done
+  timeout 40 "$atrex" eval kernels/faults/python/rms_norm_torch.py --operator rms_norm --backend cuda --shapes 15,5 --seeds 2 \
+    --out "$out/python-rms_norm-torch.jsonl" 2>&1 | grep -v '^  shape ' | tee -a "$out/python.txt" || rc=1
+  py_table "$out/python-rms_norm-torch.jsonl" rms_norm-torch-cuda
+  for cand in "kernels/python/rms_norm/generated_kernel.py" ""; do
+    echo "--- bench eval rms_norm ${cand:-native CUDA template}" | tee -a "$out/python.txt"
+    timeout 60 "$atrex" bench eval --operator rms_norm --backend cuda --shapes "${PY_BENCH_SHAPES:-smallest:2}" ${cand:+--candidate "$cand"} 2>&1 \
+      | tee -a "$out/python.txt" || rc=1
+  done
+  [ -n "${OUT:-}" ] && cp "$out/python.txt" "$OUT/"
 fi
 if want sandboxBench; then
   echo "=== sandbox: atrex bench eval, sandbox on vs off, twice each (target: within 10%)" | tee "$out/sandbox-bench.txt"

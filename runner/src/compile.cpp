@@ -11,6 +11,7 @@
 #include "atrex/common/json_io.h"
 #include "atrex/common/process/subprocess.h"
 #include "atrex/problems/suite.h"
+#include "atrex/runner/python_site.h"
 
 namespace atrex::runner {
 namespace fs = std::filesystem;
@@ -59,10 +60,71 @@ std::string random_suffix() {
   return fmt::format("{}.{:x}", ::getpid(), rng());
 }
 
+// A Python module (python_site.h): the site is probed (kUnavailable when it cannot run Python
+// candidates on the backend), the module's syntax checked by the site's compile(), and the
+// artifact is a folder <key>.py.d/ with the module under its own file name and site.json. The
+// key covers the backend, the site (interpreter, version, libpython, sys.path, torch, triton)
+// and the source.
+Result<CompileOutcome> compile_python(const fs::path& dir, const CandidateRef& cand,
+                                      double timeout_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ATREX_ASSIGN_OR_RETURN(std::string interpreter, python_interpreter());
+  ATREX_ASSIGN_OR_RETURN(PythonSite site, probe_python_site(interpreter));
+  ATREX_TRY(python_site_supports(site, cand.backend));
+  site.module = cand.file_name.empty() ? "generated_kernel.py" : cand.file_name;
+  if (site.module.find('/') != std::string::npos || site.module[0] == '.') {
+    return invalid_input(fmt::format("candidate file name \"{}\": a plain file name", site.module));
+  }
+  CompileOutcome out;
+  out.key = sha256_hex(fmt::format("python\n{}\n{}\n{}", backend_name(cand.backend),
+                                   to_json(site).dump(), cand.source));
+  const fs::path sub = dir / out.key.substr(0, 2);
+  const fs::path art = sub / (out.key + ".py.d");
+  const fs::path fail = sub / (out.key + ".fail");
+  std::error_code ec;
+  fs::create_directories(sub, ec);
+  if (ec)
+    return io_error(
+        fmt::format("{}: cannot create compile cache folder: {}", sub.string(), ec.message()));
+  if (fs::exists(art / "site.json", ec)) {
+    out.ok = true;
+    out.cache_hit = true;
+    out.library = art;
+  } else if (fs::exists(fail, ec)) {
+    out.cache_hit = true;
+    ATREX_ASSIGN_OR_RETURN(out.log, read_text_file(fail));
+  } else {
+    const std::string suffix = random_suffix();
+    ATREX_ASSIGN_OR_RETURN(PythonCompile c,
+                           check_python_module(site, cand.source, site.module,
+                                               sub / (out.key + "." + suffix + ".py"), timeout_s));
+    if (!c.ok) {
+      out.log = c.log;
+      ATREX_TRY(write_text_file_atomic(fail, out.log));
+    } else {
+      const fs::path tmp = sub / (out.key + "." + suffix + ".py.d");
+      fs::create_directories(tmp, ec);
+      if (ec) return io_error(fmt::format("{}: {}", tmp.string(), ec.message()));
+      ATREX_TRY(write_text_file_atomic(tmp / site.module, cand.source));
+      ATREX_TRY(write_text_file_atomic(tmp / "site.json", to_json(site).dump(2)));
+      fs::rename(tmp, art, ec);
+      if (ec && !fs::exists(art / "site.json")) {
+        return io_error(fmt::format("{}: cannot publish the module: {}", art.string(), ec.message()));
+      }
+      if (ec) fs::remove_all(tmp, ec);  // another runner published it first
+      out.ok = true;
+      out.library = art;
+    }
+  }
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
 }  // namespace
 
 Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std::string& arch,
                                              double timeout_s) {
+  if (is_python_candidate(cand)) return compile_python(dir_, cand, timeout_s);
   const auto t0 = std::chrono::steady_clock::now();
   const Toolchain& tc = toolchain(cand.backend);
   const std::string& compiler = tc.compiler();

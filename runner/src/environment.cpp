@@ -176,6 +176,8 @@ Result<Backend> backend_for_file(const BackendChoice& choice, const fs::path& fi
   if (choice.backend) return *choice.backend;
   const std::string ext = file.extension().string();
   if (auto b = backend_for_extension(ext)) return *b;
+  // A Python module (docs/python-candidates.md) runs where the machine says: cuda with a GPU.
+  if (ext == ".py") return backend_for_machine(choice);
   return invalid_input(fmt::format(
       "{}: cannot tell the backend from the extension \"{}\"; pass --backend", file.string(), ext));
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -158,6 +159,39 @@ TEST(KernelSymbols, NoKernelsInAHostLibraryAndNothingReportedForAnUnreadableOne)
   ChildShapeResponse resp;
   child::report_unlaunched_kernels(resp, "/nonexistent/candidate.so", {});
   EXPECT_FALSE(resp.unlaunched_kernels.has_value());
+}
+
+// Python candidates (docs/python-candidates.md): the kernels Triton compiled in this child are the
+// functions of the .cubin files under its TRITON_CACHE_DIR (a file that is no ELF counts by its
+// name); every other traced kernel is vendor time, and a cache folder that does not exist (no
+// Triton kernel compiled: a PyTorch fallback) gives dsl_share 0.
+TEST(KernelSymbols, TritonKernelsAreTheFunctionsOfTheCubinsInTheCacheFolder) {
+  const fs::path dir = fs::temp_directory_path() / ("atrex_triton_cache_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "ab");
+  fs::create_directories(dir / "cd");
+  fs::copy_file("/proc/self/exe", dir / "ab" / "k.cubin");  // an ELF that defines main
+  ASSERT_TRUE(write_text_file_atomic(dir / "cd" / "_silu_and_mul_rows.cubin", "not an ELF"));
+  ASSERT_TRUE(write_text_file_atomic(dir / "cd" / "_other.json", "{}"));
+  auto names = child::triton_kernel_names(dir.string());
+  ASSERT_TRUE(names) << names.error().message;
+  EXPECT_TRUE(names->count("main"));
+  EXPECT_TRUE(names->count("_silu_and_mul_rows"));
+  EXPECT_FALSE(names->count("_other"));
+  std::map<uint64_t, CallTrace> traces;
+  traces[0].kernels = {{"main", 3.0}, {"_silu_and_mul_rows", 1.0},
+                       {"_ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_", 4.0}};
+  ChildShapeResponse resp;
+  resp.timing = TimingSummary{};
+  child::attribute_python_kernels(resp, dir.string(), traces);
+  ASSERT_TRUE(resp.dsl_share);
+  EXPECT_DOUBLE_EQ(*resp.dsl_share, 0.5);
+  ASSERT_EQ(resp.timing->kernels.size(), 3u);
+  ChildShapeResponse fallback;
+  fallback.timing = TimingSummary{};
+  child::attribute_python_kernels(fallback, (dir / "missing").string(), traces);
+  ASSERT_TRUE(fallback.dsl_share);
+  EXPECT_EQ(*fallback.dsl_share, 0.0);
+  fs::remove_all(dir);
 }
 
 }  // namespace

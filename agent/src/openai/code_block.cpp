@@ -69,9 +69,10 @@ std::vector<CodeBlock> fenced_blocks(std::string_view text) {
   return out;
 }
 
-Extraction extract_candidate(std::string_view reply, Backend backend) {
+Extraction extract_candidate(std::string_view reply, Backend backend, bool python) {
   const std::vector<CodeBlock> blocks = fenced_blocks(reply);
-  const std::vector<std::string> tags = tags_for(backend);
+  const std::vector<std::string> tags =
+      python ? std::vector<std::string>{"python", "py", "python3"} : tags_for(backend);
   auto pick = [&](auto&& accept) -> const CodeBlock* {
     const CodeBlock* best = nullptr;
     for (const auto& b : blocks) {
@@ -92,7 +93,7 @@ Extraction extract_candidate(std::string_view reply, Backend backend) {
         "Your reply was cut off inside a code block (it never closed), so there is no complete "
         "candidate. Reply with the complete source file in one ```{} block and keep the prose "
         "short.",
-        fence_tag(backend));
+        python ? "python" : fence_tag(backend));
   } else if (!blocks.empty()) {
     std::string langs;
     for (const auto& b : blocks)
@@ -100,12 +101,12 @@ Extraction extract_candidate(std::string_view reply, Backend backend) {
     e.failure = fmt::format(
         "Your reply had code blocks ({}) but none in the backend's language. Reply with the "
         "complete source file in one ```{} block.",
-        langs, fence_tag(backend));
+        langs, python ? "python" : fence_tag(backend));
   } else {
     e.failure = fmt::format(
         "Your reply contained no fenced code block. Reply with the complete source file in one "
         "```{} block.",
-        fence_tag(backend));
+        python ? "python" : fence_tag(backend));
   }
   return e;
 }

@@ -35,6 +35,7 @@ struct Extraction {
 };
 
 // Applies the rule above. Pure.
-Extraction extract_candidate(std::string_view reply, Backend backend);
+// `python`: the target is a Python module (target.h): blocks tagged python / py.
+Extraction extract_candidate(std::string_view reply, Backend backend, bool python = false);
 
 }  // namespace atrex::agent::openai

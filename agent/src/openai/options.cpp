@@ -1,5 +1,7 @@
 #include "openai/options.h"
 
+#include "openai/target.h"
+
 #include <cstdlib>
 #include <regex>
 
@@ -60,7 +62,7 @@ Result<std::string> parse_key_env(const JsonField& f) {
 
 std::vector<std::string> option_keys() {
   return {"base_url",   "model",     "api_key_env", "temperature",
-          "max_tokens", "timeout_s", "max_retries", "price"};
+          "max_tokens", "timeout_s", "max_retries", "price", "target"};
 }
 
 Result<Json> parse_options(const JsonField& agent) {
@@ -103,6 +105,12 @@ Result<Json> parse_options(const JsonField& agent) {
     ATREX_TRY(parse_price(p, price));
     o["price"] = price;
   }
+  if (agent.has("target")) {
+    ATREX_ASSIGN_OR_RETURN(auto t, agent.at("target"));
+    ATREX_ASSIGN_OR_RETURN(Target target, parse_target(t));
+    // Only when not the default: sweep ids of sweeps without it stay as they were.
+    if (target != Target::kNative) o["target"] = target_name(target);
+  }
   return o;
 }
 
@@ -117,6 +125,7 @@ Json to_json(const OpenAiOptions& o) {
   if (!o.api_key_env.empty()) j["api_key_env"] = o.api_key_env;
   if (o.temperature) j["temperature"] = *o.temperature;
   if (o.max_tokens) j["max_tokens"] = *o.max_tokens;
+  if (o.target != "cuda") j["target"] = o.target;
   return j;
 }
 
@@ -132,6 +141,7 @@ Result<OpenAiOptions> options_from_json(const Json& options, const std::string& 
   ATREX_TRY(r.optional("max_retries", o.max_retries));
   Json price = Json::object();
   ATREX_TRY(r.optional("price", price));
+  ATREX_TRY(r.optional("target", o.target));
   ATREX_TRY(r.finish());
   o.prompt_usd_per_mtok = price.value("prompt_per_mtok", 0.0);
   o.completion_usd_per_mtok = price.value("completion_per_mtok", 0.0);

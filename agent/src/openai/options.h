@@ -32,6 +32,7 @@ struct OpenAiOptions {
   int max_retries = 4;
   double prompt_usd_per_mtok = 0;
   double completion_usd_per_mtok = 0;
+  std::string target = "cuda";  // what the model writes (target.h): cuda, triton or torch
 };
 
 // The sweep-file keys of an openai agent entry.

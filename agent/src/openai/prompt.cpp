@@ -105,7 +105,39 @@ std::optional<std::pair<std::string, std::string>> reference_source(const std::s
   return std::pair{"kernels/reference/" + path, std::string(*text)};
 }
 
-std::string system_message(Backend backend) {
+namespace {
+
+// The release's constraints (prompt/*/constraints.md), in atrex's words.
+std::string python_system_message(Backend backend, Target target) {
+  const std::string compute =
+      target == Target::kTriton
+          ? "Its main compute path is your own Triton kernels (`@triton.jit` functions launched "
+            "from `forward` with `kernel[grid](...)`): time in kernels Triton did not compile "
+            "(PyTorch's, cuBLAS's, cuDNN's) counts as a PyTorch fallback, not as your kernel."
+          : "Write it with PyTorch operations only (no custom kernels): this target measures a "
+            "PyTorch implementation, which counts as a fallback (DSL share 0).";
+  return fmt::format(
+      "You are an expert GPU kernel engineer. You write one candidate for one operator of the "
+      "Atrex-Bench suite at a time, and it is measured against the hardware roofline ({} "
+      "backend).\n\n"
+      "Produce exactly one complete Python file, generated_kernel.py, that defines `class "
+      "Model(torch.nn.Module)` with the reference's `__init__` and `forward` signature (given "
+      "below). {}\n\nRules: do not import or wrap the reference; no torch.compile, no CUDA "
+      "graphs, no new processes or threads; `forward` receives the inputs as tensors on the "
+      "device (contiguous, read-only: never write them) and returns the outputs (a tensor, or a "
+      "tuple in the order listed) with the listed shapes and dtypes.\n\n"
+      "Put the whole file in ONE fenced code block tagged ```python; keep explanations short "
+      "and outside the block. Each candidate is imported, checked on fresh random inputs against "
+      "the reference, and timed on the shapes listed; you then get the results and write an "
+      "improved complete file. Per shape, S_j = T_roofline / T (1.0 = at the roofline); the goal "
+      "is the highest median S_j with every shape correct.",
+      backend_name(backend), compute);
+}
+
+}  // namespace
+
+std::string system_message(Backend backend, Target target) {
+  if (is_python(target)) return python_system_message(backend, target);
   return fmt::format(
       "You are an expert GPU kernel engineer. You write one candidate kernel for one operator "
       "of the Atrex-Bench suite at a time, and it is measured against the hardware roofline.\n\n"
@@ -123,7 +155,10 @@ std::string system_message(Backend backend) {
       fmt::arg("lang", language(backend)), fmt::arg("fence", fence(backend)));
 }
 
-std::string problem_message(const ProposalContext& ctx, const std::vector<const KbNote*>& notes) {
+std::string problem_message(const ProposalContext& ctx, const std::vector<const KbNote*>& notes,
+                            Target target) {
+  const bool python = is_python(target);
+  const char* tag = python ? "python" : fence(ctx.backend);
   std::string s = fmt::format("# Operator `{}` ({} backend", ctx.op, backend_name(ctx.backend));
   if (ctx.task) s += fmt::format(", hardware profile {}", ctx.task->hardware);
   s += ")\n\n";
@@ -138,11 +173,18 @@ std::string problem_message(const ProposalContext& ctx, const std::vector<const 
         ctx.task->quick_settings.seeds, ctx.task->quick_settings.atol,
         ctx.task->quick_settings.rtol);
   }
+  if (python) {
+    const std::string sig = python_signature(ctx.op);
+    if (!sig.empty()) {
+      s += "\n## The reference's signature (your Model keeps it)\n\n" + block("python", sig);
+    }
+  }
   if (auto ref = reference_source(ctx.op, ctx.backend)) {
     s += fmt::format("\n## Reference semantics ({}: correct, not fast)\n\n", ref->first);
     s += block(ctx.backend == Backend::kCpu ? "cpp" : "cuda", ref->second);
   }
   for (const char* header : {"candidate.h", "candidate_util.h"}) {
+    if (python) break;
     if (auto text = find_embedded(abi_data::embedded_files(), header)) {
       s += fmt::format("\n## The candidate ABI: atrex/{}\n\n", header) + block("c", *text);
     }
@@ -163,10 +205,9 @@ std::string problem_message(const ProposalContext& ctx, const std::vector<const 
         ctx.direction || notes.empty()
             ? ""
             : fmt::format(" (for example: {})", notes[ctx.generation % notes.size()]->title));
-    s += block(fence(ctx.backend), ctx.best->source);
+    s += block(tag, ctx.best->source);
   }
-  s += fmt::format("\nWrite the candidate now: the complete file in one ```{} block.\n",
-                   fence(ctx.backend));
+  s += fmt::format("\nWrite the candidate now: the complete file in one ```{} block.\n", tag);
   return s;
 }
 
@@ -180,7 +221,7 @@ std::optional<Bottleneck> measured_bottleneck(const Attempt& attempt) {
 }
 
 std::string feedback_message(const Attempt& attempt, const ProposalContext& ctx,
-                             const std::vector<const KbNote*>& notes) {
+                             const std::vector<const KbNote*>& notes, Target target) {
   if (!attempt.failure.empty()) return attempt.failure;
   std::string s = fmt::format("Results of your candidate (iteration {}):\n", attempt.iteration);
   s += results_text(attempt, ctx);
@@ -188,7 +229,7 @@ std::string feedback_message(const Attempt& attempt, const ProposalContext& ctx,
   s += fmt::format("\n{} Reply with the complete new file in one ```{} block.\n",
                    attempt.correct ? "Make it faster while keeping every shape correct."
                                    : "Fix the candidate first: it must be correct on every shape.",
-                   fence(ctx.backend));
+                   is_python(target) ? "python" : fence(ctx.backend));
   return s;
 }
 

@@ -13,23 +13,27 @@
 
 #include "atrex/agent/knowledge_base.h"
 #include "atrex/agent/provider.h"
+#include "openai/target.h"
 
 namespace atrex::agent::openai {
 
 // The system message: one source file in the backend's language exporting the ABI entry point,
 // in one fenced block of that language.
-std::string system_message(Backend backend);
+// `target` (target.h): what the model writes; Python targets get the release's format.
+std::string system_message(Backend backend, Target target = Target::kNative);
 
 // The first user message of a generation's conversation. `notes` are the knowledge-base
 // excerpts to include.
-std::string problem_message(const ProposalContext& ctx, const std::vector<const KbNote*>& notes);
+std::string problem_message(const ProposalContext& ctx, const std::vector<const KbNote*>& notes,
+                            Target target = Target::kNative);
 
 // The feedback on the previous candidate (`attempt`): its failure text when it produced none;
 // else per shape the status, the compile error or the first wrong elements, the time, the
 // roofline time and S_j, the target-DSL share when measured; the summary and the best so far.
 // `notes`: knowledge-base excerpts newly relevant (a measured bottleneck), appended.
 std::string feedback_message(const Attempt& attempt, const ProposalContext& ctx,
-                             const std::vector<const KbNote*>& notes);
+                             const std::vector<const KbNote*>& notes,
+                             Target target = Target::kNative);
 
 // The body of feedback_message without its request for a reply: per shape the status, errors,
 // times, roofline time and S_j, the compiler's message, the summary and the best so far (what

@@ -24,15 +24,15 @@ std::string trimmed(const std::string& s, size_t n) {
 // One generation's conversation. Not thread-safe (one provider per agent task).
 class OpenAiProvider final : public Provider {
  public:
-  OpenAiProvider(ChatClient client, const KnowledgeBase& kb)
-      : client_(std::move(client)), kb_(kb) {}
+  OpenAiProvider(ChatClient client, const KnowledgeBase& kb, Target target)
+      : client_(std::move(client)), kb_(kb), target_(target) {}
   std::string name() const override { return "openai"; }
 
   Result<std::optional<Proposal>> propose(const ProposalContext& ctx) override {
     if (messages_.empty()) {
       start(ctx);
     } else if (reply_needs_feedback_ && !ctx.memory->empty()) {
-      add_user(openai::feedback_message(ctx.memory->back(), ctx, new_notes(ctx)));
+      add_user(openai::feedback_message(ctx.memory->back(), ctx, new_notes(ctx), target_));
     }
     reply_needs_feedback_ = false;
     Proposal p;
@@ -49,14 +49,14 @@ class OpenAiProvider final : public Provider {
     reply_needs_feedback_ = true;
     p.provenance["finish_reason"] = reply->finish_reason;
     p.rationale = trimmed(reply->content, 2000);
-    openai::Extraction ex = openai::extract_candidate(reply->content, ctx.backend);
+    openai::Extraction ex = openai::extract_candidate(reply->content, ctx.backend, is_python(target_));
     if (!ex.source) {
       p.failure = std::move(ex.failure);
       return std::optional<Proposal>{std::move(p)};
     }
     p.source = std::move(*ex.source);
     p.file_name = fmt::format("{}_g{}_i{}{}", ctx.op, ctx.generation, ctx.iteration,
-                              source_extension(ctx.backend));
+                              candidate_extension(target_, ctx.backend));
     return std::optional<Proposal>{std::move(p)};
   }
 
@@ -66,8 +66,8 @@ class OpenAiProvider final : public Provider {
     auto notes = kb_.select(family_, ctx.backend, std::nullopt, kProblemNotes);
     for (const KbNote* n : notes) sent_notes_.insert(n->path);
     messages_ = Json::array();
-    messages_.push_back(Json{{"role", "system"}, {"content", openai::system_message(ctx.backend)}});
-    add_user(openai::problem_message(ctx, notes));
+    messages_.push_back(Json{{"role", "system"}, {"content", openai::system_message(ctx.backend, target_)}});
+    add_user(openai::problem_message(ctx, notes, target_));
   }
 
   // Notes for a bottleneck the last candidate's measurements show, not sent yet.
@@ -87,6 +87,7 @@ class OpenAiProvider final : public Provider {
 
   ChatClient client_;
   const KnowledgeBase& kb_;
+  Target target_ = Target::kNative;
   std::string family_;
   Json messages_ = Json::array();
   bool reply_needs_feedback_ = false;  // the last reply is answered by the next user message
@@ -108,8 +109,9 @@ class OpenAiFactory final : public ProviderFactory {
         openai::options_from_json(spec.options, "agent " + spec.name + " options"));
     ATREX_ASSIGN_OR_RETURN(std::string key, openai::api_key_from_env(o, spec.name));
     ATREX_ASSIGN_OR_RETURN(http::Client http, http::Client::create());
+    const Target target = target_of(spec.options);
     return std::unique_ptr<Provider>(std::make_unique<OpenAiProvider>(
-        ChatClient(std::move(o), std::move(key), std::move(http), deps_), kb_));
+        ChatClient(std::move(o), std::move(key), std::move(http), deps_), kb_, target));
   }
 
  private:

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -22,7 +23,7 @@ Status failed(const char* what, int rc) {
 
 }  // namespace
 
-Status install_candidate_seccomp() {
+Status install_candidate_seccomp(bool allow_new_processes) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     return io_error(fmt::format("prctl(PR_SET_NO_NEW_PRIVS): {}", std::strerror(errno)));
   }
@@ -73,16 +74,20 @@ Status install_candidate_seccomp() {
                                             "open_by_handle_at",
                                             "personality"};
   for (const char* name : kDenied) {
+    if (allow_new_processes && (std::string_view(name) == "fork" || std::string_view(name) == "vfork"))
+      continue;
     const int nr = seccomp_syscall_resolve_name(name);
     if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
     if (int rc = seccomp_rule_add(ctx.get(), deny, nr, 0); rc != 0) return failed(name, rc);
   }
   // New processes: clone without CLONE_THREAD (fork, posix_spawn); clone3 hides its flags in
   // memory, so it answers ENOSYS and the C library falls back to clone.
-  if (int rc = seccomp_rule_add(ctx.get(), deny, SCMP_SYS(clone), 1,
-                                SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
-      rc != 0) {
-    return failed("clone", rc);
+  if (!allow_new_processes) {
+    if (int rc = seccomp_rule_add(ctx.get(), deny, SCMP_SYS(clone), 1,
+                                  SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+        rc != 0) {
+      return failed("clone", rc);
+    }
   }
   if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0); rc != 0) {
     return failed("clone3", rc);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -109,7 +110,12 @@ int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
   ::signal(SIGPIPE, SIG_IGN);
   // The device is set up (context, runtime threads); from here on the candidate may run.
   if (task.seccomp) {
-    if (auto s = install_candidate_seccomp(); !s) {
+    // A Python candidate on a GPU keeps process creation: Triton's JIT runs ptxas and the C
+    // compiler (docs/python-candidates.md "Sandbox").
+    std::error_code ec;
+    const bool jit = std::filesystem::is_directory(task.library, ec) &&
+                     device.dl_device().device_type != kDLCPU;
+    if (auto s = install_candidate_seccomp(jit); !s) {
       fmt::print(stderr, "the evaluation child refuses to run the candidate: {}\n",
                  s.error().message);
       return 5;
@@ -182,7 +188,7 @@ int child_main(int argc, char** argv, ChildDevice& device) {
       fmt::print(stderr, "a task's results go to --response-fd, never to a file\n");
       return 2;
     }
-    auto loader = child::make_shared_object_loader();
+    auto loader = child::make_candidate_loader();
     child::JudgeLink judge(args.judge_out_fd, args.judge_in_fd, args.shared_fd);
     return run_child_task(*request->task, device, *loader, judge, args.response_fd, args.stop_fd);
   }

@@ -2,6 +2,7 @@
 #include "kernel_checks.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <vector>
 
@@ -39,9 +40,10 @@ std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& tr
   return std::nullopt;
 }
 
-void attribute_kernels(ChildShapeResponse& resp, const std::string& library,
-                       const std::map<uint64_t, CallTrace>& traces) {
-  auto symbols = defined_function_symbols(library);
+namespace {
+
+void attribute_to(ChildShapeResponse& resp, const Result<std::set<std::string>>& symbols,
+                  const std::map<uint64_t, CallTrace>& traces) {
   std::set<std::string> own_keys;
   if (symbols) {
     for (const auto& s : *symbols) own_keys.insert(kernel_key(s));
@@ -64,6 +66,37 @@ void attribute_kernels(ChildShapeResponse& resp, const std::string& library,
   for (const auto& [name, v] : per_kernel) {
     resp.timing->kernels.push_back(KernelShare{name, v.first / total, v.second});
   }
+}
+
+}  // namespace
+
+void attribute_kernels(ChildShapeResponse& resp, const std::string& library,
+                       const std::map<uint64_t, CallTrace>& traces) {
+  attribute_to(resp, defined_function_symbols(library), traces);
+}
+
+Result<std::set<std::string>> triton_kernel_names(const std::string& cache_dir) {
+  namespace fs = std::filesystem;
+  std::set<std::string> names;
+  std::error_code ec;
+  if (cache_dir.empty()) return names;
+  if (!fs::is_directory(cache_dir, ec)) return names;  // no Triton kernel compiled: share 0
+  for (auto it = fs::recursive_directory_iterator(cache_dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() != ".cubin") continue;
+    auto symbols = defined_function_symbols(it->path());
+    if (symbols && !symbols->empty()) {
+      names.insert(symbols->begin(), symbols->end());
+    } else {
+      names.insert(it->path().stem().string());
+    }
+  }
+  return names;
+}
+
+void attribute_python_kernels(ChildShapeResponse& resp, const std::string& triton_cache_dir,
+                              const std::map<uint64_t, CallTrace>& traces) {
+  attribute_to(resp, triton_kernel_names(triton_cache_dir), traces);
 }
 
 std::string kernel_template(const std::string& key) {

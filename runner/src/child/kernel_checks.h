@@ -32,6 +32,14 @@ std::optional<Failure> check_kernel_sets(const std::map<uint64_t, CallTrace>& tr
 void attribute_kernels(ChildShapeResponse& resp, const std::string& library,
                        const std::map<uint64_t, CallTrace>& traces);
 
+// Target-DSL attribution of a Python candidate: its own kernels are the ones Triton compiled in
+// this process, i.e. the functions of every .cubin under `triton_cache_dir` (the per-task
+// TRITON_CACHE_DIR, loader.h python_triton_cache_dir()); torch's, cuBLAS's and cuDNN's kernels
+// make up the rest. A candidate without Triton kernels (a PyTorch fallback) gets dsl_share 0.
+Result<std::set<std::string>> triton_kernel_names(const std::string& triton_cache_dir);
+void attribute_python_kernels(ChildShapeResponse& resp, const std::string& triton_cache_dir,
+                              const std::map<uint64_t, CallTrace>& traces);
+
 // The template a demangled kernel name instantiates: the qualified name without template
 // arguments or parameters ("(anonymous namespace)::k<4>(float*)" -> "{anon}::k").
 std::string kernel_template(const std::string& key);

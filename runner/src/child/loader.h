@@ -16,6 +16,10 @@ namespace atrex::runner::child {
 struct LoadedCandidate {
   AtrexCandidateRunFn run = nullptr;
   AtrexCandidateErrorFn error_message = nullptr;  // may be null
+  // Python candidates: tells the embedding layer which outputs start as an input's values
+  // (TensorSpec::initial_from): forward gets that output's buffer in the input's place.
+  void (*set_inplace)(const int* output_index, const int* input_index, int n) = nullptr;
+  bool python = false;
 };
 
 class CandidateLoader {
@@ -29,5 +33,16 @@ class CandidateLoader {
 
 // dlopen(RTLD_NOW | RTLD_LOCAL) and the C-linkage symbols of atrex/candidate.h.
 std::unique_ptr<CandidateLoader> make_shared_object_loader();
+
+// Both kinds: a Python artifact folder (its site.json: python_site.h) goes to the embedded
+// Python (the site's libpython with RTLD_GLOBAL, then libatrex-python-shim.so from this
+// executable's folder, which imports the module: docs/python-candidates.md); anything else to
+// the shared-object loader. A Python candidate is loaded once per process; later shapes get the
+// same entry points (or the same load error).
+std::unique_ptr<CandidateLoader> make_candidate_loader();
+
+// Where the embedded Python's Triton caches its compiled kernels in this process (per task:
+// $TMPDIR/atrex-triton-<pid>), or empty when no Python candidate was loaded.
+const std::string& python_triton_cache_dir();
 
 }  // namespace atrex::runner::child

@@ -238,7 +238,9 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     }
   }
   resp.timing = timing_summary(samples, method);
-  if (cupti) {
+  if (cupti && python_) {
+    attribute_python_kernels(resp, python_triton_cache_dir(), traces);
+  } else if (cupti) {
     attribute_kernels(resp, task_.library, traces);
     report_unlaunched_kernels(resp, task_.library, traces);
   }

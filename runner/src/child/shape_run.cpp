@@ -39,6 +39,21 @@ std::optional<Failure> ShapeRun::execute(ChildShapeResponse& resp) {
   }
   entry_ = loaded->run;
   error_fn_ = loaded->error_message;
+  python_ = loaded->python;
+  if (loaded->set_inplace) {
+    // Outputs that start as an input's values stand in for that input in forward's arguments.
+    std::vector<int> outs, ins;
+    for (size_t o = 0; o < def->outputs.size(); ++o) {
+      const std::string& from = def->outputs[o].initial_from;
+      if (from.empty()) continue;
+      for (size_t i = 0; i < def->inputs.size(); ++i) {
+        if (def->inputs[i].name != from) continue;
+        outs.push_back(static_cast<int>(o));
+        ins.push_back(static_cast<int>(i));
+      }
+    }
+    loaded->set_inplace(outs.data(), ins.data(), static_cast<int>(outs.size()));
+  }
   {
     auto p = phases_.scope("setup");
     if (auto f = allocate()) return f;
@@ -75,7 +90,11 @@ std::optional<Failure> ShapeRun::execute(ChildShapeResponse& resp) {
     }
   }
   if (!performance) return std::nullopt;
-  return measure(resp, atol, rtol);
+  auto measured = measure(resp, atol, rtol);
+  // No target DSL compiles for the CPU (Triton, Gluon, CuteDSL and FlyDSL target GPUs): a Python
+  // candidate timed on the cpu backend is a PyTorch fallback by construction.
+  if (!measured && python_ && dev_.dl_device().device_type == kDLCPU) resp.dsl_share = 0.0;
+  return measured;
 }
 
 // One more checked call on inputs drawn as for `seed` (mixed, so not the seed's own values) with

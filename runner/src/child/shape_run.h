@@ -93,6 +93,7 @@ class ShapeRun {
   problems::ResolvedShape shape_;
   AtrexCandidateRunFn entry_ = nullptr;
   AtrexCandidateErrorFn error_fn_ = nullptr;
+  bool python_ = false;  // a Python module through the embedding layer (loader.h)
   std::unique_ptr<LaunchBuilder> launch_;
   PhaseClock phases_;
   // The timed calls' input sets (see measure): rotation_in_[0] is pristine_in_ (the last

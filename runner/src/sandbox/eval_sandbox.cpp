@@ -7,6 +7,8 @@
 #include <sstream>
 #include <thread>
 
+#include "atrex/runner/python_site.h"
+
 namespace atrex::runner {
 namespace fs = std::filesystem;
 
@@ -43,6 +45,24 @@ SandboxView eval_sandbox_view(Backend backend, const fs::path& child_binary,
   if (const fs::path c = fs::weakly_canonical(child_binary, ec); !ec && c != child_binary)
     v.read_only.push_back(c);
   if (!library.empty()) v.read_only.push_back(library);
+  // A Python candidate (python_site.h): the embedding layer next to the child, the site's
+  // libpython and its trees (base_prefix, every sys.path entry: a venv's site-packages, torch,
+  // triton), read-only, at their resolved paths too.
+  if (auto site = python_artifact_site(library)) {
+    auto bind = [&](const fs::path& p) {
+      if (p.empty() || !p.is_absolute() || !fs::exists(p, ec)) return;
+      v.read_only.push_back(p);
+      if (const fs::path c = fs::canonical(p, ec); !ec && c != p) v.read_only.push_back(c);
+    };
+    bind(child_binary.parent_path() / "libatrex-python-shim.so");
+    bind(fs::weakly_canonical(child_binary, ec).parent_path() / "libatrex-python-shim.so");
+    bind(site->libpython);
+    bind(site->home);
+    // Debian's BLAS/LAPACK (numpy's, torch's) are reached through update-alternatives links
+    // (/usr/lib/<arch>/libblas.so.3 -> /etc/alternatives/...): without them torch does not import.
+    bind("/etc/alternatives");
+    for (const auto& p : site->sys_path) bind(p);
+  }
   add_path_list("LD_LIBRARY_PATH", v.read_only);
   add_path_list("ATREX_SANDBOX_BIND", v.read_only);
   if (backend == Backend::kCpu) {

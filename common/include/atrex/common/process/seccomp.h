@@ -22,6 +22,9 @@
 namespace atrex {
 
 // kIo naming the libseccomp call that failed (the child then refuses to run the candidate).
-Status install_candidate_seccomp();
+// `allow_new_processes`: fork, vfork and clone without CLONE_THREAD stay allowed (Python
+// candidates on a GPU: Triton's JIT runs ptxas and the C compiler for its launcher; the new
+// processes stay in the sandbox's namespaces and cgroup and die with the child's group).
+Status install_candidate_seccomp(bool allow_new_processes = false);
 
 }  // namespace atrex
