@@ -171,6 +171,11 @@ const std::map<std::string, std::string> kSmallCpuShapes = {
      R"({"0": {"init_kwargs": {"num_experts": 8, "intermediate_size": 256, "top_k": 2},
          "input_kwargs": {"token_count": 37, "hidden_size": 384, "intermediate_size": 256,
          "num_experts": 8, "top_k": 2}}})"},
+    // moe_sum_reduce's released shapes are all 8 x 2048 x 4000+ tokens (65M+ elements): minutes
+    // for its 10+ CPU corners. 301 tokens, a scale off 1 and top_k 8 (k_streams' largest K).
+    {"moe_sum_reduce",
+     R"({"0": {"init_kwargs": {"routed_scaling_factor": 2.5},
+         "input_kwargs": {"token_count": 301, "top_k": 8, "hidden_size": 2048}}})"},
     // gated_rms_norm's released shapes are 190k-350k rows of 128 (17M+ elements).
     {"gated_rms_norm",
      R"({"0": {"init_kwargs": {"eps": 1e-06, "norm_before_gate": true, "activation": "silu"},
