@@ -356,6 +356,7 @@ void add_bench_commands(CLI::App& app, GlobalOptions& g, int& rc) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   qc->add_option("--max-length", q.max_length, "Queue bound (backpressure) during the run")
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000'000}))
       ->capture_default_str();
   qc->add_flag("--no-redis-benchmark", q.skip_redis_benchmark,
                "Do not run redis-benchmark for comparison");

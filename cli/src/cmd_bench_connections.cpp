@@ -275,6 +275,7 @@ void add_bench_connections_command(CLI::App& bench, int& rc) {
       ->capture_default_str();
   cc->add_option("--batch", c.batch, "Tasks per enqueue / claim / ack call")->capture_default_str();
   cc->add_option("--seconds", c.seconds, "Measured seconds per point and mode")
+      ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
   cc->add_option("--rate", c.rate,
                  "Tasks/s offered for the latency column (0: half the peak with no idle worker)")

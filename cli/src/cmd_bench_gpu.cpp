@@ -338,7 +338,8 @@ void add_gpu_bench_commands(CLI::App& bench, GlobalOptions& g, int& rc) {
   ec->add_option("--seeds", e.seeds, "Correctness seeds per shape")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  ec->add_option("--device", e.device, "GPU index")->capture_default_str();
+  ec->add_option("--device", e.device, "GPU index")
+      ->check(CLI::Range(0, 1023))->capture_default_str();
   add_no_sandbox_flag(*ec, e.no_sandbox);
   ec->add_flag("--json", g.json, "Machine-readable output (atrex.bench-eval/1)");
   ec->callback([&] { rc = run_bench_eval(g, e); });

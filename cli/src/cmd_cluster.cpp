@@ -333,7 +333,8 @@ void add_cluster_commands(CLI::App& sweep, GlobalOptions& g, int& rc) {
   auto* wait_cmd =
       sweep.add_subcommand("wait", "Wait for a submitted sweep, then write and print its reports");
   wait_cmd->add_option("results", dir, "The sweep's results folder")->required();
-  wait_cmd->add_option("--timeout", timeout_s, "Give up after this many seconds (exit 1)");
+  wait_cmd->add_option("--timeout", timeout_s, "Give up after this many seconds (exit 1)")
+      ->check(CLI::Range(0, 10'000'000));
   wait_cmd->add_flag("--json", g.json, "Print the atrex.report/1 JSON");
   wait_cmd->add_option(
       "--metrics-listen", wait_metrics_listen,

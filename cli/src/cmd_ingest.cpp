@@ -133,11 +133,14 @@ void add_ingest_commands(CLI::App& app, GlobalOptions& g, int& rc) {
   cmd->add_option("--rules", a->rules, "rules.yaml (default: the shipped rules)");
   cmd->add_option("--out", a->out, "Suite folder to write")->required();
   cmd->add_option("--shape-coverage", a->coverage,
-                  "Hot shapes cover this share of a family's GPU time")->capture_default_str();
+                  "Hot shapes cover this share of a family's GPU time")
+      ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
   cmd->add_option("--max-shapes", a->max_shapes, "At most this many shapes per operator")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cmd->add_option("--top-unmapped", a->top_unmapped, "Unmapped kernels listed in the report")
+      ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   cmd->add_flag("--json", g.json, "Print the coverage report as JSON (atrex.ingest-coverage/1)");
   cmd->callback([a, &g, &rc] { rc = run_ingest(*a, g); });

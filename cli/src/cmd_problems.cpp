@@ -360,7 +360,9 @@ void add_problems_commands(CLI::App& app, GlobalOptions& g, int& rc) {
                  "smallest larger ones) or "
                  "comma-separated shape ids")
       ->capture_default_str();
-  dp->add_option("--seed", d.seed, "Seed of the input generators")->capture_default_str();
+  dp->add_option("--seed", d.seed, "Seed of the input generators (0 to 2^32-1)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{0xFFFFFFFF}))
+      ->capture_default_str();
   dp->add_option("--backend", d.backend,
                  "cpu or cuda: where inputs are drawn and the reference runs")
       ->capture_default_str();

@@ -109,7 +109,9 @@ void add_problems_signal_command(CLI::App& problems, GlobalOptions& g, int& rc) 
   s->add_option("--shapes", a.shapes,
                 "`all`, `smallest[:N]` or comma-separated shape ids (as `atrex eval --shapes`)")
       ->capture_default_str();
-  s->add_option("--seed", a.seed, "Seed of the input generators")->capture_default_str();
+  s->add_option("--seed", a.seed, "Seed of the input generators (0 to 2^32-1)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{0xFFFFFFFF}))
+      ->capture_default_str();
   s->add_option("--atol", a.atol, "Absolute tolerance (the operator's override wins)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
