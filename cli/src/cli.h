@@ -33,6 +33,10 @@ void add_roofline_command(CLI::App& app, GlobalOptions& g, int& rc);
 void add_hardware_commands(CLI::App& app, GlobalOptions& g, int& rc);
 void add_eval_command(CLI::App& app, GlobalOptions& g, int& rc);
 void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc);
+
+// The backend of a candidate file: `flag` (auto, cpu, cuda, hip; auto: from the extension,
+// runner::backend_for_file). kInvalidInput naming --backend or the file.
+Result<Backend> backend_for(const std::string& flag, const std::string& file);
 // `bench queue` (and the other benchmarks that print their figures).
 void add_bench_commands(CLI::App& app, GlobalOptions& g, int& rc);
 // `bench timing` and `bench eval`, under `bench`.
