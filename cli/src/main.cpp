@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "atrex/common/build_info.h"
 #include "atrex/common/log.h"
 #include "cli.h"
 
@@ -232,7 +233,7 @@ int main(int argc, char** argv) {
       "against the "
       "hardware roofline (S_j, S_i, S_agg)."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "atrex 0.1.0");
+  app.set_version_flag("--version", atrex::build_info_line());
   atrex::cli::GlobalOptions g;
   std::string log_level = "info";
   app.add_option("--suite", g.suite_dir,

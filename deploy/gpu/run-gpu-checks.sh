@@ -252,8 +252,10 @@ if want sweep; then
   # view with CUPTI's target-DSL shares) and the JUnit file of the same sweep (docs/reports.md).
   cp results/gpu-sweep/report.html "$out/sweep-report.html" 2>/dev/null
   cp results/gpu-sweep/junit.xml "$out/sweep-junit.xml" 2>/dev/null
+  # The manifest: what produced the results (the builds entry: atrex commit, nvcc and its flags).
+  cp results/gpu-sweep/manifest.json "$out/sweep-manifest.json" 2>/dev/null
   [ -n "${OUT:-}" ] && cp "$out/sweep.txt" "$out/sweep-report.md" "$out/sweep-report.html" \
-    "$out/sweep-junit.xml" "$OUT/" 2>/dev/null
+    "$out/sweep-junit.xml" "$out/sweep-manifest.json" "$OUT/" 2>/dev/null
 fi
 if want daemon; then
   echo "=== runner daemon through Redis: illegal address, hang, out-of-memory (deploy/gpu/daemon-faults.yaml)"

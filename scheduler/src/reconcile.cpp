@@ -7,6 +7,7 @@
 #include "atrex/agent/audit_trail.h"
 #include "atrex/common/wire/final_marker.h"
 #include "atrex/common/wire/keys.h"
+#include "atrex/scheduler/build_record.h"
 
 namespace atrex::scheduler {
 namespace fs = std::filesystem;
@@ -41,7 +42,9 @@ Result<Manifest> open_results_dir(const Manifest& resolved,
     m.redis = old.redis;
     m.cluster = old.cluster;
     m.workers = old.workers;
+    m.builds = old.builds;
   }
+  record_build(m.builds, current_build_record(m.backend));
   if (update) update(m);
   ATREX_TRY(write_manifest_file(dir, m));
   return m;

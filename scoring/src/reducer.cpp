@@ -103,6 +103,7 @@ ReducedSweep& Reducer::sweep_for(const Manifest& manifest, const std::string& so
   sum.backend = backend_name(manifest.backend);
   sum.device = manifest.device;
   sum.status = sweep_status_name(manifest.status);
+  for (const auto& b : manifest.builds) sum.builds.push_back(describe(b));
   sum.finals_expected =
       static_cast<int64_t>(manifest.agents.size() * manifest.operators.size());
   sweeps_.push_back(std::move(s));

@@ -181,6 +181,17 @@ RegressResult regress(const std::vector<const ReducedSweep*>& baselines,
     nights.push_back(index_of(*b, keep));
     for (const auto& [k, _] : nights.back()) keys.insert(k);
   }
+  for (const ReducedSweep* b : baselines) {
+    const auto& bb = b->manifest.builds;
+    const auto& cb = current.manifest.builds;
+    if (bb.empty() || cb.empty()) continue;
+    std::string diff = candidate_compiler_difference(bb.back(), cb.back());
+    if (!diff.empty()) {
+      res.warnings.push_back(fmt::format("baseline {} and the current folder were compiled "
+                                         "differently ({}): a change may be the compiler's",
+                                         b->summary.source, diff));
+    }
+  }
   auto cur = index_of(current, keep);
   for (const auto& [k, _] : cur) keys.insert(k);
   for (const auto& k : keys) {
@@ -259,6 +270,7 @@ Json to_json(const RegressResult& r) {
               {"flaky", r.flaky},
               {"unchanged", r.unchanged},
               {"new", r.fresh},
+              {"warnings", r.warnings},
               {"changes", changes}};
 }
 
@@ -270,6 +282,7 @@ std::string render_markdown(const RegressResult& r) {
       r.regressions ? "REGRESSION" : "no regression", markdown_cell(r.current), r.baselines.size(),
       r.options.alpha, 100 * r.options.min_effect, 100 * r.options.flaky_spread, r.regressions,
       r.improvements, r.flaky, r.unchanged, r.fresh);
+  for (const auto& w : r.warnings) md += "> warning: " + markdown_cell(w) + "\n\n";
   md += "| verdict | agent | operator | shape | baseline µs | current µs | ratio | interval | "
         "p (slower) | night spread | note |\n|---|---|---|---|---:|---:|---:|---|---:|---:|---|\n";
   for (const auto& c : r.changes) {

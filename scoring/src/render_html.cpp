@@ -340,6 +340,12 @@ std::string render_html(const Report& rep) {
         esc(s.sweep_id), esc(s.name), esc(s.status), esc(s.hardware), esc(s.backend),
         esc(s.device), s.finals_found, s.finals_expected, s.records_read, s.duplicates_dropped);
   }
+  for (const auto& s : rep.sweeps) {
+    for (size_t i = 0; i < s.builds.size(); ++i) {
+      h += fmt::format("<li>{} <code>{}</code>: {}</li>", i == 0 ? "built by" : "resumed by",
+                       esc(s.sweep_id), esc(s.builds[i]));
+    }
+  }
   for (const auto& b : rep.baselines) {
     h += fmt::format("<li>baseline <b>{}</b>: <code>{}</code> (sweep {})</li>", esc(b.label),
                      esc(b.source), esc(b.sweep_id));

@@ -204,6 +204,12 @@ std::string render_markdown(const Report& report) {
                         s.finals_found, s.finals_expected);
     }
   }
+  for (const auto& s : report.sweeps) {
+    for (size_t i = 0; i < s.builds.size(); ++i) {
+      md += fmt::format("- {} `{}`: {}\n", i == 0 ? "built by" : "resumed by", s.sweep_id,
+                        markdown_cell(s.builds[i]));
+    }
+  }
   for (const auto& b : report.baselines) {
     md += fmt::format("- baseline `{}`: `{}`\n", markdown_cell(b.label), markdown_cell(b.source));
   }

@@ -62,7 +62,8 @@ Json sweep_json(const SweepSummary& s) {
               {"backend", s.backend},            {"device", s.device},
               {"status", s.status},              {"records_read", s.records_read},
               {"lines_read", s.lines_read},      {"duplicates_dropped", s.duplicates_dropped},
-              {"finals_expected", s.finals_expected}, {"finals_found", s.finals_found}};
+              {"finals_expected", s.finals_expected}, {"finals_found", s.finals_found},
+              {"builds", s.builds}};
 }
 
 }  // namespace
@@ -145,6 +146,7 @@ Result<void> read_value(const JsonField& f, SweepSummary& s) {
   ATREX_TRY(r.required("duplicates_dropped", s.duplicates_dropped));
   ATREX_TRY(r.required("finals_expected", s.finals_expected));
   ATREX_TRY(r.required("finals_found", s.finals_found));
+  ATREX_TRY(r.optional("builds", s.builds));  // absent in reports of atrex before 2026-12
   return r.finish();
 }
 

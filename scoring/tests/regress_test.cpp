@@ -3,6 +3,7 @@
 // was correct may silently disappear.
 #include <gtest/gtest.h>
 
+#include "atrex/common/json_io.h"
 #include "atrex/scoring/regress.h"
 #include "fixture_writer.h"
 
@@ -143,6 +144,37 @@ TEST_F(RegressTest, OptionsOutOfRangeNameTheFlag) {
   auto v = validate(o);
   ASSERT_FALSE(v);
   EXPECT_NE(v.error().message.find("--alpha"), std::string::npos);
+}
+
+// Gives the results folder's manifest one build entry whose candidate compiler is `version`.
+void set_build(const fs::path& folder, const std::string& version) {
+  auto j = read_json_file(folder / "manifest.json");
+  ASSERT_TRUE(j) << j.error().message;
+  BuildRecord b;
+  b.atrex_version = "0.1.0";
+  b.commit = "2618e7b4c1d2";
+  b.host = "node1";
+  b.candidate_compiler = "/usr/local/cuda/bin/nvcc";
+  b.candidate_compiler_version = version;
+  b.candidate_arch = "sm_90a";
+  b.candidate_flags = {"-O3", "-I/opt/atrex/share/atrex/include"};
+  (*j)["builds"] = Json::array({to_json(b)});
+  ASSERT_TRUE(write_text_file_atomic(folder / "manifest.json", j->dump(2)));
+}
+
+TEST_F(RegressTest, NightsCompiledByAnotherCandidateCompilerAreNamedInAWarning) {
+  const fs::path mon = night("mon", 1.0), wed = night("wed", 1.0, 40, EvalStatus::kOk, 9);
+  set_build(mon, "Cuda compilation tools, release 12.8, V12.8.93");
+  set_build(wed, "Cuda compilation tools, release 13.0, V13.0.88");
+  auto r = compare({mon}, wed);
+  ASSERT_EQ(r.warnings.size(), 1u) << render_markdown(r);
+  EXPECT_NE(r.warnings[0].find("release 12.8"), std::string::npos) << r.warnings[0];
+  EXPECT_NE(r.warnings[0].find("release 13.0"), std::string::npos) << r.warnings[0];
+  EXPECT_NE(render_markdown(r).find("> warning: baseline"), std::string::npos);
+  EXPECT_EQ(to_json(r)["warnings"].size(), 1u);
+  // The same compiler on both sides (another include folder aside): no warning.
+  set_build(mon, "Cuda compilation tools, release 13.0, V13.0.88");
+  EXPECT_TRUE(compare({mon}, wed).warnings.empty());
 }
 
 }  // namespace

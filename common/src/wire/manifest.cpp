@@ -1,5 +1,7 @@
 #include "atrex/common/wire/manifest.h"
 
+#include <fmt/format.h>
+
 #include "atrex/common/wire/reader.h"
 
 namespace atrex {
@@ -110,6 +112,85 @@ Result<void> read_value(const JsonField& f, SweepStatus& out) {
                    sweep_status_name, "running, submitted, interrupted, cancelled or complete");
 }
 
+bool BuildRecord::same_build(const BuildRecord& o) const {
+  return atrex_version == o.atrex_version && commit == o.commit && build_type == o.build_type &&
+         cxx_compiler == o.cxx_compiler && cxx_flags == o.cxx_flags &&
+         cuda_compiler == o.cuda_compiler && host == o.host &&
+         candidate_compiler == o.candidate_compiler &&
+         candidate_compiler_version == o.candidate_compiler_version &&
+         candidate_arch == o.candidate_arch && candidate_flags == o.candidate_flags;
+}
+
+Json to_json(const BuildRecord& b) {
+  return Json{{"atrex_version", b.atrex_version},
+              {"commit", b.commit},
+              {"build_type", b.build_type},
+              {"cxx_compiler", b.cxx_compiler},
+              {"cxx_flags", b.cxx_flags},
+              {"cuda_compiler", b.cuda_compiler},
+              {"host", b.host},
+              {"recorded_at", b.recorded_at},
+              {"candidate_compiler", b.candidate_compiler},
+              {"candidate_compiler_version", b.candidate_compiler_version},
+              {"candidate_arch", b.candidate_arch},
+              {"candidate_flags", b.candidate_flags}};
+}
+
+namespace {
+
+std::string flags_line(const std::vector<std::string>& flags) {
+  std::string out;
+  for (const auto& f : flags) {
+    if (f.rfind("-I", 0) == 0) continue;  // the staged include folder: a path, not a choice
+    if (!out.empty()) out += ' ';
+    out += f;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string describe(const BuildRecord& b) {
+  return fmt::format("atrex {} ({}, {}) on {}; candidates: {} [{}] {}", b.atrex_version, b.commit,
+                     b.build_type.empty() ? "no build type" : b.build_type, b.host,
+                     b.candidate_compiler_version, b.candidate_arch, flags_line(b.candidate_flags));
+}
+
+std::string candidate_compiler_difference(const BuildRecord& a, const BuildRecord& b) {
+  std::vector<std::string> parts;
+  if (a.candidate_compiler_version != b.candidate_compiler_version) {
+    parts.push_back(fmt::format("candidate compiler \"{}\" vs \"{}\"", a.candidate_compiler_version,
+                                b.candidate_compiler_version));
+  }
+  if (a.candidate_arch != b.candidate_arch) {
+    parts.push_back(fmt::format("arch {} vs {}", a.candidate_arch, b.candidate_arch));
+  }
+  if (flags_line(a.candidate_flags) != flags_line(b.candidate_flags)) {
+    parts.push_back(fmt::format("flags \"{}\" vs \"{}\"", flags_line(a.candidate_flags),
+                                flags_line(b.candidate_flags)));
+  }
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
+Result<void> read_value(const JsonField& f, BuildRecord& out) {
+  ATREX_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::open(f));
+  ATREX_TRY(r.required("atrex_version", out.atrex_version));
+  ATREX_TRY(r.required("commit", out.commit));
+  ATREX_TRY(r.required("build_type", out.build_type));
+  ATREX_TRY(r.required("cxx_compiler", out.cxx_compiler));
+  ATREX_TRY(r.required("cxx_flags", out.cxx_flags));
+  ATREX_TRY(r.required("cuda_compiler", out.cuda_compiler));
+  ATREX_TRY(r.required("host", out.host));
+  ATREX_TRY(r.required("recorded_at", out.recorded_at));
+  ATREX_TRY(r.required("candidate_compiler", out.candidate_compiler));
+  ATREX_TRY(r.required("candidate_compiler_version", out.candidate_compiler_version));
+  ATREX_TRY(r.required("candidate_arch", out.candidate_arch));
+  ATREX_TRY(r.required("candidate_flags", out.candidate_flags));
+  return r.finish();
+}
+
 std::vector<std::string> Manifest::agent_names() const {
   std::vector<std::string> out;
   for (const auto& a : agents) out.push_back(a.name);
@@ -159,6 +240,11 @@ Json to_json(const Manifest& m) {
   opt("redis", m.redis);
   if (m.cluster) j["cluster"] = to_json(*m.cluster);
   if (m.workers) j["workers"] = to_json(*m.workers);
+  if (!m.builds.empty()) {
+    Json builds = Json::array();
+    for (const auto& b : m.builds) builds.push_back(to_json(b));
+    j["builds"] = builds;
+  }
   return j;
 }
 
@@ -196,6 +282,7 @@ Result<Manifest> manifest_from_json(const Json& j, const std::string& source) {
     return cluster_options_from_json(c, {}, Completeness::kComplete);
   }));
   ATREX_TRY(r.optional("workers", m.workers));
+  ATREX_TRY(r.optional("builds", m.builds));
   ATREX_TRY(r.finish());
   return m;
 }

@@ -1,5 +1,5 @@
 // atrex-template: dequant_mma
-// atrex-description: grouped GEMMs over the routed tokens on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulators) with the fp8 operands dequantised on the way into shared memory: one block aligns the (token, expert) pairs into per-expert runs padded to the row tile (shared histogram and scan), the gate-up GEMM loads each run's fp8 hidden rows and the expert's fp8 gate and up rows into registers one K tile ahead (16-byte loads), scales them by a_scale and fc1_scale (every 32-wide K tile lies in one 128-block) and stores bf16 into a 2-stage ring read by ldmatrix, so silu(gate) * up is formed in registers and stored once as bf16; the down GEMM does the same with w2 and fc2_scale, adds topk_weight * y into an fp32 sum with atomics, and a last pass casts the sum to e4m3; the routing-size class picks the row tile: 16-row tiles when the average routed rows per expert is at most SMALL_ROWS, else 64-row tiles
+// atrex-description: grouped GEMMs over the routed tokens on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulators) with the fp8 operands entering them undequantised (every e4m3 value is exact in bf16) and the block scales applied per K block, as block-scaled fp8 GEMMs do: one block aligns the (token, expert) pairs into per-expert runs padded to the row tile (shared histogram and scan), the gate-up GEMM loads each run's fp8 hidden rows and the expert's fp8 gate and up rows into registers one K tile ahead (16-byte loads) and stores them as bf16 into a 2-stage ring read by ldmatrix, sums each 128-wide K block on its own and folds it in times a_scale and fc1_scale, so silu(gate) * up is formed in registers and stored once as fp32; the down GEMM splits that fp32 intermediate into bf16 hi + lo (two MMAs, 16 mantissa bits) against the exact w2, folds fc2_scale per K block, adds topk_weight * y into an fp32 sum with atomics, and a last pass casts the sum to e4m3; the routing-size class picks the row tile: 16-row tiles when the average routed rows per expert is at most SMALL_ROWS, else 64-row tiles
 // atrex-param: SMALL_ROWS = 16 | 0, 16
 #ifndef SMALL_ROWS
 #define SMALL_ROWS 16
@@ -120,8 +120,9 @@ __global__ void __launch_bounds__(kAlignThreads)
 
 // ---- the grouped GEMM tile ------------------------------------------------------------------
 
-// 16 e4m3 values (one uint4) times `scale` -> 16 bf16 (two uint4).
-__device__ __forceinline__ void dequant16(const uint4& v, float scale, uint4 (&o)[2]) {
+// 16 e4m3 values (one uint4) -> 16 bf16 (two uint4), exactly: every e4m3 value, subnormals
+// included, is a bf16 value (3 mantissa bits of 7), so the tensor-core products are exact.
+__device__ __forceinline__ void fp8x16_to_bf16(const uint4& v, uint4 (&o)[2]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
   uint32_t r[8];
 #pragma unroll
@@ -131,7 +132,7 @@ __device__ __forceinline__ void dequant16(const uint4& v, float scale, uint4 (&o
       const __half2_raw hr =
           __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[i] >> (16 * h)), __NV_E4M3);
       const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
-      const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+      const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
       r[i * 2 + h] = *reinterpret_cast<const uint32_t*>(&b);
     }
   }
@@ -139,26 +140,46 @@ __device__ __forceinline__ void dequant16(const uint4& v, float scale, uint4 (&o
   o[1] = make_uint4(r[4], r[5], r[6], r[7]);
 }
 
-// C[BM, kBN] = A[BM, K] . B[kBN, K]^T for one row tile of one expert run, both operands staged
-// as bf16. kGateUp: A = fp8 hidden rows (a_scale), B rows [0, 64) gate rows n0 + i and [64, 128)
-// up rows N + n0 + i - 64 of w1 (fc1_scale); the epilogue writes silu(gate) * up as bf16 into
-// inter. Else A = inter (bf16), B = w2 rows n0 + i (fc2_scale); the epilogue adds
-// topk_weight * C into acc_out.
+// 4 fp32 -> hi = bf16(v) and lo = bf16(v - hi) (4 bf16 each): hi + lo carries 16 mantissa bits,
+// so a product with an exact bf16 operand is within 2^-17 of the fp32 one.
+__device__ __forceinline__ void split4(const uint4& v, uint2& hi, uint2& lo) {
+  const float f[4] = {__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z),
+                      __uint_as_float(v.w)};
+  __nv_bfloat162 h[2], l[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    const float2 hf = __bfloat1622float2(h[i]);
+    l[i] = __floats2bfloat162_rn(f[2 * i] - hf.x, f[2 * i + 1] - hf.y);
+  }
+  hi = make_uint2(*reinterpret_cast<const uint32_t*>(&h[0]), *reinterpret_cast<const uint32_t*>(&h[1]));
+  lo = make_uint2(*reinterpret_cast<const uint32_t*>(&l[0]), *reinterpret_cast<const uint32_t*>(&l[1]));
+}
+
+// C[BM, kBN] = A[BM, K] . B[kBN, K]^T for one row tile of one expert run. The fp8 operands enter
+// the tensor cores undequantised (exact in bf16); each K block of the scales (bk for w1, bn for
+// w2: whole K tiles) is summed on its own in fp32 and folded into the result times its scales,
+// as block-scaled fp8 GEMMs do (and as exact as the reference's fp32 products).
+// kGateUp: A = fp8 hidden rows (a_scale per row and K block), B rows [0, 64) gate rows n0 + i and
+// [64, 128) up rows N + n0 + i - 64 of w1 (fc1_scale); the epilogue writes silu(gate) * up as
+// fp32 into inter. Else A = inter (fp32, split into bf16 hi + lo: two MMAs), B = w2 rows n0 + i
+// (fc2_scale); the epilogue adds topk_weight * C into acc_out.
 template <int BM, bool kGateUp>
 __global__ void __launch_bounds__(kThreads)
     gemm_kernel(const uint8_t* __restrict__ x, const float* __restrict__ a_scale,
-                const bf16* __restrict__ inter_in, const uint8_t* __restrict__ w,
+                const float* __restrict__ inter_in, const uint8_t* __restrict__ w,
                 const float* __restrict__ w_scale, const int32_t* __restrict__ sorted,
                 const int32_t* __restrict__ run_expert, const int32_t* __restrict__ len_ptr,
-                const float* __restrict__ topk_w, bf16* __restrict__ inter,
+                const float* __restrict__ topk_w, float* __restrict__ inter,
                 float* __restrict__ acc_out, int K, int b_rows, int N, int H, int top_k,
                 int pairs, int bn, int bk) {
   constexpr int WARPS_M = BM >= 64 ? 2 : 1, WARPS_N = 4 / WARPS_M;
   constexpr int WM = BM / WARPS_M, MF = WM / 16;
   constexpr int WN = kBN / WARPS_N, NF = WN / 8;
-  constexpr int kStageElems = (BM + kBN) * kRow;
-  // Per thread and K tile: A chunks of 16 fp8 (gate-up) or 8 bf16 (down), B chunks of 16 fp8.
-  constexpr int kAChunks = kGateUp ? BM * 2 : BM * 4;
+  constexpr int kARows = kGateUp ? BM : 2 * BM;  // down: hi rows, then lo rows
+  constexpr int kStageElems = (kARows + kBN) * kRow;
+  // Per thread and K tile: A chunks of 16 fp8 (gate-up) or 4 fp32 (down), B chunks of 16 fp8.
+  constexpr int kAChunks = kGateUp ? BM * 2 : BM * 8;
   constexpr int kAPer = (kAChunks + kThreads - 1) / kThreads;
   constexpr int kBPer = kBN * 2 / kThreads;
   __shared__ alignas(128) bf16 smem[2 * kStageElems];
@@ -178,40 +199,34 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const uint8_t* wb = w + static_cast<int64_t>(e) * b_rows * K;
   // Scale rows: w1 [2N/bn, H/bk] per expert (row block, k block); w2 [H/bk, N/bn].
-  const int kblocks = kGateUp ? K / bk : K / bn;
+  const int kblock = kGateUp ? bk : bn;  // K per scale block
+  const int kblocks = K / kblock;
   const float* wsb = w_scale + static_cast<int64_t>(e) * (b_rows / (kGateUp ? bn : bk)) * kblocks;
   uint4 ra[kAPer], rb[kBPer];
-  float sa[kAPer], sb[kBPer];
   auto brow_global = [&](int r) {
     return kGateUp ? (r < kBN / 2 ? n0 + r : N + n0 + r - kBN / 2) : n0 + r;
   };
   auto fetch = [&](int kt) {
     const int k0 = kt * kBK;
-    const int kb = k0 / (kGateUp ? bk : bn);
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
       const int c = t + i * kThreads;
       ra[i] = make_uint4(0, 0, 0, 0);
-      sa[i] = 0.f;
       if (c < kAChunks) {
         if (kGateUp) {
           const int r = c >> 1, ch = c & 1;
-          if (tok[r] >= 0) {
+          if (tok[r] >= 0)
             ra[i] = __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(tok[r]) * K + k0 + ch * 16));
-            sa[i] = __ldg(a_scale + static_cast<int64_t>(tok[r]) * (K / bk) + k0 / bk);
-          }
         } else {
-          const int r = c >> 2, ch = c & 3;
-          ra[i] = __ldg(reinterpret_cast<const uint4*>(inter_in + static_cast<int64_t>(tile * BM + r) * K + k0 + ch * 8));
+          const int r = c >> 3, ch = c & 7;
+          ra[i] = __ldg(reinterpret_cast<const uint4*>(inter_in + static_cast<int64_t>(tile * BM + r) * K + k0 + ch * 4));
         }
       }
     }
 #pragma unroll
     for (int i = 0; i < kBPer; ++i) {
       const int c = t + i * kThreads, r = c >> 1, ch = c & 1;
-      const int g = brow_global(r);
-      rb[i] = __ldg(reinterpret_cast<const uint4*>(wb + static_cast<int64_t>(g) * K + k0 + ch * 16));
-      sb[i] = __ldg(wsb + static_cast<int64_t>(g / (kGateUp ? bn : bk)) * kblocks + kb);
+      rb[i] = __ldg(reinterpret_cast<const uint4*>(wb + static_cast<int64_t>(brow_global(r)) * K + k0 + ch * 16));
     }
   };
   auto store = [&](int stage) {
@@ -223,37 +238,65 @@ __global__ void __launch_bounds__(kThreads)
       if (kGateUp) {
         const int r = c >> 1, ch = c & 1;
         uint4 o[2];
-        dequant16(ra[i], sa[i], o);
+        fp8x16_to_bf16(ra[i], o);
         *reinterpret_cast<uint4*>(st + r * kRow + ch * 16) = o[0];
         *reinterpret_cast<uint4*>(st + r * kRow + ch * 16 + 8) = o[1];
       } else {
-        const int r = c >> 2, ch = c & 3;
-        *reinterpret_cast<uint4*>(st + r * kRow + ch * 8) = ra[i];
+        const int r = c >> 3, ch = c & 7;
+        uint2 hi, lo;
+        split4(ra[i], hi, lo);
+        *reinterpret_cast<uint2*>(st + r * kRow + ch * 4) = hi;
+        *reinterpret_cast<uint2*>(st + (BM + r) * kRow + ch * 4) = lo;
       }
     }
 #pragma unroll
     for (int i = 0; i < kBPer; ++i) {
       const int c = t + i * kThreads, r = c >> 1, ch = c & 1;
       uint4 o[2];
-      dequant16(rb[i], sb[i], o);
-      *reinterpret_cast<uint4*>(st + (BM + r) * kRow + ch * 16) = o[0];
-      *reinterpret_cast<uint4*>(st + (BM + r) * kRow + ch * 16 + 8) = o[1];
+      fp8x16_to_bf16(rb[i], o);
+      *reinterpret_cast<uint4*>(st + (kARows + r) * kRow + ch * 16) = o[0];
+      *reinterpret_cast<uint4*>(st + (kARows + r) * kRow + ch * 16 + 8) = o[1];
     }
   };
-  float acc[MF][NF][4];
+  float acc[MF][NF][4], part[MF][NF][4];
 #pragma unroll
   for (int i = 0; i < MF; ++i)
 #pragma unroll
     for (int j = 0; j < NF; ++j)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = part[i][j][q] = 0.f;
   auto brow = [&](int f) {
     if (kGateUp)
       return f < NF / 2 ? wn * (WN / 2) + f * 8 : kBN / 2 + wn * (WN / 2) + (f - NF / 2) * 8;
     return wn * WN + f * 8;
   };
+  const int g = lane >> 2, q = lane & 3;
+  // acc += part * scale(row) * scale(column) for K block kb; part = 0. A fragment column pair
+  // (q * 2, q * 2 + 1) lies in one row block of w (bn, bk >= 32).
+  auto fold = [&](int kb) {
+    float sa[MF][2];
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = wm * WM + i * 16 + g + h * 8;
+        sa[i][h] = kGateUp ? (tok[m] >= 0 ? __ldg(a_scale + static_cast<int64_t>(tok[m]) * kblocks + kb) : 0.f) : 1.f;
+      }
+#pragma unroll
+    for (int f = 0; f < NF; ++f) {
+      const int gr = brow_global(brow(f) + q * 2);
+      const float sb = __ldg(wsb + static_cast<int64_t>(gr / (kGateUp ? bn : bk)) * kblocks + kb);
+#pragma unroll
+      for (int i = 0; i < MF; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          acc[i][f][c] = fmaf(part[i][f][c], sa[i][c >> 1] * sb, acc[i][f][c]);
+          part[i][f][c] = 0.f;
+        }
+    }
+  };
   const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const int ktiles = K / kBK;
+  const int ktiles = K / kBK, tiles_per_block = kblock / kBK;
   fetch(0);
   store(0);
   __syncthreads();
@@ -263,35 +306,40 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t st = sbase + (kt & 1) * kStageElems * 2;
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
-      uint32_t af[MF][4];
+      uint32_t af[MF][4], al[MF][4];
 #pragma unroll
       for (int i = 0; i < MF; ++i) {
         const int r = wm * WM + i * 16 + (lane & 15);
         ldsm_x4(af[i], st + (r * kRow + kk + (lane >> 4) * 8) * 2);
+        if (!kGateUp) ldsm_x4(al[i], st + ((BM + r) * kRow + kk + (lane >> 4) * 8) * 2);
       }
 #pragma unroll
       for (int f = 0; f < NF; f += 2) {
         uint32_t bfr[4];
-        const int r = BM + brow(f) + (lane & 7) + ((lane >> 4) << 3);
+        const int r = kARows + brow(f) + (lane & 7) + ((lane >> 4) << 3);
         ldsm_x4(bfr, st + (r * kRow + kk + ((lane >> 3) & 1) * 8) * 2);
 #pragma unroll
         for (int i = 0; i < MF; ++i) {
-          mma_bf16(acc[i][f], af[i], bfr[0], bfr[1]);
-          mma_bf16(acc[i][f + 1], af[i], bfr[2], bfr[3]);
+          mma_bf16(part[i][f], af[i], bfr[0], bfr[1]);
+          mma_bf16(part[i][f + 1], af[i], bfr[2], bfr[3]);
+          if (!kGateUp) {
+            mma_bf16(part[i][f], al[i], bfr[0], bfr[1]);
+            mma_bf16(part[i][f + 1], al[i], bfr[2], bfr[3]);
+          }
         }
       }
     }
+    if ((kt + 1) % tiles_per_block == 0) fold(kt / tiles_per_block);
     if (more) store((kt + 1) & 1);
     __syncthreads();
   }
-  const int g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int i = 0; i < MF; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int m = wm * WM + i * 16 + g + h * 8;
       if (kGateUp) {
-        bf16* dst = inter + static_cast<int64_t>(tile * BM + m) * N + n0;
+        float* dst = inter + static_cast<int64_t>(tile * BM + m) * N + n0;
 #pragma unroll
         for (int f = 0; f < NF / 2; ++f) {
           const int col = wn * (WN / 2) + f * 8 + q * 2;
@@ -299,9 +347,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const float gt = acc[i][f][h * 2 + c], up = acc[i][f + NF / 2][h * 2 + c];
-            v[c] = gt / (1.f + __expf(-gt)) * up;
+            v[c] = gt / (1.f + expf(-gt)) * up;
           }
-          *reinterpret_cast<__nv_bfloat162*>(dst + col) = __floats2bfloat162_rn(v[0], v[1]);
+          *reinterpret_cast<float2*>(dst + col) = make_float2(v[0], v[1]);
         }
       } else {
         const int p = pair_of[m];
@@ -350,7 +398,7 @@ int run(const Problem& P, cudaStream_t s) {
   const int64_t tiles = (max_len + BM - 1) / BM;
   const size_t ids_bytes = static_cast<size_t>((max_len + tiles + 1 + 63) / 64 * 64) * 4;
   const size_t sum_bytes = static_cast<size_t>((P.T * P.H + 63) / 64 * 64) * sizeof(float);
-  const size_t need = ids_bytes + sum_bytes + static_cast<size_t>(tiles * BM) * P.N * sizeof(bf16);
+  const size_t need = ids_bytes + sum_bytes + static_cast<size_t>(tiles * BM) * P.N * sizeof(float);
   if (need > g_ws.bytes) {
     if (g_ws.p) cudaFree(g_ws.p);
     g_ws = Workspace{};
@@ -362,7 +410,7 @@ int run(const Problem& P, cudaStream_t s) {
   int32_t* run_expert = sorted + max_len;
   int32_t* len = run_expert + tiles;
   auto* sum = reinterpret_cast<float*>(static_cast<char*>(g_ws.p) + ids_bytes);
-  auto* inter = reinterpret_cast<bf16*>(static_cast<char*>(g_ws.p) + ids_bytes + sum_bytes);
+  auto* inter = reinterpret_cast<float*>(static_cast<char*>(g_ws.p) + ids_bytes + sum_bytes);
   cudaMemsetAsync(sum, 0, static_cast<size_t>(P.T * P.H) * sizeof(float), s);
   align_kernel<<<1, kAlignThreads, 0, s>>>(P.ids, sorted, run_expert, len, static_cast<int>(pairs),
                                            static_cast<int>(P.E), BM);

@@ -22,7 +22,8 @@ using ProgressFn = std::function<void(const std::string&)>;
 
 // Creates the results folder `resolved.output` and writes its manifest.json: the resolved sweep,
 // with the lifecycle of the manifest already there (launcher state, start times) kept, then
-// `update` applied. A folder that holds a different sweep (another id) is refused
+// `update` applied; this atrex build and candidate compiler are appended to `builds` when they
+// differ from the last entry (build_record.h). A folder that holds a different sweep (another id) is refused
 // (kInvalidInput, naming both ids).
 Result<Manifest> open_results_dir(const Manifest& resolved,
                                   const std::function<void(Manifest&)>& update);

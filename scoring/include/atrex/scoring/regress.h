@@ -67,6 +67,9 @@ struct RegressResult {
   RegressOptions options;
   std::vector<ShapeChange> changes;    // sorted by agent, operator, shape
   int regressions = 0, improvements = 0, flaky = 0, unchanged = 0, fresh = 0;
+  // Comparisons across builds whose candidate compilers differ (manifest builds): a change may
+  // be the compiler's rather than the kernel's. One line per baseline night that differs.
+  std::vector<std::string> warnings;
 };
 
 // Compares the sweeps a Reducer read (each baseline night its own sweep; the current one too).

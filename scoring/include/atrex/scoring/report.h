@@ -61,6 +61,9 @@ struct SweepSummary {
   int64_t duplicates_dropped = 0;   // entries whose key an earlier source already gave
   int64_t finals_expected = 0;      // agents x operators of its manifest
   int64_t finals_found = 0;         // atrex.final/1 markers read
+  // The builds that wrote its results (wire/manifest.h describe(BuildRecord)), oldest first;
+  // empty for manifests written before atrex recorded them.
+  std::vector<std::string> builds;
 };
 
 // A baseline folder (reference kernels, a previous night): its best S_i per operator and its

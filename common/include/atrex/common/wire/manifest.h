@@ -73,6 +73,37 @@ struct WorkersRecord {
 Json to_json(const WorkersRecord& w);
 Result<void> read_value(const JsonField& f, WorkersRecord& out);
 
+// One build of atrex and one candidate compiler that wrote into a sweep's results (the issue:
+// a results folder says what produced it). The scheduler appends an entry when it creates or
+// resumes a sweep and the entry differs from the last one (recorded_at aside), so results of a
+// sweep resumed by another atrex, or with another compiler, show it. The candidate compiler is
+// the one the sweep's backend uses on the host that wrote the entry (cluster runners resolve
+// $CXX / $CUDACXX / $HIPCC on their own nodes: runner/include/atrex/runner/toolchain.h).
+struct BuildRecord {
+  std::string atrex_version;  // project version, e.g. "0.1.0"
+  std::string commit;         // git describe at build time ("...-dirty": built from changed files)
+  std::string build_type;     // CMAKE_BUILD_TYPE
+  std::string cxx_compiler;   // the compiler atrex was built with, "GNU 12.2.0 (/usr/bin/c++)"
+  std::string cxx_flags;      // and its flags
+  std::string cuda_compiler;  // nvcc atrex's CUDA child was built with; "" without CUDA
+  std::string host;           // where the entry was written
+  std::string recorded_at;    // UTC, ISO 8601
+  std::string candidate_compiler;          // the program candidates are compiled with
+  std::string candidate_compiler_version;  // first line of its --version (or why unavailable)
+  std::string candidate_arch;              // "native", "sm_90a", "gfx942"
+  std::vector<std::string> candidate_flags;  // argv after the program, less source and output
+  // Same build and compiler, whatever the time it was recorded.
+  bool same_build(const BuildRecord& o) const;
+};
+Json to_json(const BuildRecord& b);
+// One line for reports: "atrex 0.1.0 (2618e7b4c1d2, RelWithDebInfo) on host; candidates:
+// <compiler version line> [<arch>] <flags less -I>".
+std::string describe(const BuildRecord& b);
+// What differs between two builds' candidate compilers ("" when none): "candidate compiler
+// version: A vs B; flags: ... vs ...". Timing comparisons across such builds compare compilers too.
+std::string candidate_compiler_difference(const BuildRecord& a, const BuildRecord& b);
+Result<void> read_value(const JsonField& f, BuildRecord& out);
+
 // "running" (a local sweep, or workers started), "submitted" (queued, workers not yet
 // started), "interrupted" (a local sweep stopped by a signal), "cancelled", "complete".
 enum class SweepStatus { kRunning, kSubmitted, kInterrupted, kCancelled, kComplete };
@@ -106,6 +137,9 @@ struct Manifest {
   std::optional<std::string> redis;
   std::optional<ClusterOptions> cluster;
   std::optional<WorkersRecord> workers;
+  // The builds that wrote into these results, oldest first (empty in manifests written before
+  // atrex recorded them).
+  std::vector<BuildRecord> builds;
 
   // Names of the agents and of the operators, in order.
   std::vector<std::string> agent_names() const;
