@@ -69,6 +69,15 @@ TEST_F(ReportCli, SweepRunWritesTheHtmlAndJunitReportsToo) {
   const std::string junit = read(root() / "a" / "junit.xml");
   EXPECT_NE(junit.find("name=\"rms_norm\""), std::string::npos) << junit.substr(0, 400);
   EXPECT_NE(junit.find("failures=\"0\""), std::string::npos) << junit.substr(0, 400);
+  // What produced the results: this atrex and the cpu candidates' compiler, in the manifest and
+  // in the report people read.
+  auto m = read_json_file(root() / "a" / "manifest.json");
+  ASSERT_TRUE(m) << m.error().message;
+  ASSERT_EQ((*m)["builds"].size(), 1u) << m->dump(1);
+  EXPECT_EQ((*m)["builds"][0]["candidate_arch"], "native");
+  const std::string md = read(root() / "a" / "report.md");
+  EXPECT_NE(md.find("- built by `"), std::string::npos) << md.substr(0, 600);
+  EXPECT_NE(md.find("candidates: "), std::string::npos) << md.substr(0, 600);
 }
 
 TEST_F(ReportCli, TheSameKernelsMeasuredTwiceAreNoRegression) {

@@ -77,7 +77,7 @@ int cpu_templates_pass_on_variant_shapes(const std::string& file) {
 // The long-tail operators' parameters that no released shape exercises (kernels/variants/
 // tail_shapes.json: GPT-J and interleaved mrope, partial rotary dims, group-limited routing, 60
 // and 300 experts, conv width 3 with rows shorter than a pack, group sizes that force scalar
-// paths) (deploy/gpu/tail-variants.sh runs the CUDA templates on them on a GPU). About 30 s on
+// paths) (deploy/gpu/run-gpu-checks.sh tailVariants runs the CUDA templates on them on a GPU). About 30 s on
 // 2 cores: 14 compiles, tiny shapes.
 TEST(TemplatesIntegration, CpuTailTemplatesPassTheGatesOnVariantShapes) {
   EXPECT_GE(cpu_templates_pass_on_variant_shapes("tail_shapes.json"), 14)
@@ -89,7 +89,7 @@ TEST(TemplatesIntegration, CpuTailTemplatesPassTheGatesOnVariantShapes) {
 // that are not a multiple of a vector or tile (100, 200, 999, 1001), rank-3 layer_norm input,
 // value dims that end mid column block (40, 48, 96), key_dim 64 and 200, GQA groups of 3,
 // two batch entries, use_qk_l2norm off, partial last chunks, chunk_size 32
-// (deploy/gpu/delta-norm-templates.sh --variants runs the CUDA templates on them). 82 s for the
+// (deploy/gpu/run-gpu-checks.sh deltaNorm -- --variants runs the CUDA templates on them). 82 s for the
 // 12 templates on this 2-core VM at load ~15 (12 compiles, tiny shapes).
 TEST(TemplatesIntegration, CpuDeltaNormTemplatesPassTheGatesOnVariantShapes) {
   EXPECT_GE(cpu_templates_pass_on_variant_shapes("delta_norm_shapes.json"), 12)

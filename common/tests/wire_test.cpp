@@ -315,51 +315,6 @@ TEST(Wire, ModelUsageRoundTripsAndIsOptionalInTasksAndFinalMarkers) {
   EXPECT_TRUE(final_marker_from_json(old_final, "final"));
 }
 
-TEST(Wire, ManifestRoundTripsWithLifecycleAndWorkers) {
-  Manifest m;
-  m.sweep_id = "0123456789ab";
-  m.name = "s";
-  m.backend = Backend::kCuda;
-  m.hardware.name = "H200-SXM";
-  m.hardware.p_peak = {{"bf16_tc", 9.89e14}};
-  m.agents = {AgentSpec{.name = "search"}};
-  m.operators = {OperatorPlan{"rms_norm", {"0", "1"}, {"0"}}};
-  m.status = SweepStatus::kRunning;
-  m.redis_url = "redis://:pw@h:1/0";
-  m.cluster = ClusterOptions{};
-  m.cluster->launcher = Launcher::kSlurm;
-  m.workers =
-      WorkersRecord{Launcher::kSlurm, "", {}, {SlurmRole{.role = "runner", .job_ids = {"12"}}}};
-  auto back = manifest_from_json(to_json(m), "manifest.json");
-  ASSERT_TRUE(back) << back.error().message;
-  EXPECT_EQ(back->backend, Backend::kCuda);
-  EXPECT_EQ(back->operator_names(), std::vector<std::string>{"rms_norm"});
-  ASSERT_TRUE(back->cluster && back->workers);
-  EXPECT_EQ(back->cluster->launcher, Launcher::kSlurm);
-  EXPECT_EQ(back->workers->roles.at(0).job_ids, std::vector<std::string>{"12"});
-  EXPECT_FALSE(back->started_at);
-  Json j = to_json(m);
-  j["cluster"].erase("prefetch");  // a manifest's cluster options are complete
-  auto bad = manifest_from_json(j, "manifest.json");
-  ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("\"cluster.prefetch\" is missing"), std::string::npos);
-}
-
-TEST(Wire, PartialClusterOptionsKeepTheBaseAndAreRangeChecked) {
-  ClusterOptions base;
-  base.runners = 4;
-  Json j = Json{{"prefetch", 0}, {"launcher", "slurm"}};
-  auto o = cluster_options_from_json(JsonField(j, "sweep.yaml", "cluster"), base);
-  ASSERT_TRUE(o) << o.error().message;
-  EXPECT_EQ(o->runners, 4);
-  EXPECT_EQ(o->prefetch, 0);
-  EXPECT_EQ(o->launcher, Launcher::kSlurm);
-  Json bad = Json{{"prefetch", 99}};
-  auto b = cluster_options_from_json(JsonField(bad, "sweep.yaml", "cluster"), base);
-  ASSERT_FALSE(b);
-  EXPECT_NE(b.error().message.find("cluster.prefetch"), std::string::npos) << b.error().message;
-}
-
 TEST(Wire, KeysAreTheSharedNames) {
   EXPECT_EQ(record_key("t", "3"), "t/3");
   EXPECT_EQ(final_key("a", "rms_norm"), "final/a/rms_norm");

@@ -47,7 +47,12 @@
 #            default smallest:2). Needs bin/libatrex-python-shim.so next to atrex-eval-cuda.
 #   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
 #   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|attacks|fresh|python|all]...
+#   moe, deltaNorm, tailVariants (named only, not part of `all`): the CUDA templates of the
+#            MoE family (fused_moe, fp8_blockscale_fused_moe, the routing operators, topk_filter;
+#            timed, 2 seeds), of the delta-rule and norm operators (`-- --variants` on variant
+#            shapes) and of the long tail on variant shapes (deploy/gpu/steps/*.sh; operators
+#            after `--` limit them, e.g. `run-gpu-checks.sh moe -- fp8_blockscale_fused_moe`).
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|attacks|fresh|python|moe|deltaNorm|tailVariants|all]... [-- step arguments]
 #   variants: VARIANTS="op/name:P=V,P=V[@ids] ..." templates at chosen parameters (1 seed, timing
 #          only), on VARIANT_SHAPES (default all) or an entry's own @ids.
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
@@ -62,9 +67,16 @@ export LD_LIBRARY_PATH="$root/.gpu-bundle/lib:/usr/local/cuda/lib64:/usr/local/c
 # The compile cache bundle.sh filled (warm start), else a fresh one.
 if [ -d "$root/.gpu-bundle/cache" ]; then export ATREX_CACHE_DIR="$root/.gpu-bundle/cache"; else export ATREX_CACHE_DIR=/tmp/atrex-cache; fi
 atrex="$root/build/release/bin/atrex"
-steps=("$@")
+# Steps before `--`, the arguments of the template steps (moe, deltaNorm, tailVariants) after it.
+steps=() step_args=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = -- ]; then shift; step_args=("$@"); break; fi
+  steps+=("$1"); shift
+done
 [ ${#steps[@]} -eq 0 ] && steps=(all)
 want() { for s in "${steps[@]}"; do [ "$s" = all ] || [ "$s" = "$1" ] && return 0; done; return 1; }
+# Steps `all` leaves out (minutes each): only when named.
+named() { for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 # A redis-server for the cluster steps (daemon, twogpu): the Debian build's, from bundle.sh.
 rdir=/tmp/atrex-gpu-redis port=${GPU_REDIS_PORT:-6399}
 start_redis() {
@@ -493,6 +505,19 @@ if want xcheck; then
   echo "=== xcheck: CUDA references vs independent PyTorch implementations"
   deploy/gpu/xcheck.sh || rc=1
   cp /tmp/atrex-xcheck.txt "$out/xcheck.txt" 2>/dev/null
+fi
+# The template families' own runs (deploy/gpu/steps/): named steps only, arguments after `--`.
+if named moe; then
+  echo "=== MoE-family CUDA templates (steps/moe-templates.sh ${step_args[*]})"
+  bash "$root/deploy/gpu/steps/moe-templates.sh" "${step_args[@]}" || rc=1
+fi
+if named deltaNorm; then
+  echo "=== delta-rule and norm CUDA templates (steps/delta-norm-templates.sh ${step_args[*]})"
+  bash "$root/deploy/gpu/steps/delta-norm-templates.sh" "${step_args[@]}" || rc=1
+fi
+if named tailVariants; then
+  echo "=== long-tail CUDA templates on variant shapes (steps/tail-variants.sh ${step_args[*]})"
+  bash "$root/deploy/gpu/steps/tail-variants.sh" "${step_args[@]}" || rc=1
 fi
 if [ -n "${OUT:-}" ]; then
   tar czf "$OUT/gpu-run.tar.gz" -C "$out" .

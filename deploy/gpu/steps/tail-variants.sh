@@ -5,11 +5,11 @@
 # multiple of 4, odd conv widths and rows that cross 16-byte packs, group sizes that force the
 # scalar paths). Each template at its defaults, 2 seeds, no timing, no unseen shapes.
 #
-# Usage (after the release build): bash deploy/gpu/tail-variants.sh [op ...]
+# Usage (after the release build): bash deploy/gpu/run-gpu-checks.sh tailVariants --  [op ...]
 # Output: /tmp/atrex-gpu-out/tail-variants.txt (also copied into $OUT when set). Exit 1 when any
 # shape is not ok.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/../../.." && pwd)
 atrex="$root/build/release/bin/atrex"
 out=/tmp/atrex-gpu-out
 mkdir -p "$out"

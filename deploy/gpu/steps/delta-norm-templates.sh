@@ -3,7 +3,7 @@
 # linear-attention family, evaluated on a GPU: every CUDA template of those operators at its
 # defaults, on every released shape, all gates, 2 seeds, 1 unseen shape, with timing.
 #
-# Usage (after a build): bash deploy/gpu/delta-norm-templates.sh [--variants] [op ...]
+# Usage (after a build): bash deploy/gpu/run-gpu-checks.sh deltaNorm --  [--variants] [op ...]
 #   --variants: instead, correctness only (no timing, 2 seeds) on the variant shapes of
 #   kernels/variants/delta_norm_shapes.json (row and reduction lengths off the vector and tile
 #   sizes, value dims ending mid column block, key_dim 64 and 200, chunk_size 32, ...), which
@@ -12,7 +12,7 @@
 # Output: $OUT/delta-norm-templates.txt ($OUT defaults to /tmp/atrex-gpu-out), written as it
 # goes; one summary line per template at the end. Exit 1 when any shape is not ok.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/../../.." && pwd)
 atrex=${ATREX:-$root/build/release/bin/atrex}
 [ -x "$atrex" ] || atrex="$root/build/wip/bin/atrex"
 out=${OUT:-/tmp/atrex-gpu-out}  # written as it goes, so a run cut short keeps what it did

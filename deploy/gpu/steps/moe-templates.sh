@@ -6,12 +6,12 @@
 # shape of each routing class (MOE_SIMT_SHAPES, default 0,8,9: two classes) and two fp8
 # shapes with one token (FP8_SIMT_SHAPES, default 2,4); they run last.
 #
-# Usage (after a build): bash deploy/gpu/moe-templates.sh [op ...]
+# Usage (after a build): bash deploy/gpu/run-gpu-checks.sh moe --  [op ...]
 #   ATREX=path/to/atrex (default build/release/bin/atrex, else build/wip/bin/atrex)
 # Output: $OUT/moe-templates.txt ($OUT defaults to /tmp/atrex-gpu-out), written as it goes; one
 # summary line per template at the end. Exit 1 when any shape is not ok.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/../../.." && pwd)
 atrex=${ATREX:-$root/build/release/bin/atrex}
 [ -x "$atrex" ] || atrex="$root/build/wip/bin/atrex"
 out=${OUT:-/tmp/atrex-gpu-out}
