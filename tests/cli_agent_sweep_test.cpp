@@ -7,6 +7,10 @@
 //    to reach a live Redis port and to find queue variables or evaluator files; each attempt
 //    fails, as the script reports from inside the sandbox, and nothing it wrote reaches the host.
 // A control run of the same script outside the sandbox shows the probes can see each target.
+// A `target: torch` agent (docs/python-candidates.md "Agents that write Python") is asked for
+// Atrex-Bench's Python module, writes generated_kernel.py, and the sweep scores it as a Python
+// candidate on the cpu backend: correct, DSL share 0, a PyTorch fallback. Targets the sweep
+// cannot honour are refused before anything runs (exit 2, naming file, field and value).
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +24,7 @@
 #include "atrex/common/json_io.h"
 #include "atrex/common/process/subprocess.h"
 #include "atrex/testing/redis_server.h"
+#include "atrex/testing/python_torch.h"
 #include "atrex/testing/sweep_cli.h"
 
 namespace atrex {
@@ -220,6 +225,104 @@ output: out
     EXPECT_NE(control->output_tail.find(seen), std::string::npos)
         << seen << " in " << control->output_tail;
   }
+}
+
+TEST_F(CliAgentSweep, TorchTargetWritesAPythonModuleScoredAsAPyTorchFallback) {
+  ATREX_REQUIRE_PYTHON_WITH_TORCH(python);
+  std::ofstream(dir_ / "sweep.yaml") << R"(name: cli-torch
+backend: cpu
+hardware: H20
+agents:
+  - name: claude-torch
+    provider: cli
+    preset: claude
+    target: torch
+    timeout_s: 300
+    evals_per_run: 1
+    budget: {iterations: 1}
+    dropout: {patience: 5, max_generations: 1}
+operators: [rms_norm]
+shapes:
+  cpu: {ids: {rms_norm: [15]}}
+  quick: 1
+evaluation: {seeds: 2, min_iterations: 3, max_iterations: 5, min_time_s: 0, shape_timeout_s: 120}
+quick_evaluation: {seeds: 1, min_iterations: 2, max_iterations: 3, min_time_s: 0, shape_timeout_s: 120}
+output: out
+)";
+  auto run_env = env();
+  run_env["ATREX_PYTHON"] = python;
+  testing::AtrexCli atrex(dir_, {}, run_env);
+  auto [rc, text] = atrex({"sweep", "run", (dir_ / "sweep.yaml").string(), "--out", "out"}, 900);
+  ASSERT_EQ(rc, 0) << text;
+
+  // The workspace asked for the release's format, and the module it left was the candidate.
+  int evaluated = 0;
+  for (const auto& e : audit_events(dir_ / "out" / "audit" / "claude-torch" / "rms_norm.jsonl")) {
+    if (e["event"] != "evaluated") continue;
+    ++evaluated;
+    EXPECT_TRUE(e["file_name"].get<std::string>().ends_with(".py")) << e["file_name"];
+    EXPECT_NE(e["source"].get<std::string>().find("class Model(nn.Module)"), std::string::npos);
+    EXPECT_EQ(e["provenance"]["target"], "torch") << e["provenance"].dump();
+    const Json& evals = e["provenance"]["evals"];
+    ASSERT_EQ(evals.size(), 1u) << e["provenance"].dump();
+    EXPECT_GE(evals[0]["score"].get<double>(), 0.0) << "atrex-eval measured it correct";
+    const std::string said = e["rationale"];
+    for (const char* asked : {"TASK.md asks: class Model(torch.nn.Module)",
+                              "TASK.md asks: no torch.compile",
+                              "TASK.md asks: PyTorch operations only", "atrex-eval exit 0"}) {
+      EXPECT_NE(said.find(asked), std::string::npos) << asked << " in " << said;
+    }
+    EXPECT_EQ(said.find("TASK.md asks: atrex_candidate_run"), std::string::npos) << said;
+  }
+  EXPECT_EQ(evaluated, 1);
+
+  // Scored: correct, DSL share 0 (no target DSL compiles for the CPU), a fallback.
+  auto report = read_json_file(dir_ / "out" / "report.json");
+  ASSERT_TRUE(report) << report.error().message;
+  const Json* agent = agent_row(*report, "claude-torch");
+  ASSERT_NE(agent, nullptr) << report->dump();
+  Json rms;
+  for (const auto& o : (*agent)["operators"])
+    if (o["operator"] == "rms_norm") rms = o;
+  EXPECT_EQ(rms["status"], "correct") << rms.dump();
+  EXPECT_GT(rms["s_i"].get<double>(), 0.0) << rms.dump();
+  EXPECT_EQ(rms["dsl_share"], 0.0) << rms.dump();
+  EXPECT_EQ(rms["fallback"], true) << rms.dump();
+  EXPECT_EQ((*agent)["operators_fallback"], 1) << agent->dump();
+  EXPECT_EQ((*agent)["dsl_adoption_rate"], 0.0) << agent->dump();
+  const std::string md = slurp(dir_ / "out" / "report.md");
+  EXPECT_NE(md.find("| 100.0% | 0.0% | 1/1 |"), std::string::npos) << "DSL adoption 0: " << md;
+  EXPECT_NE(md.find("| claude-torch | 1 | 1 | 1 | rms_norm (0% DSL) |"), std::string::npos) << md;
+  EXPECT_TRUE(fs::is_empty(dir_ / "ws"));
+}
+
+TEST_F(CliAgentSweep, TargetsTheSweepCannotHonourAreRefusedNamingFileFieldAndValue) {
+  const fs::path file = dir_ / "sweep.yaml";
+  auto plan = [&](const std::string& backend, const std::string& agent) {
+    std::ofstream(file) << "name: t\nbackend: " << backend << "\nhardware: H20\nagents:\n"
+                        << agent << "operators: [rms_norm]\n";
+    testing::AtrexCli atrex(dir_, {}, env());
+    return atrex({"sweep", "plan", file.string()});
+  };
+  const std::string cli = "  - {name: tr, provider: cli, preset: claude, target: triton}\n";
+  auto [rc, text] = plan("cpu", cli);
+  EXPECT_EQ(rc, 2) << text;
+  for (const char* said : {"sweep.yaml: field \"agents[0].target\"", "cuda backend", "\"triton\""})
+    EXPECT_NE(text.find(said), std::string::npos) << said << " in " << text;
+  auto [hip_rc, hip_text] = plan("hip", "  - {name: t, provider: cli, preset: claude, target: torch}\n");
+  EXPECT_EQ(hip_rc, 2) << hip_text;
+  EXPECT_NE(hip_text.find("agents[0].target"), std::string::npos) << hip_text;
+  auto [fixed_rc, fixed_text] =
+      plan("cpu", "  - {name: f, provider: fixed, kernels: [a.cpp], target: torch}\n");
+  EXPECT_EQ(fixed_rc, 2) << fixed_text;
+  EXPECT_NE(fixed_text.find("agents[0].target"), std::string::npos) << fixed_text;
+  EXPECT_NE(fixed_text.find("cannot write to a target"), std::string::npos) << fixed_text;
+  // The twin: the same entry with a target the backend evaluates is planned.
+  auto [ok_rc, ok_text] = plan("cuda", cli);
+  EXPECT_EQ(ok_rc, 0) << ok_text;
+  auto [torch_rc, torch_text] =
+      plan("cpu", "  - {name: t, provider: cli, preset: claude, target: torch}\n");
+  EXPECT_EQ(torch_rc, 0) << torch_text;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // (testing/fake_llm_server.h) on the CPU backend: a rate-limited first request, a reply without
 // code, then the rms_norm reference candidate; the report scores it and carries the model
 // usage, and the API key is in no file of the results folder and on no process's command line.
+// A `target: torch` agent gets Atrex-Bench's Python format asked for, its ```python block is a
+// Python candidate, and the report shows it correct with DSL adoption 0, a PyTorch fallback.
 
 #include <atomic>
 #include <chrono>
@@ -13,6 +15,7 @@
 
 #include "atrex/common/json_io.h"
 #include "atrex/testing/fake_llm_server.h"
+#include "atrex/testing/python_torch.h"
 #include "atrex/testing/sweep_cli.h"
 
 namespace atrex {
@@ -134,6 +137,63 @@ output: results/openai-e2e
   const std::string audit = slurp(dir_ / "out" / "audit" / "fake-llm" / "rms_norm.jsonl");
   EXPECT_NE(audit.find("\"proposal_failed\""), std::string::npos);
   EXPECT_NE(audit.find("\"prompt_tokens\":3000"), std::string::npos);
+}
+
+TEST_F(OpenAiSweep, TorchTargetSweepCompletesWithDslAdoptionZeroAndAPyTorchFallback) {
+  ATREX_REQUIRE_PYTHON_WITH_TORCH(python);
+  const std::string module =
+      slurp(std::string(ATREX_TEST_CANDIDATES_DIR) + "/python/rms_norm_torch.py");
+  ASSERT_FALSE(module.empty());
+  testing::FakeLlmServer llm;
+  ASSERT_TRUE(llm.ok());
+  llm.script({ScriptedReply::completion("The module:\n```python\n" + module + "```\n", 2000, 400)});
+  std::ofstream(dir_ / "sweep.yaml") << fmt::format(R"(name: openai-torch
+backend: cpu
+hardware: H20
+agents:
+  - name: fake-torch
+    provider: openai
+    base_url: {}
+    model: fake-model
+    target: torch
+    timeout_s: 60
+    budget: {{iterations: 1}}
+    dropout: {{patience: 5, max_generations: 1}}
+operators: [rms_norm]
+shapes:
+  cpu: {{ids: {{rms_norm: [15]}}}}
+  quick: 1
+evaluation: {{seeds: 2, min_iterations: 3, max_iterations: 5, min_time_s: 0, shape_timeout_s: 120}}
+quick_evaluation: {{seeds: 1, min_iterations: 2, max_iterations: 3, min_time_s: 0, shape_timeout_s: 120}}
+output: out
+)",
+                                                    llm.base_url());
+  testing::AtrexCli atrex(dir_, {}, {{"ATREX_PYTHON", python}});
+  auto [rc, text] = atrex({"sweep", "run", (dir_ / "sweep.yaml").string(), "--out", "out"}, 900);
+  ASSERT_EQ(rc, 0) << text;
+  // The model was asked for the release's format.
+  const auto chats = llm.chat_requests();
+  ASSERT_EQ(chats.size(), 1u);
+  const std::string system = chats[0]["messages"][0]["content"];
+  EXPECT_NE(system.find("generated_kernel.py"), std::string::npos) << system;
+  EXPECT_NE(system.find("PyTorch operations only"), std::string::npos) << system;
+
+  auto report = read_json_file(dir_ / "out" / "report.json");
+  ASSERT_TRUE(report) << report.error().message;
+  const Json& agent = (*report)["agents"][0];
+  Json rms;
+  for (const auto& o : agent["operators"])
+    if (o["operator"] == "rms_norm") rms = o;
+  EXPECT_EQ(rms["status"], "correct") << rms.dump();
+  EXPECT_EQ(rms["dsl_share"], 0.0) << rms.dump();
+  EXPECT_EQ(rms["fallback"], true) << rms.dump();
+  EXPECT_EQ(agent["dsl_adoption_rate"], 0.0) << agent.dump();
+  const std::string md = slurp(dir_ / "out" / "report.md");
+  EXPECT_NE(md.find("| 100.0% | 0.0% | 1/1 |"), std::string::npos) << "DSL adoption 0: " << md;
+  EXPECT_NE(md.find("| fake-torch | 1 | 1 | 1 | rms_norm (0% DSL) |"), std::string::npos) << md;
+  const std::string audit = slurp(dir_ / "out" / "audit" / "fake-torch" / "rms_norm.jsonl");
+  EXPECT_NE(audit.find("\"file_name\":\"rms_norm_g0_i"), std::string::npos) << audit;
+  EXPECT_NE(audit.find(".py\""), std::string::npos) << audit;
 }
 
 }  // namespace

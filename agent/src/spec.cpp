@@ -1,5 +1,6 @@
 #include "atrex/agent/spec.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -36,6 +37,23 @@ Result<void> positive_number(const JsonField& parent, const char* key, double& o
   return ok();
 }
 
+// A provider that writes no candidates of its own (fixed kernels, the template search) cannot
+// honour `target` (target.h): said on the field, with the providers that can.
+tl::unexpected<Error> refuse_target(const JsonField& agent, const ProviderRegistry& providers,
+                                    const std::string& provider) {
+  std::vector<std::string> writers;
+  for (const auto& n : providers.names()) {
+    auto other = providers.require(n);
+    if (!other) continue;
+    const auto keys = (*other)->option_keys();
+    if (std::find(keys.begin(), keys.end(), "target") != keys.end()) writers.push_back(n);
+  }
+  auto t = agent.at("target");
+  if (!t) return tl::unexpected(t.error());
+  return t->fail(fmt::format("the {} provider cannot write to a target (providers that can: {})",
+                             provider, fmt::join(writers, ", ")));
+}
+
 }  // namespace
 
 Result<AgentSpec> agent_spec_from_json(const JsonField& f, const ProviderRegistry& providers) {
@@ -54,6 +72,7 @@ Result<AgentSpec> agent_spec_from_json(const JsonField& f, const ProviderRegistr
   ATREX_ASSIGN_OR_RETURN(const ProviderFactory* factory, providers.require(s.provider));
   std::set<std::string> known = {"name", "provider", "budget", "dropout", "parallel_generations"};
   for (const auto& k : factory->option_keys()) known.insert(k);
+  if (f.has("target") && !known.count("target")) return refuse_target(f, providers, s.provider);
   for (auto& [key, _] : f.value().items()) {
     if (!known.count(key)) {
       return f.fail(fmt::format("unknown agent field \"{}\" (known for provider {}: {})", key,

@@ -421,7 +421,7 @@ TEST_F(CliSession, HostileAgentMeetsItsTaskAndWorkspaceLimits) {
 TEST(CliTaskText, TheGenerationsDirectionIsInTheBrief) {
   Direction d{"kb:memory_bound#2", "Vectorised 16-byte loads", "Load rows as uint4."};
   ProposalContext ctx{"rms_norm", Backend::kCpu, 1, 0, 1, nullptr, nullptr, nullptr, nullptr, &d};
-  const TaskFiles files = task_files(ctx, {}, "kernel.cpp", 4);
+  const TaskFiles files = task_files(ctx, {}, Target::kNative, 4);
   ASSERT_FALSE(files.empty());
   const auto task = std::find_if(files.begin(), files.end(),
                                  [](const auto& f) { return f.first == "TASK.md"; });
@@ -429,7 +429,7 @@ TEST(CliTaskText, TheGenerationsDirectionIsInTheBrief) {
   EXPECT_NE(task->second.find("Vectorised 16-byte loads"), std::string::npos) << task->second;
   EXPECT_NE(task->second.find("Load rows as uint4."), std::string::npos);
   ctx.direction = nullptr;
-  const auto none = task_files(ctx, {}, "kernel.cpp", 4);
+  const auto none = task_files(ctx, {}, Target::kNative, 4);
   EXPECT_EQ(none.front().second.find("optimisation direction\n"), std::string::npos);
 }
 

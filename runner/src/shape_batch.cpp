@@ -54,8 +54,13 @@ EvalRecord lost_shape_record(const BatchContext& ctx, const problems::Shape& sha
     r.error = "runner could not start the evaluation child: " + proc.error().message;
   } else if (proc->timed_out) {
     r.status = EvalStatus::kTimeout;
-    r.error = fmt::format("no result within the {:.0f} s limit of one shape; the child was killed",
-                          ctx.task->settings.shape_timeout_s);
+    // The child's last output says where it was (a Python candidate's own prints, a JIT's).
+    const std::string& out = proc->output_tail;
+    const std::string tail = out.size() > 1500 ? out.substr(out.size() - 1500) : out;
+    r.error = fmt::format("no result within the {:.0f} s limit of one shape; the child was "
+                          "killed{}{}",
+                          ctx.task->settings.shape_timeout_s,
+                          tail.empty() ? "" : "; its last output: ", tail);
   } else {
     r.status = EvalStatus::kCrashed;
     const std::string& out = proc->output_tail;

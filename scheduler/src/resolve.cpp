@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "atrex/agent/target.h"
 #include "atrex/common/hash.h"
 #include "atrex/problems/operator.h"
 #include "atrex/problems/shape_select.h"
@@ -88,6 +89,17 @@ Result<ResolvedSweep> resolve_sweep(const SweepSpec& spec, const SweepOverrides&
   for (const auto& op : r.suite.operators()) {
     if (std::find(names.begin(), names.end(), op.name) == names.end()) {
       m.not_covered.push_back(op.name);
+    }
+  }
+  // What each agent writes must be something this backend evaluates (target.h): said before
+  // anything runs, on the agent's field.
+  for (size_t i = 0; i < spec.agents.size(); ++i) {
+    const agent::Target t = agent::target_of(spec.agents[i].options);
+    if (auto why = agent::target_unsupported(t, m.backend)) {
+      return invalid_input(fmt::format("{}: field \"agents[{}].target\": {} (agent {}, backend "
+                                       "{}); got \"{}\"",
+                                       spec.source, i, *why, spec.agents[i].name,
+                                       backend_name(m.backend), agent::target_name(t)));
     }
   }
   m.agents = spec.agents;

@@ -194,7 +194,8 @@ std::string illusion_section(const Report& rep) {
   std::string s =
       "<h2 id=\"illusion\">Correctness illusion</h2><p>Operators whose final candidate is correct "
       "on every evaluated shape but whose GPU time is mostly outside the candidate's own kernels "
-      "(target-DSL share under the threshold): correct, but a fallback to a vendor library.</p>"
+      "(target-DSL share under the threshold): correct, but a fallback to a vendor library or "
+      "to PyTorch.</p>"
       "<table class=\"illusion\"><thead><tr><th>agent</th><th>correct operators</th><th>share "
       "measured</th><th>fallbacks</th><th>illusion rate</th><th>fallback operators</th></tr>"
       "</thead><tbody>";

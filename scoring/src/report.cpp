@@ -163,7 +163,9 @@ std::string dead_letters_markdown(const std::vector<DeadLetterSummary>& dead) {
 std::string illusion_markdown(const std::vector<AgentScore>& agents) {
   std::string md =
       "\n## Correctness illusion\n\nCorrect on every shape, but the target-DSL share of the GPU "
-      "time is under the threshold (a vendor-library fallback).\n\n| agent | correct operators | "
+      "time is under the threshold: a fallback to a vendor library or to PyTorch (a Python "
+      "candidate without target-DSL kernels; on the cpu backend every Python candidate).\n\n"
+      "| agent | correct operators | "
       "share measured | fallbacks | fallback operators |\n|---|---:|---:|---:|---|\n";
   for (const auto& a : agents) {
     int measured = 0;

@@ -8,7 +8,10 @@
 #   *adversarial*              first tries to escape its sandbox and reports what it saw
 # Every variant then acts as an honest agent: it starts from the workspace's reference
 # candidate (reference/naive.*: the semantics, correct), writes it as its candidate, measures
-# it with `atrex-eval` and reports the feedback in its final message.
+# it with `atrex-eval` and reports the feedback in its final message. When the candidate is a
+# Python module ($ATREX_CANDIDATE ends in .py: a `target: torch` agent), it writes a
+# PyTorch-only Model for the reference's signature (reference/signature.py; rms_norm's only)
+# instead, and reports what TASK.md asked for.
 #
 # Options it reads (others, such as the presets' -p/--output-format/--model, are skipped):
 #   --probe-read PATH      try to read PATH (a file or folder): must fail in the sandbox
@@ -74,7 +77,34 @@ fi
 say "workspace: $(ls -A /workspace 2>/dev/null | tr '\n' ' ')"
 ref=$(ls reference/naive.* 2>/dev/null | head -1)
 cand=${ATREX_CANDIDATE:-kernel.cpp}
-if [ "$kernel" = 1 ] && [ -n "$ref" ]; then
+if [ "$kernel" = 1 ] && [[ "$cand" == *.py ]]; then
+  for asked in "class Model(torch.nn.Module)" "no torch.compile" "PyTorch operations only" \
+               "atrex_candidate_run"; do
+    if grep -qF "$asked" TASK.md 2>/dev/null; then say "TASK.md asks: $asked"; fi
+  done
+  if grep -qF "def forward(self, x, weight):" reference/signature.py 2>/dev/null; then
+    cat > "$cand" <<PY
+# written by the scripted agent ($name) for the reference's signature: PyTorch only
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, eps=1e-06):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x, weight):
+        xf = x.float()
+        inv = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return (xf * inv * weight.float()).to(x.dtype)
+PY
+    feedback=$(atrex-eval "$cand" 2>&1)
+    say "atrex-eval exit $?: $(printf '%s' "$feedback" | head -c 1500)"
+  else
+    say "no candidate written (no Python module for this signature)"
+  fi
+elif [ "$kernel" = 1 ] && [ -n "$ref" ]; then
   { echo "// written by the scripted agent ($name) from the workspace's reference"; cat "$ref"; } > "$cand"
   feedback=$(atrex-eval "$cand" 2>&1)
   say "atrex-eval exit $?: $(printf '%s' "$feedback" | head -c 1500)"

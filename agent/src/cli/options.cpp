@@ -128,7 +128,7 @@ const char* output_format_name(OutputFormat f) {
 
 std::vector<std::string> option_keys() {
   return {"preset",        "command", "output_format", "model",    "extra_args", "timeout_s",
-          "evals_per_run", "network", "ro_binds",      "env",      "price"};
+          "evals_per_run", "network", "ro_binds",      "env",      "price",      "target"};
 }
 
 Result<Json> parse_options(const JsonField& agent) {
@@ -208,6 +208,7 @@ Result<Json> parse_options(const JsonField& agent) {
     ATREX_ASSIGN_OR_RETURN(auto p, agent.at("price"));
     ATREX_ASSIGN_OR_RETURN(o["price"], parse_price(p));
   }
+  ATREX_TRY(parse_target_option(agent, o));
   return o;
 }
 
@@ -224,6 +225,7 @@ Json to_json(const CliOptions& o) {
            {"completion_per_mtok", o.completion_usd_per_mtok}}}};
   if (!o.preset.empty()) j["preset"] = o.preset;
   if (!o.model.empty()) j["model"] = o.model;
+  if (o.target != Target::kNative) j["target"] = target_name(o.target);
   return j;
 }
 
@@ -242,7 +244,13 @@ Result<CliOptions> options_from_json(const Json& options, const std::string& sou
   ATREX_TRY(r.optional("env", o.env));
   Json price = Json::object();
   ATREX_TRY(r.optional("price", price));
+  std::string target = target_name(Target::kNative);
+  ATREX_TRY(r.optional("target", target));
   ATREX_TRY(r.finish());
+  o.target = target_of(Json{{"target", target}});
+  if (target_name(o.target) != target) {
+    return invalid_input(fmt::format("{}: bad cli options (target \"{}\")", source, target));
+  }
   auto f = format_named(format);
   if (!f || o.command.empty()) {
     return invalid_input(fmt::format("{}: bad cli options (output_format \"{}\", {} command words)",

@@ -10,6 +10,8 @@
 //   ro_binds: [/opt/node]               (extra host paths visible read-only in the sandbox)
 //   env: [ANTHROPIC_API_KEY]            (NAMES of worker environment variables passed in)
 //   price: {prompt_per_mtok, completion_per_mtok}   (USD; used when the CLI reports no cost)
+//   target: cuda | triton | torch       (what it writes: atrex's native candidate, default, or a
+//                                        Python module in Atrex-Bench's format; atrex/agent/target.h)
 // Parsing is strict: an unknown key, a wrong type or a bad value is an error naming the sweep
 // file, the field and the value (exit code 2).
 #pragma once
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "atrex/agent/target.h"
 #include "atrex/common/error.h"
 #include "atrex/common/json_io.h"
 
@@ -38,6 +41,7 @@ struct CliOptions {
   std::vector<std::string> env;       // variable names
   double prompt_usd_per_mtok = 0;
   double completion_usd_per_mtok = 0;
+  Target target = Target::kNative;
 };
 
 // The sweep-file keys of a cli agent entry.

@@ -67,16 +67,19 @@ class CliProvider final : public Provider {
   }
 
  private:
+  // The workspace's candidate file and the extension of what the runner is given (target.h):
+  // generated_kernel.py / .py for Python targets, kernel.<ext> / the backend's otherwise.
   std::string candidate_name(Backend b) const {
-    return std::string("kernel") + source_extension(b);
+    return workspace_candidate_name(s_.options.target, b);
   }
+  std::string extension(Backend b) const { return candidate_extension(s_.options.target, b); }
 
   // The generation's workspace: everything that does not change between runs.
   Result<void> stage(const ProposalContext& ctx) {
     ATREX_ASSIGN_OR_RETURN(Workspace w, Workspace::create({}));
     ws_.emplace(std::move(w));
     auto notes = kb_.select(operator_family(ctx.op), ctx.backend, std::nullopt, kNotes);
-    TaskFiles files = task_files(ctx, notes, candidate_name(ctx.backend), s_.options.evals_per_run);
+    TaskFiles files = task_files(ctx, notes, s_.options.target, s_.options.evals_per_run);
     for (const auto& [rel, text] : files) ATREX_TRY(ws_->put(rel, text));
     ATREX_TRY(ws_->put(".home/.keep", ""));
     if (ctx.best && ctx.best->valid()) {
@@ -87,7 +90,7 @@ class CliProvider final : public Provider {
 
   // Before each run: the best kernel so far and the feedback on the previous run's candidate.
   Result<void> refresh(const ProposalContext& ctx) {
-    const std::string ext = source_extension(ctx.backend);
+    const std::string ext = extension(ctx.backend);
     if (ctx.best && ctx.best->valid()) {
       ATREX_TRY(ws_->put("best" + ext, ctx.best->source));
     }
@@ -123,7 +126,7 @@ class CliProvider final : public Provider {
     if (!ctx.quick_eval) return "atrex-eval: no evaluator is attached to this run\n";
     ++used;
     const std::string file = fmt::format("{}_g{}_i{}{}", ctx.op, ctx.generation, ctx.iteration,
-                                         source_extension(ctx.backend));
+                                         extension(ctx.backend));
     auto records = (*ctx.quick_eval)(source, file);
     if (!records) {
       log.push_back(Json{{"sha256", sha256_hex(source)}, {"error", records.error().message}});
@@ -153,7 +156,7 @@ class CliProvider final : public Provider {
     }));
     CliSandbox box{ws_->dir(), ws_->run_dir(), s_.eval_tool, s_.program_found, s_.program_real,
                    o.ro_binds, o.network};
-    const std::string prompt = cli_prompt(ctx, candidate, o.evals_per_run);
+    const std::string prompt = cli_prompt(ctx, o.target, o.evals_per_run);
     SubprocessOptions so;
     so.argv = cli_bwrap_argv(s_.bwrap, box,
                              expand_command(o, prompt, std::string(kSandboxWorkspace) + "/" + candidate));
@@ -198,6 +201,7 @@ class CliProvider final : public Provider {
                         {"usage", to_json(p.usage)}};
     if (!o.preset.empty()) p.provenance["preset"] = o.preset;
     if (!o.model.empty()) p.provenance["model"] = o.model;
+    if (is_python(o.target)) p.provenance["target"] = target_name(o.target);
     if (!report.error.empty()) p.provenance["cli_error"] = redact(trimmed(report.error, 1000));
     p.rationale = redact(trimmed(report.final_text, 4000));
     if (!report.parsed) {
@@ -217,7 +221,7 @@ class CliProvider final : public Provider {
     }
     p.source = std::move(**taken);
     p.file_name = fmt::format("{}_g{}_i{}{}", ctx.op, ctx.generation, ctx.iteration,
-                              source_extension(ctx.backend));
+                              extension(ctx.backend));
     return std::optional<Proposal>{std::move(p)};
   }
 

@@ -11,17 +11,21 @@
 
 #include "atrex/agent/knowledge_base.h"
 #include "atrex/agent/provider.h"
+#include "atrex/agent/target.h"
 
 namespace atrex::agent::cli {
 
-// (path relative to the workspace, content): TASK.md, reference/<file>, include/atrex/*.h,
-// kb/<note>.md.
+// The reference's Python signature in a Python target's workspace (target.h python_signature).
+inline constexpr const char* kSignatureFile = "reference/signature.py";
+
+// (path relative to the workspace, content): TASK.md, reference/<file>, the candidate ABI
+// include/atrex/*.h (native target) or reference/signature.py (Python targets), kb/<note>.md.
+// The candidate is workspace_candidate_name(target, ctx.backend).
 using TaskFiles = std::vector<std::pair<std::string, std::string>>;
 TaskFiles task_files(const ProposalContext& ctx, const std::vector<const KbNote*>& notes,
-                     const std::string& candidate, int evals_per_run);
+                     Target target, int evals_per_run);
 
 // The short instruction the CLI is started with (TASK.md has the rest).
-std::string cli_prompt(const ProposalContext& ctx, const std::string& candidate,
-                       int evals_per_run);
+std::string cli_prompt(const ProposalContext& ctx, Target target, int evals_per_run);
 
 }  // namespace atrex::agent::cli

@@ -1,6 +1,6 @@
 #include "openai/options.h"
 
-#include "openai/target.h"
+#include "atrex/agent/target.h"
 
 #include <cstdlib>
 #include <regex>
@@ -105,12 +105,7 @@ Result<Json> parse_options(const JsonField& agent) {
     ATREX_TRY(parse_price(p, price));
     o["price"] = price;
   }
-  if (agent.has("target")) {
-    ATREX_ASSIGN_OR_RETURN(auto t, agent.at("target"));
-    ATREX_ASSIGN_OR_RETURN(Target target, parse_target(t));
-    // Only when not the default: sweep ids of sweeps without it stay as they were.
-    if (target != Target::kNative) o["target"] = target_name(target);
-  }
+  ATREX_TRY(parse_target_option(agent, o));
   return o;
 }
 

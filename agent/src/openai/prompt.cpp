@@ -17,9 +17,7 @@ std::span<const EmbeddedFile> embedded_files();
 
 namespace {
 
-const char* fence(Backend b) {
-  return b == Backend::kCuda ? "cuda" : b == Backend::kHip ? "hip" : "cpp";
-}
+const char* fence(Backend b) { return candidate_fence(Target::kNative, b); }
 
 std::string language(Backend b) {
   switch (b) {
@@ -107,31 +105,18 @@ std::optional<std::pair<std::string, std::string>> reference_source(const std::s
 
 namespace {
 
-// The release's constraints (prompt/*/constraints.md), in atrex's words.
 std::string python_system_message(Backend backend, Target target) {
-  const std::string compute =
-      target == Target::kTriton
-          ? "Its main compute path is your own Triton kernels (`@triton.jit` functions launched "
-            "from `forward` with `kernel[grid](...)`): time in kernels Triton did not compile "
-            "(PyTorch's, cuBLAS's, cuDNN's) counts as a PyTorch fallback, not as your kernel."
-          : "Write it with PyTorch operations only (no custom kernels): this target measures a "
-            "PyTorch implementation, which counts as a fallback (DSL share 0).";
   return fmt::format(
       "You are an expert GPU kernel engineer. You write one candidate for one operator of the "
       "Atrex-Bench suite at a time, and it is measured against the hardware roofline ({} "
       "backend).\n\n"
-      "Produce exactly one complete Python file, generated_kernel.py, that defines `class "
-      "Model(torch.nn.Module)` with the reference's `__init__` and `forward` signature (given "
-      "below). {}\n\nRules: do not import or wrap the reference; no torch.compile, no CUDA "
-      "graphs, no new processes or threads; `forward` receives the inputs as tensors on the "
-      "device (contiguous, read-only: never write them) and returns the outputs (a tensor, or a "
-      "tuple in the order listed) with the listed shapes and dtypes.\n\n"
+      "Produce exactly {}\n\n"
       "Put the whole file in ONE fenced code block tagged ```python; keep explanations short "
       "and outside the block. Each candidate is imported, checked on fresh random inputs against "
       "the reference, and timed on the shapes listed; you then get the results and write an "
       "improved complete file. Per shape, S_j = T_roofline / T (1.0 = at the roofline); the goal "
       "is the highest median S_j with every shape correct.",
-      backend_name(backend), compute);
+      backend_name(backend), python_format_text(target));
 }
 
 }  // namespace
@@ -158,7 +143,7 @@ std::string system_message(Backend backend, Target target) {
 std::string problem_message(const ProposalContext& ctx, const std::vector<const KbNote*>& notes,
                             Target target) {
   const bool python = is_python(target);
-  const char* tag = python ? "python" : fence(ctx.backend);
+  const char* tag = candidate_fence(target, ctx.backend);
   std::string s = fmt::format("# Operator `{}` ({} backend", ctx.op, backend_name(ctx.backend));
   if (ctx.task) s += fmt::format(", hardware profile {}", ctx.task->hardware);
   s += ")\n\n";
@@ -229,7 +214,7 @@ std::string feedback_message(const Attempt& attempt, const ProposalContext& ctx,
   s += fmt::format("\n{} Reply with the complete new file in one ```{} block.\n",
                    attempt.correct ? "Make it faster while keeping every shape correct."
                                    : "Fix the candidate first: it must be correct on every shape.",
-                   is_python(target) ? "python" : fence(ctx.backend));
+                   candidate_fence(target, ctx.backend));
   return s;
 }
 

@@ -13,7 +13,7 @@
 
 #include "atrex/agent/knowledge_base.h"
 #include "atrex/agent/provider.h"
-#include "openai/target.h"
+#include "atrex/agent/target.h"
 
 namespace atrex::agent::openai {
 

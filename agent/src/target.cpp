@@ -1,4 +1,4 @@
-#include "openai/target.h"
+#include "atrex/agent/target.h"
 
 #include <fmt/format.h>
 
@@ -23,6 +23,14 @@ Result<Target> parse_target(const JsonField& f) {
   return f.fail("expected cuda, triton or torch");
 }
 
+Result<void> parse_target_option(const JsonField& agent, Json& o) {
+  if (!agent.has("target")) return ok();
+  ATREX_ASSIGN_OR_RETURN(auto f, agent.at("target"));
+  ATREX_ASSIGN_OR_RETURN(Target t, parse_target(f));
+  if (t != Target::kNative) o["target"] = target_name(t);
+  return ok();
+}
+
 Target target_of(const Json& options) {
   if (!options.is_object() || !options.contains("target") || !options["target"].is_string())
     return Target::kNative;
@@ -32,6 +40,48 @@ Target target_of(const Json& options) {
 
 std::string candidate_extension(Target t, Backend backend) {
   return is_python(t) ? ".py" : source_extension(backend);
+}
+
+std::string workspace_candidate_name(Target t, Backend backend) {
+  return is_python(t) ? "generated_kernel.py" : "kernel" + std::string(source_extension(backend));
+}
+
+const char* candidate_fence(Target t, Backend backend) {
+  if (is_python(t)) return "python";
+  return backend == Backend::kCuda ? "cuda" : backend == Backend::kHip ? "hip" : "cpp";
+}
+
+std::optional<std::string> target_unsupported(Target t, Backend backend) {
+  if (!is_python(t)) return std::nullopt;
+  if (backend == Backend::kHip) {
+    return fmt::format("the hip backend evaluates no Python candidates (target {} runs on cpu "
+                       "or cuda; target cuda writes HIP on hip)",
+                       target_name(t));
+  }
+  if (t == Target::kTriton && backend == Backend::kCpu) {
+    return std::string("Triton kernels need the cuda backend (on cpu, target torch measures a "
+                       "PyTorch-only module)");
+  }
+  return std::nullopt;
+}
+
+// The release's constraints (prompt/*/constraints.md), in atrex's words.
+std::string python_format_text(Target t) {
+  const char* compute =
+      t == Target::kTriton
+          ? "Its main compute path is your own Triton kernels (`@triton.jit` functions launched "
+            "from `forward` with `kernel[grid](...)`): time in kernels Triton did not compile "
+            "(PyTorch's, cuBLAS's, cuDNN's) counts as a PyTorch fallback, not as your kernel."
+          : "Write it with PyTorch operations only (no custom kernels): this target measures a "
+            "PyTorch implementation, which counts as a fallback (DSL share 0).";
+  return fmt::format(
+      "one complete Python file, generated_kernel.py, that defines `class "
+      "Model(torch.nn.Module)` with the reference's `__init__` and `forward` signature (given "
+      "below). {}\n\nRules: do not import or wrap the reference; no torch.compile, no CUDA "
+      "graphs, no new processes or threads; `forward` receives the inputs as tensors on the "
+      "device (contiguous, read-only: never write them) and returns the outputs (a tensor, or a "
+      "tuple in the order listed) with the listed shapes and dtypes.",
+      compute);
 }
 
 std::string python_signature(const std::string& op) {
