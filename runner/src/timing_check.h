@@ -5,6 +5,10 @@
 // to the child's report. So the shortest bracket, less the latency of the two pipe hops and the
 // harness's own per-sample cost (the judge's calibration), bounds the true time of a call from
 // below. A claimed median under half that bound cannot be a measurement of these calls.
+// That holds only while the child waits for the go before the call and says done after it; the
+// candidate runs in the child and can relay the judge's pipes, so where the backend lets the
+// bracket hold the work (JudgeVerdict::brackets_hold_work: cpu) only the brackets the judge
+// checked count (JudgeVerdict::checked_brackets).
 #pragma once
 
 #include <string>

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "protocol/judge_messages.h"
+
 namespace atrex::runner::child {
 
 namespace {
@@ -91,8 +93,7 @@ Result<Json> JudgeLink::receive() {
 
 Status JudgeLink::expect_go() {
   ATREX_ASSIGN_OR_RETURN(Json reply, receive());
-  if (!reply.is_object() || reply.value("go", false) != true)
-    return io_error("the judge did not answer go: " + reply.dump());
+  if (reply != Json{{"go", true}}) return io_error("the judge did not answer go: " + reply.dump());
   return ok();
 }
 
@@ -125,28 +126,37 @@ Status JudgeLink::timing_begin(const std::string& shape_id) {
   return expect_go();
 }
 
-void JudgeLink::call_begin() {
-  if (!sticky_.empty()) return;
+int64_t JudgeLink::call_begin() {
+  if (!sticky_.empty()) return -1;
   Status s = send(Json{{"op", "call_begin"}});
-  if (s) s = expect_go();
-  if (!s) sticky_ = s.error().message;
+  if (s) {
+    auto reply = receive();
+    if (!reply) {
+      s = tl::unexpected(reply.error());
+    } else if (auto go = judge_call_go_from_json(*reply, "the judge's go")) {
+      return go->splice;
+    } else {
+      s = tl::unexpected(go.error());
+    }
+  }
+  sticky_ = s.error().message;
+  return -1;
 }
 
 // Waits for the judge's acknowledgement: this process then sleeps while the judge takes its
 // timestamp, so the judge wakes at once (a hand-off) instead of waiting for a busy CPU, which
 // on a loaded host added milliseconds to every bracket.
-void JudgeLink::call_end(int calls) {
+void JudgeLink::call_end(int calls, const std::string& outputs_sha256) {
   if (!sticky_.empty()) return;
-  Status s = send(Json{{"op", "call_end"}, {"calls", calls}});
+  Status s = send(to_json(JudgeCallEnd{calls, outputs_sha256}));
   if (s) {
     auto reply = receive();
     if (!reply) {
       s = tl::unexpected(reply.error());
-    } else if (!reply->is_object() || reply->value("go", false) != true ||
-               !reply->contains("check") || !(*reply)["check"].is_boolean()) {
-      s = io_error("the judge did not answer go and check: " + reply->dump());
+    } else if (auto answer = judge_call_end_reply_from_json(*reply, "the judge's answer to a done")) {
+      recheck_ = answer->check;
     } else {
-      recheck_ = (*reply)["check"].get<bool>();
+      s = tl::unexpected(answer.error());
     }
   }
   if (!s) sticky_ = s.error().message;
