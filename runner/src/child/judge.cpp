@@ -118,9 +118,11 @@ class Judge {
   bool in_timing_ = false, bracket_open_ = false;
   // Re-checks of timed calls: the judge asks for one after the call whose cumulative count first
   // passes recheck_after_calls_ (uniform below min_iterations, so every timed shape gets one),
-  // and then after any call with probability 1/kRecheckOdds, kMaxTimedRechecks in all.
-  static constexpr int kMaxTimedRechecks = 3;
-  static constexpr uint64_t kRecheckOdds = 32;
+  // and then after any call with probability 1/kRecheckOdds, kMaxTimedRechecks in all. Where
+  // the brackets hold the work only the checked brackets bound the claimed time, and the
+  // shortest of one or two is at the mercy of one scheduling stall: there 1/4 and 8 in all.
+  static constexpr int kMaxTimedRechecks = 3, kMaxTimedRechecksHoldingWork = 8;
+  static constexpr uint64_t kRecheckOdds = 32, kRecheckOddsHoldingWork = 4;
   std::mt19937_64 rng_{std::random_device{}()};
   int64_t timed_calls_ = 0, recheck_after_calls_ = 0;
   bool recheck_pending_ = false;
@@ -417,8 +419,10 @@ bool Judge::choose_recheck(int calls) {
                      timed_calls_ + calls > recheck_after_calls_;
   timed_calls_ += calls;
   if (first) return true;
-  return verdict_.timed_rechecks > 0 && verdict_.timed_rechecks < kMaxTimedRechecks &&
-         rng_() % kRecheckOdds == 0;
+  const bool hold = verdict_.brackets_hold_work;
+  return verdict_.timed_rechecks > 0 &&
+         verdict_.timed_rechecks < (hold ? kMaxTimedRechecksHoldingWork : kMaxTimedRechecks) &&
+         rng_() % (hold ? kRecheckOddsHoldingWork : kRecheckOdds) == 0;
 }
 
 void Judge::check(const child::SetKey& key, const std::string& context) {
