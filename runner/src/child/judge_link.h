@@ -76,6 +76,7 @@ class JudgeLink {
   Status send(const Json& message);
   Result<Json> receive();
   Status expect_go();
+  void spin_for_reply();
 
   int out_, in_, shared_;
   std::string pending_;  // bytes read after the last reply's newline
