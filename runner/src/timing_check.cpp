@@ -38,7 +38,9 @@ TimingCrossCheck cross_check_timing(const TimingSummary& claimed, const JudgeVer
         judge.bracket_us.size());
     return out;
   }
-  const double latency = std::max(kBracketLatencyUs, judge.bracket_latency_us);
+  const double latency =
+      std::max(judge.brackets_hold_work ? kCheckedBracketLatencyUs : kBracketLatencyUs,
+               judge.bracket_latency_us);
   out.latency_us = latency;
   double bound = std::numeric_limits<double>::infinity();
   out.shortest_bracket_us = std::numeric_limits<double>::infinity();

@@ -352,7 +352,10 @@ TEST_F(SandboxTest, SlowedClockIsRefutedByTheJudgesClock) {
   for (SandboxMode mode : {SandboxMode::kBwrap, SandboxMode::kNone}) {
     auto recs = evaluate("rms_norm_slows_clock.cpp", {.sandbox = mode, .shapes = {"3"}});
     ASSERT_EQ(recs.size(), 1u);
-    EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << sandbox_mode_name(mode) << ": " << recs[0].error;
+    EXPECT_EQ(recs[0].status, EvalStatus::kRejected)
+        << sandbox_mode_name(mode) << ": " << recs[0].error << " (median "
+        << (recs[0].timing ? recs[0].timing->time_us_median : -1) << " us, n "
+        << (recs[0].timing ? recs[0].timing->n : 0) << ")";
     EXPECT_EQ(recs[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << recs[0].error;
     EXPECT_FALSE(recs[0].s_j);
   }
