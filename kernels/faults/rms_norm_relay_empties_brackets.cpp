@@ -3,17 +3,20 @@
 // it holds -- if the child's process waits for the go before the call and says done after it.
 // The candidate runs in that process: on its first call it puts a relay thread of its own
 // between the harness and the judge (fds 6 and 7, as rms_norm_relay_forges_timing.cpp does
-// with fd 4). The relay answers each call_begin with a go of its own at once and holds it back;
-// when the call_end comes it sends the judge both, back to back: every bracket the judge stamps
-// holds one pipe round trip and no call. With the child's clock slowed ATTACK_SLOWDOWN times
-// (rms_norm_slows_clock.cpp's GOT patch) the claim is 1/ATTACK_SLOWDOWN of the true time, and
-// the judge's bound (shortest bracket less the latency allowance) is ~0: nothing refutes it.
-// Every other message (checks, timing_begin, prepare, shape_end) goes through unchanged, so the
-// judge checks honest outputs. On rms_norm shape 3 (an honest ~55 ms on the development VM),
-// ATTACK_SLOWDOWN 10 claims ~5.5 ms: `ok`, S_j ~10x the honest twin's (ATTACK_SLOWDOWN 1 with
-// the relay: `ok` at the true time). Not fixed here: an outside clock needs an outside view of
-// the work (docs/evaluation.md "What stays open": CPU time of the child's cgroup over the
-// timed calls, or timed calls run where the candidate's code cannot relay).
+// with fd 4). The relay answers each call_begin with a go of its own at once, well formed and
+// naming a splice it drew itself (judge_messages.h: the harness cannot tell it from the
+// judge's), and holds the call_begin back; when the call_end comes it sends the judge both, back
+// to back: every bracket the judge stamps holds one pipe round trip and no call. With the
+// child's clock slowed ATTACK_SLOWDOWN times (rms_norm_slows_clock.cpp's GOT patch) the claim is
+// 1/ATTACK_SLOWDOWN of the true time. Every other message (checks, timing_begin, prepare,
+// shape_end) goes through unchanged, so the judge checks honest outputs. On rms_norm shape 3
+// (an honest ~55 ms on the development VM) ATTACK_SLOWDOWN 10 claimed ~5.5 ms and passed while
+// the judge's bound counted every bracket. Now (cpu): the call's inputs carry the splice the
+// relay drew, not the judge's, so the judge's re-check of a timed call (or its check of the last
+// timed call's outputs) names a splice its go never named: `rejected: tampering`; and only
+// brackets so checked bound the claim.
+//   ATTACK_SLOWDOWN 1: the honest twin: the relay forwards every message at once, in order
+//   (call_begin before the call, the judge's own go back), and the clock is not bent.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -150,15 +153,18 @@ static void write_all(int fd, const std::string& s) {
 
 static void relay() {
   std::string from_harness, from_judge, line, reply, held_begin;
+  uint64_t own_splice = 0x1234567;
   while (read_line(g_from_harness, from_harness, line)) {
     const bool begin = line.find("\"op\":\"call_begin\"") != std::string::npos;
     const bool end = line.find("\"op\":\"call_end\"") != std::string::npos;
-    if (begin) {  // a go of our own now; the judge hears of the call only once it is over
+    if (ATTACK_SLOWDOWN > 1 && begin) {
+      // A go of our own now; the judge hears of the call only once it is over.
       held_begin = line;
-      write_all(g_to_harness, "{\"go\":true}\n");
+      own_splice = (own_splice * 6364136223846793005ull + 1442695040888963407ull) >> 25;
+      write_all(g_to_harness, "{\"go\":true,\"splice\":" + std::to_string(own_splice) + "}\n");
       continue;
     }
-    if (end) {
+    if (ATTACK_SLOWDOWN > 1 && end) {
       write_all(g_judge_out, held_begin);
       if (!read_line(g_judge_in, from_judge, reply)) return;
       write_all(g_judge_out, line);
@@ -167,9 +173,10 @@ static void relay() {
       continue;
     }
     write_all(g_judge_out, line);
-    // The messages the judge answers: a check (pass) and timing_begin (go).
+    // The messages the judge answers: a check (pass), timing_begin, call_begin (go) and
+    // call_end (go and check).
     if (line.find("\"op\":\"check\"") != std::string::npos ||
-        line.find("\"op\":\"timing_begin\"") != std::string::npos) {
+        line.find("\"op\":\"timing_begin\"") != std::string::npos || begin || end) {
       if (!read_line(g_judge_in, from_judge, reply)) return;
       write_all(g_to_harness, reply);
     }

@@ -5,6 +5,10 @@
 // to the child's report. So the shortest bracket, less the latency of the two pipe hops and the
 // harness's own per-sample cost (the judge's calibration), bounds the true time of a call from
 // below. A claimed median under half that bound cannot be a measurement of these calls.
+// That holds only while the child waits for the go before the call and says done after it; the
+// candidate runs in the child and can relay the judge's pipes, so where the backend lets the
+// bracket hold the work (JudgeVerdict::brackets_hold_work: cpu) only the brackets the judge
+// checked count (JudgeVerdict::checked_brackets).
 #pragma once
 
 #include <string>
@@ -28,6 +32,13 @@ namespace atrex::runner {
 // load. The fix is a calibration on the same path (brackets of no call after the same flush,
 // interleaved with the timed ones), not a lower constant (docs/evaluation.md "The floor").
 inline constexpr double kBracketLatencyUs = 5000;
+// The same allowance where only the brackets the judge checked count (JudgeVerdict::
+// brackets_hold_work: cpu). The shortest of every bracket hides a stall in some of them; the
+// shortest of two or three checked ones does not: on the loaded development VM (tests at nice 10
+// next to other builds) both checked brackets of honest calls held 10-15 ms more than the call
+// and its digest (rms_norm shape 0: 2.1 ms claimed, 20 ms brackets), even with the child
+// spinning for the go. 20 ms: bends on cpu calls shorter than ~25 ms go unrefuted.
+inline constexpr double kCheckedBracketLatencyUs = 20000;
 // How far under the outside bound a claimed median may be before it is refused: 2x.
 inline constexpr double kClaimedTimeFactor = 2;
 

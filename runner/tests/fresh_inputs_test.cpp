@@ -21,6 +21,7 @@
 #include "atrex/runner/compile.h"
 #include "atrex/problems/host_run.h"
 #include "atrex/runner/evaluator.h"
+#include "judge_process.h"
 #include "protocol/child_protocol.h"
 #include "shape_batch.h"
 #include "shape_run_support.h"
@@ -183,83 +184,9 @@ TEST_F(FreshInputs, HonestTwinsPassTheEdgeSetAndTheRecordNamesIt) {
   EXPECT_TRUE(plain[0].edge_case.empty());
 }
 
-// The judge process on its own (atrex-eval-cpu --judge), driven by this test as a child would
-// be: the edge-case set is required for its `ok`, so a child that skips it and reports ok is
-// tampering for the runner. The twin makes every check honestly (the host reference's outputs)
-// and gets ok.
-class JudgeProcess {
- public:
-  explicit JudgeProcess(const ChildTaskRequest& task) {
-    const std::string req = to_json(ChildRequest{task, {}}).dump();
-    const int req_fd = ::memfd_create("req", 0);
-    EXPECT_EQ(::write(req_fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
-    ::lseek(req_fd, 0, SEEK_SET);
-    shared_ = ::memfd_create("shared", 0);
-    EXPECT_EQ(::ftruncate(shared_, 64 << 20), 0);
-    int verdict[2], in[2], out[2];
-    EXPECT_EQ(::pipe(verdict), 0);
-    EXPECT_EQ(::pipe(in), 0);
-    EXPECT_EQ(::pipe(out), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fds[] = {req_fd, verdict[1], in[0], out[1], shared_};
-      int moved[5];
-      for (int k = 0; k < 5; ++k) moved[k] = ::dup(fds[k]);  // above every target fd
-      for (int k = 0; k < 5; ++k) ::dup2(moved[k], 3 + k);
-      for (int fd = 8; fd < 4096; ++fd) ::close(fd);  // no other end of a pipe stays open here
-      const std::string exe = std::string(ATREX_TEST_BIN_DIR) + "/atrex-eval-cpu";
-      ::execl(exe.c_str(), exe.c_str(), "--judge", "--request-fd", "3", "--response-fd", "4",
-              "--check-in-fd", "5", "--check-out-fd", "6", "--shared-fd", "7", nullptr);
-      ::_exit(127);
-    }
-    ::close(req_fd);
-    ::close(verdict[1]);
-    ::close(in[0]);
-    ::close(out[1]);
-    verdict_ = verdict[0];
-    to_ = in[1];
-    from_ = out[0];
-  }
-  ~JudgeProcess() {
-    ::close(to_);
-    ::close(from_);
-    ::close(verdict_);
-    ::close(shared_);
-    int st = 0;
-    ::waitpid(pid_, &st, 0);
-  }
-  void send(const Json& j) {
-    const std::string line = j.dump() + "\n";
-    ASSERT_EQ(::write(to_, line.data(), line.size()), static_cast<ssize_t>(line.size()));
-  }
-  Json reply() { return Json::parse(read_line(from_)); }
-  // The inputs, then the outputs, from offset 0 (judge_link.h).
-  void publish(const problems::HostRun& run) {
-    off_t at = 0;
-    for (const auto* list : {&run.inputs, &run.outputs}) {
-      for (const auto& b : *list) {
-        ASSERT_EQ(::pwrite(shared_, b.data(), b.size(), at), static_cast<ssize_t>(b.size()));
-        at += static_cast<off_t>(b.size());
-      }
-    }
-  }
-  JudgeVerdict verdict() {
-    auto v = judge_verdict_from_json(Json::parse(read_line(verdict_)), "verdict");
-    EXPECT_TRUE(v) << v.error().message;
-    return v ? *v : JudgeVerdict{};
-  }
-
- private:
-  static std::string read_line(int fd) {
-    std::string line;
-    char c = 0;
-    while (::read(fd, &c, 1) == 1 && c != '\n') line += c;
-    return line;
-  }
-  pid_t pid_ = -1;
-  int verdict_ = -1, to_ = -1, from_ = -1, shared_ = -1;
-};
-
+// The judge on its own (judge_process.h): the edge-case set is required for its `ok`, so a child
+// that skips it and reports ok is tampering for the runner. The twin makes every check honestly
+// (the host reference's outputs) and gets ok.
 TEST_F(FreshInputs, TheJudgeRefutesAChildThatSkipsTheEdgeSet) {
   const problems::OperatorDef* def = problems::find_native_operator("topk_filter");
   ASSERT_NE(def, nullptr);

@@ -3,6 +3,7 @@
 // its clock. Unit tests; the end-to-end attacks are SandboxTest.* (sandbox_test.cpp).
 #include <gtest/gtest.h>
 
+#include "protocol/judge_messages.h"
 #include "protocol/response_channel.h"
 #include "shape_batch.h"
 #include "timing_check.h"
@@ -72,6 +73,64 @@ TEST(TimingCrossCheck, ClaimsFarUnderTheJudgesBracketsAreRefuted) {
   // The margin: a claim at half the bound passes, under it does not.
   EXPECT_TRUE(cross_check_timing(claimed(2500, 1), brackets({10000}, {1})).plausible);
   EXPECT_FALSE(cross_check_timing(claimed(2490, 1), brackets({10000}, {1})).plausible);
+}
+
+// Where the brackets hold the work (cpu), a relay may have emptied any bracket the judge did not
+// check: only the checked ones bound the claim.
+TEST(TimingCrossCheck, OnlyCheckedBracketsBoundWhereTheyHoldTheWork) {
+  // A 55 ms call bent 10x; two brackets emptied by a relay (a round trip each), one checked.
+  JudgeVerdict j = brackets({300, 56000, 280}, {1, 1, 1});
+  EXPECT_TRUE(cross_check_timing(claimed(5500, 3), j).plausible) << "every bracket counts";
+  j.brackets_hold_work = true;
+  j.checked_brackets = {1};
+  auto refuted = cross_check_timing(claimed(5500, 3), j);
+  EXPECT_FALSE(refuted.plausible);
+  EXPECT_NEAR(refuted.bound_us, 56000 - kCheckedBracketLatencyUs, 1);
+  EXPECT_NE(refuted.why.find("checked brackets"), std::string::npos) << refuted.why;
+  // The honest 55 ms claim against the same checked bracket passes.
+  EXPECT_TRUE(cross_check_timing(claimed(55000, 3), j).plausible);
+  // No checked bracket: nothing vouches for the claim.
+  j.checked_brackets.clear();
+  auto unchecked = cross_check_timing(claimed(55000, 3), j);
+  EXPECT_FALSE(unchecked.plausible);
+  EXPECT_NE(unchecked.why.find("none of its 3 brackets"), std::string::npos) << unchecked.why;
+}
+
+// The bracket's messages are typed once (protocol/judge_messages.h) and read strictly: what the
+// judge refuses here ends it with a tampering verdict.
+TEST(JudgeMessages, BracketMessagesRoundTripAndAnythingElseIsRefused) {
+  auto go = judge_call_go_from_json(to_json(JudgeCallGo{12345}), "go");
+  ASSERT_TRUE(go) << go.error().message;
+  EXPECT_EQ(go->splice, 12345);
+  const std::string digest = buffers_sha256({{"abc", 3}});
+  EXPECT_EQ(digest, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(buffers_sha256({{"a", 1}, {"bc", 2}}), digest) << "buffers one after the other";
+  auto end = judge_call_end_from_json(to_json(JudgeCallEnd{1, digest}), "call_end");
+  ASSERT_TRUE(end) << end.error().message;
+  EXPECT_EQ(end->outputs_sha256, digest);
+  auto answer = judge_call_end_reply_from_json(to_json(JudgeCallEndReply{true}), "answer");
+  ASSERT_TRUE(answer && answer->check);
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"go":true})", "splice"},
+           {R"({"go":false,"splice":1})", "not a go"},
+           {R"({"go":true,"splice":-1})", "out of range"},
+           {R"({"go":true,"splice":1,"extra":0})", "extra"},
+       }) {
+    auto bad = judge_call_go_from_json(Json::parse(text), "go");
+    ASSERT_FALSE(bad) << text;
+    EXPECT_NE(bad.error().message.find(why), std::string::npos) << bad.error().message;
+  }
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"op":"call_end","calls":1})", "outputs_sha256"},
+           {R"({"op":"call_begin","calls":1,"outputs_sha256":""})", "op"},
+           {R"({"op":"call_end","calls":0,"outputs_sha256":""})", "0 calls"},
+           {R"({"op":"call_end","calls":1,"outputs_sha256":"00"})", "64 lower-case hex"},
+           {R"({"op":"call_end","calls":1,"outputs_sha256":"","ok":true})", "ok"},
+       }) {
+    auto bad = judge_call_end_from_json(Json::parse(text), "call_end");
+    ASSERT_FALSE(bad) << text;
+    EXPECT_NE(bad.error().message.find(why), std::string::npos) << bad.error().message;
+  }
 }
 
 ChildShapeResponse child_line(EvalStatus status, int n = 3) {

@@ -352,7 +352,10 @@ TEST_F(SandboxTest, SlowedClockIsRefutedByTheJudgesClock) {
   for (SandboxMode mode : {SandboxMode::kBwrap, SandboxMode::kNone}) {
     auto recs = evaluate("rms_norm_slows_clock.cpp", {.sandbox = mode, .shapes = {"3"}});
     ASSERT_EQ(recs.size(), 1u);
-    EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << sandbox_mode_name(mode) << ": " << recs[0].error;
+    EXPECT_EQ(recs[0].status, EvalStatus::kRejected)
+        << sandbox_mode_name(mode) << ": " << recs[0].error << " (median "
+        << (recs[0].timing ? recs[0].timing->time_us_median : -1) << " us, n "
+        << (recs[0].timing ? recs[0].timing->n : 0) << ")";
     EXPECT_EQ(recs[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << recs[0].error;
     EXPECT_FALSE(recs[0].s_j);
   }
@@ -484,13 +487,14 @@ TEST_F(SandboxTest, TerminalInputIsDenied) {
   EXPECT_EQ(open[0].error.find("tiocsti=EPERM"), std::string::npos) << open[0].error;
 }
 
-// OPEN (reported to the judge's input handling, branch gate-inputs): timed calls return at once
-// and a thread of the candidate's computes their outputs between calls; calls checked right
-// after they return are computed in the call (their call site is learnt from the first call).
-// On rms_norm shape 3 it was timed 2.2x faster than its honest twin and passed the judge (the
-// brackets hold only the call). The defense: re-check random timed calls' outputs the moment the
-// call returns. Enable once that lands: the attack must fail, its twin (ATTACK_ASYNC 0) pass.
-TEST_F(SandboxTest, DISABLED_OutputsFinishedAfterTheCallReturnsAreCaught) {
+// Timed calls return at once and a thread of the candidate's computes their outputs between
+// calls; calls checked right after they return are computed in the call (their call site is
+// learnt from the first call). On rms_norm shape 3 it was timed 2.2x faster than its honest twin
+// and passed the judge (the brackets held only the call). Now every timed call's done carries the
+// SHA-256 of the outputs as the call returned, held against the outputs of the timed calls the
+// judge checks (its re-check, the last timed call's outputs): the attack fails, its twin
+// (ATTACK_ASYNC 0) passes.
+TEST_F(SandboxTest, OutputsFinishedAfterTheCallReturnsAreCaught) {
   auto recs = evaluate("rms_norm_async_output.cpp", {.shapes = {"3"}});
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_NE(recs[0].status, EvalStatus::kOk) << recs[0].error;
@@ -499,19 +503,52 @@ TEST_F(SandboxTest, DISABLED_OutputsFinishedAfterTheCallReturnsAreCaught) {
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << twin[0].error;
 }
 
-// OPEN (the judge's clock, not fixed here): a relay of the candidate's own between the harness
-// and the judge (fds 6 and 7) answers each call_begin with a go of its own and sends the judge
-// call_begin and call_end back to back after the call: every bracket holds one round trip and
-// no call. With the child's clock slowed 10x it claimed 8.0 ms on rms_norm shape 3 (honest twin:
-// 75.5 ms), S_j 0.48 against 0.05, and passed. The defense needs the bracket to hold the work:
-// a go that carries what the call needs (which fresh input set) and a done that carries a
-// digest of the outputs the judge later checks (docs/evaluation.md "What stays open").
-TEST_F(SandboxTest, DISABLED_RelayThatEmptiesTheJudgesBracketsIsRefuted) {
+// A relay of the candidate's own between the harness and the judge (fds 6 and 7) answers each
+// call_begin with a go of its own (well formed, naming a splice it drew) and sends the judge
+// call_begin and call_end back to back after the call: every bracket holds one round trip and no
+// call. With the child's clock slowed 10x it claimed 8.0 ms on rms_norm shape 3 (honest twin:
+// 75.5 ms), S_j 0.48 against 0.05, and passed. Now the go names the splice of the call's inputs
+// (cpu): the judge's checks of timed calls name a splice its go never named, which is tampering.
+// The twin (ATTACK_SLOWDOWN 1) is the same relay forwarding everything in order: a relay as such
+// is not refused.
+TEST_F(SandboxTest, RelayThatEmptiesTheJudgesBracketsIsRefuted) {
   auto recs = evaluate("rms_norm_relay_empties_brackets.cpp", {.shapes = {"3"}});
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("tampering"), std::string::npos) << recs[0].error;
   auto twin = evaluate("rms_norm_relay_empties_brackets.cpp",
                        {.shapes = {"3"}, .defines = {{"ATTACK_SLOWDOWN", "1"}}});
+  ASSERT_EQ(twin.size(), 1u);
+  EXPECT_EQ(twin[0].status, EvalStatus::kOk) << twin[0].error;
+}
+
+// The relay that beats a go it cannot forge: it hands the harness the judge's real go and sends
+// the judge a done of its own at once, with a stale digest, swallowing the real one after the
+// call (every bracket empty again, the clock slowed 10x). The judge's check of the last timed
+// call's outputs (and of any timed call it re-checks) finds outputs whose SHA-256 is not the one
+// that done carried: `wrong_result`. The twin (ATTACK_SLOWDOWN 1) relays honestly and passes.
+TEST_F(SandboxTest, RelayThatSendsTheDoneBeforeTheWorkIsCaught) {
+  auto recs = evaluate("rms_norm_relay_forges_call_end.cpp", {.shapes = {"3"}});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("SHA-256 differs"), std::string::npos) << recs[0].error;
+  auto twin = evaluate("rms_norm_relay_forges_call_end.cpp",
+                       {.shapes = {"3"}, .defines = {{"ATTACK_SLOWDOWN", "1"}}});
+  ASSERT_EQ(twin.size(), 1u);
+  EXPECT_EQ(twin[0].status, EvalStatus::kOk) << twin[0].error;
+}
+
+// A line of the candidate's own on the judge's pipe: an op the protocol has not (1), a call_end
+// with a member of its own (2, refused by the typed reader of protocol/judge_messages.h). The
+// judge ends with a tampering verdict and the whole task is rejected; the twin writes nothing.
+TEST_F(SandboxTest, ForgedMessagesToTheJudgeAreTampering) {
+  for (const char* forge : {"1", "2"}) {
+    auto recs = evaluate("rms_norm_forges_judge_message.cpp", {.defines = {{"ATTACK_FORGE", forge}}});
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << forge << ": " << recs[0].error;
+    EXPECT_EQ(recs[0].error.rfind("tampering: ", 0), 0u) << forge << ": " << recs[0].error;
+  }
+  auto twin = evaluate("rms_norm_forges_judge_message.cpp", {.defines = {{"ATTACK_FORGE", "0"}}});
   ASSERT_EQ(twin.size(), 1u);
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << twin[0].error;
 }

@@ -7,11 +7,14 @@
 //
 // Messages are JSON lines, child -> judge: {"op":"prepare","shape_id","seed","kind","variant"},
 // {"op":"check","shape_id","seed","kind","variant","context"},
-// {"op":"timing_begin","shape_id"}, {"op":"call_begin"}, {"op":"call_end","calls"},
-// {"op":"timing_end"}, {"op":"shape_end","shape_id","status"}; judge -> child: {"pass","error"}
-// after a check, {"go":true} after timing_begin and call_begin, {"go":true,"check":bool} after
-// call_end: `check` true when the judge chose to re-check that timed call (its own randomness,
-// after the call): the child's next message must be the check of that call's outputs.
+// {"op":"timing_begin","shape_id"}, {"op":"call_begin"},
+// {"op":"call_end","calls","outputs_sha256"}, {"op":"timing_end"},
+// {"op":"shape_end","shape_id","status"}; judge -> child: {"pass","error"} after a check,
+// {"go":true} after timing_begin, {"go":true,"splice"} after call_begin,
+// {"go":true,"check":bool} after call_end: `check` true when the judge chose to re-check that
+// timed call (its own randomness, after the call): the child's next message must be the check
+// of that call's outputs. The three messages of a bracket are typed in
+// protocol/judge_messages.h (the splice the go names, the outputs' digest the done carries).
 // `kind` is usual | range_probe | edge_case (shape_run_support.h SetKey); `variant` -1, or the
 // timed call whose splice the inputs carry.
 //
@@ -54,10 +57,13 @@ class JudgeLink {
   Result<std::string> check(const std::string& shape_id, const SetKey& key,
                             const std::string& context);
   Status timing_begin(const std::string& shape_id);
-  // Bracket one timed call (calls = 1) or a replay batch (calls = its samples). Errors stick
-  // (failed()) because the hooks of ChildDevice::time_call return nothing.
-  void call_begin();
-  void call_end(int calls);
+  // Bracket one timed call (calls = 1) or a replay batch (calls = its samples). call_begin
+  // returns the splice the judge's go names (-1 after an error); `outputs_sha256`: the digest
+  // of the call's outputs as it returned ("" on backends whose brackets do not hold the work:
+  // ChildDevice::brackets_hold_work). Errors stick (failed()) because the hooks of
+  // ChildDevice::time_call return nothing.
+  int64_t call_begin();
+  void call_end(int calls, const std::string& outputs_sha256);
   Status timing_end();
   Status shape_end(const std::string& shape_id, EvalStatus claimed);
   // The first error of call_begin/call_end ("" while none).
@@ -70,6 +76,7 @@ class JudgeLink {
   Status send(const Json& message);
   Result<Json> receive();
   Status expect_go();
+  void spin_for_reply();
 
   int out_, in_, shared_;
   std::string pending_;  // bytes read after the last reply's newline

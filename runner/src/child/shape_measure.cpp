@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "kernel_checks.h"
+#include "protocol/judge_messages.h"
 #include "shape_run.h"
 
 namespace atrex::runner::child {
@@ -43,11 +44,38 @@ Status ShapeRun::prepare_timed_call(int64_t t) {
   const size_t k = static_cast<size_t>(t) % rotation_in_.size();
   for (size_t i = 0; i < work_in_.size(); ++i)
     ATREX_TRY(dev_.copy(work_in_[i], rotation_in_[k][i], shape_.inputs[i].bytes()));
-  ATREX_TRY(splice_inputs(dev_, shape_, work_in_, t));
+  const bool at_go = dev_.brackets_hold_work();
+  if (!at_go) ATREX_TRY(splice_inputs(dev_, shape_, work_in_, t));
   for (size_t i = 0; i < out_.size(); ++i) ATREX_TRY(initialise_output(i, out_[i], work_in_));
-  key_ = SetKey{rotation_keys_[k].seed, SetKind::kUsual, t};
+  key_ = SetKey{rotation_keys_[k].seed, SetKind::kUsual, at_go ? -1 : t};
   current_pristine_ = &rotation_in_[k];
   return ok();
+}
+
+// Inside the judge's bracket: nothing the call needs is known before the go (the splice), and the
+// digest leaves with the done, before any thread of the candidate's can touch the outputs again.
+void ShapeRun::begin_timed_call() {
+  const int64_t splice = judge_.call_begin();
+  if (!dev_.brackets_hold_work() || splice < 0 || !hook_error_.empty()) return;
+  Status s = splice_inputs(dev_, shape_, work_in_, splice);
+  for (size_t o = 0; s && o < out_.size(); ++o) {
+    const std::string& from = shape_.def->outputs[o].initial_from;
+    for (size_t i = 0; s && !from.empty() && i < shape_.inputs.size(); ++i) {
+      if (shape_.inputs[i].name == from) s = splice_input(dev_, shape_, i, out_[o], splice);
+    }
+  }
+  if (!s) hook_error_ = "splicing a timed call's inputs: " + s.error().message;
+  key_.variant = splice;
+}
+
+void ShapeRun::end_timed_call() {
+  std::string digest;
+  if (dev_.brackets_hold_work() && dev_.host_memory()) {
+    std::vector<std::pair<const void*, size_t>> outputs;
+    for (size_t i = 0; i < out_.size(); ++i) outputs.emplace_back(out_[i], shape_.outputs[i].bytes());
+    digest = buffers_sha256(outputs);
+  }
+  judge_.call_end(1, digest);
 }
 
 std::optional<Failure> ShapeRun::restore_rotation_set(int k) {
@@ -152,7 +180,7 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   // child's done (judge_link.h); the runner holds the claimed samples against those brackets.
   if (auto f = device_error(judge_.timing_begin(item_.shape_id), "opening the judge's timing"))
     return Failure{EvalStatus::kCrashed, f->error};
-  dev_.set_timing_hooks([this] { judge_.call_begin(); }, [this] { judge_.call_end(1); });
+  dev_.set_timing_hooks([this] { begin_timed_call(); }, [this] { end_timed_call(); });
   struct HooksOff {
     ChildDevice& dev;
     ~HooksOff() { dev.set_timing_hooks({}, {}); }
@@ -160,6 +188,7 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   while (!done()) {
     if (!judge_.failed().empty())
       return Failure{EvalStatus::kCrashed, "judge: " + judge_.failed()};
+    if (!hook_error_.empty()) return Failure{EvalStatus::kCrashed, hook_error_};
     if (cupti) {
       // A batch of traced calls, then their spans (a call without device records: its event time).
       const uint64_t first = next_call;
@@ -191,9 +220,9 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     }
     if (graph) {
       const size_t before = samples.size();
-      judge_.call_begin();
+      (void)judge_.call_begin();  // the captured splices stand (no backend with graphs splices at go)
       const Status replayed = dev_.replay_timed(samples);
-      judge_.call_end(static_cast<int>(samples.size() - before));
+      judge_.call_end(static_cast<int>(samples.size() - before), "");
       if (auto f = device_error(replayed, "graph replay")) return f;
       if (auto f = check_guards("a graph replay of the timed calls")) return f;
       // The replay's last sample left its outputs (key_: the last captured call's set).
@@ -216,6 +245,7 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   dev_.set_timing_hooks({}, {});
   if (!judge_.failed().empty())
     return Failure{EvalStatus::kCrashed, "judge: " + judge_.failed()};
+  if (!hook_error_.empty()) return Failure{EvalStatus::kCrashed, hook_error_};
   if (auto f = device_error(judge_.timing_end(), "closing the judge's timing"))
     return Failure{EvalStatus::kCrashed, f->error};
   timing_phase.reset();

@@ -74,8 +74,16 @@ class ShapeRun {
   // how many there are is in the response (input_rotation).
   std::optional<Failure> prepare_rotation(ChildShapeResponse& resp);
   // Timed call `t`'s inputs: set t % sets copied into the work buffers and spliced
-  // (splice_inputs, variant t); outputs reset from them. key_ names that set.
+  // (splice_inputs, variant t); outputs reset from them. key_ names that set. Where the
+  // brackets hold the work (ChildDevice::brackets_hold_work) the splice waits for the judge's go
+  // (begin_timed_call) and key_'s variant is set there.
   Status prepare_timed_call(int64_t t);
+  // The timing hooks around each eager timed call (ChildDevice::set_timing_hooks): the judge's
+  // go, then (brackets that hold the work) the splice it names applied to the work inputs and
+  // to the in-place outputs that start from them; after the call, the done with the SHA-256 of
+  // the outputs as the call left them. An error of the splice sticks in hook_error_.
+  void begin_timed_call();
+  void end_timed_call();
   // Copies rotation set `k` (unspliced) into the work buffers; key_ names it.
   std::optional<Failure> restore_rotation_set(int k);
   // The judge asked to re-check the timed call just made: its outputs as they are.
@@ -112,6 +120,7 @@ class ShapeRun {
   // pristine copy (in-place outputs start from it).
   SetKey key_;
   const std::vector<void*>* current_pristine_ = &pristine_in_;
+  std::string hook_error_;  // the first error of begin_timed_call ("" while none)
 };
 
 }  // namespace atrex::runner::child

@@ -81,7 +81,8 @@ struct SetKey {
   int64_t variant = -1;
   bool operator==(const SetKey&) const = default;
 };
-// Timed-call variants above this are tampering (far more timed calls than max_iterations allow).
+// Timed-call variants above this are tampering (far more timed calls than max_iterations allow;
+// the judge's splices are below it too: judge_messages.h kJudgeSpliceLimit).
 inline constexpr int64_t kMaxVariant = int64_t{1} << 40;
 
 // What the edge-case set of `def` rewrites, for the record ("" when the operator has none).
@@ -117,29 +118,37 @@ inline Status draw_input(ChildDevice& dev, const problems::ResolvedShape& shape,
   return dev.from_host(dst, host.data(), host.size());
 }
 
-// The splice of timed call `variant` (>= 0) into the inputs `in` (device buffers of `shape`, a
-// usual draw): in every input drawn from a distribution (no structured generator: ids, tables and
+// The splice of `variant` into one tensor: input `index`'s (buffer `buffer`, which may also be
+// an in-place output that starts as a copy of that input: the same bytes move, so it ends as a
+// copy of the spliced input). Nothing for generated inputs and those under 4 elements.
+inline Status splice_input(ChildDevice& dev, const problems::ResolvedShape& shape, size_t index,
+                           void* buffer, int64_t variant) {
+  if (shape.def->inputs[index].generate) return ok();
+  const auto n = static_cast<uint64_t>(shape.inputs[index].numel());
+  if (n < 4) return ok();
+  const uint64_t len = std::clamp<uint64_t>(n / 8, 1, 64);
+  const uint64_t h = num::mix64(static_cast<uint64_t>(variant) * 0x100000001b3ull + index + 1);
+  const uint64_t a = h % (n - 2 * len + 1);
+  const uint64_t b = a + len + num::mix64(h) % (n - 2 * len - a + 1);
+  const bool forward = (num::mix64(h ^ 0x5bd1e995) & 1) != 0;
+  const size_t es = problems::dtype_size(shape.inputs[index].dtype);
+  auto* base = static_cast<uint8_t*>(buffer);
+  return dev.copy(base + (forward ? b : a) * es, base + (forward ? a : b) * es, len * es);
+}
+
+// The splice `variant` (>= 0: the timed call's number, or on cpu the value of the judge's go)
+// into the inputs `in` (device buffers of `shape`, a usual draw): in every input drawn from a distribution (no structured generator: ids, tables and
 // slot maps keep their invariants) with at least 4 elements, a run of L = clamp(n/8, 1, 64)
 // elements is copied over another run of the same tensor at seeded, non-overlapping offsets.
 // Values stay ones the distribution drew; each timed call's inputs differ from every other call's
 // in a few places, so a cache keyed on any sample of the inputs returns a stale answer that the
 // judge's re-checks catch, and a cache keyed on all of them never hits. Device copies only (no
-// host round trip): cheap enough for every timed call, outside the timed window.
+// host round trip): cheap enough for every timed call, outside the timed window (on cpu inside
+// the judge's bracket, right after its go: judge_messages.h).
 inline Status splice_inputs(ChildDevice& dev, const problems::ResolvedShape& shape,
                             const std::vector<void*>& in, int64_t variant) {
-  for (size_t i = 0; i < shape.inputs.size(); ++i) {
-    if (shape.def->inputs[i].generate) continue;
-    const auto n = static_cast<uint64_t>(shape.inputs[i].numel());
-    if (n < 4) continue;
-    const uint64_t len = std::clamp<uint64_t>(n / 8, 1, 64);
-    const uint64_t h = num::mix64(static_cast<uint64_t>(variant) * 0x100000001b3ull + i + 1);
-    const uint64_t a = h % (n - 2 * len + 1);
-    const uint64_t b = a + len + num::mix64(h) % (n - 2 * len - a + 1);
-    const bool forward = (num::mix64(h ^ 0x5bd1e995) & 1) != 0;
-    const size_t es = problems::dtype_size(shape.inputs[i].dtype);
-    auto* base = static_cast<uint8_t*>(in[i]);
-    ATREX_TRY(dev.copy(base + (forward ? b : a) * es, base + (forward ? a : b) * es, len * es));
-  }
+  for (size_t i = 0; i < shape.inputs.size(); ++i)
+    ATREX_TRY(splice_input(dev, shape, i, in[i], variant));
   return ok();
 }
 

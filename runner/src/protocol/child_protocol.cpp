@@ -1,5 +1,7 @@
 #include "protocol/child_protocol.h"
 
+#include <fmt/format.h>
+
 #include "atrex/common/wire/reader.h"
 
 namespace atrex::runner {
@@ -225,7 +227,9 @@ Json to_json(const JudgeVerdict& v) {
               {"bracket_us", v.bracket_us},
               {"bracket_calls", v.bracket_calls},
               {"bracket_overhead_us", v.bracket_overhead_us},
-              {"bracket_latency_us", v.bracket_latency_us}};
+              {"bracket_latency_us", v.bracket_latency_us},
+              {"brackets_hold_work", v.brackets_hold_work},
+              {"checked_brackets", v.checked_brackets}};
 }
 
 Result<JudgeVerdict> judge_verdict_from_json(const Json& j, const std::string& source) {
@@ -253,9 +257,16 @@ Result<JudgeVerdict> judge_verdict_from_json(const Json& j, const std::string& s
   ATREX_TRY(r.required("bracket_calls", v.bracket_calls));
   ATREX_TRY(r.required("bracket_overhead_us", v.bracket_overhead_us));
   ATREX_TRY(r.required("bracket_latency_us", v.bracket_latency_us));
+  ATREX_TRY(r.required("brackets_hold_work", v.brackets_hold_work));
+  ATREX_TRY(r.required("checked_brackets", v.checked_brackets));
   ATREX_TRY(r.finish());
   if (v.bracket_us.size() != v.bracket_calls.size())
     return JsonField(j, source).fail("bracket_us and bracket_calls differ in length");
+  for (int k : v.checked_brackets) {
+    if (k < 0 || static_cast<size_t>(k) >= v.bracket_us.size())
+      return JsonField(j, source).fail(
+          fmt::format("checked_brackets names bracket {} of {}", k, v.bracket_us.size()));
+  }
   return v;
 }
 

@@ -140,6 +140,15 @@ struct JudgeVerdict {
   // between two of its threads over a pipe, microseconds): how much of a bracket two wake-ups
   // may take on this host now. A loaded host makes it long.
   double bracket_latency_us = 0;
+  // Whether the brackets hold the work (ChildDevice::brackets_hold_work, the judge's backend:
+  // cpu): each go named the splice of its call's inputs and each done carried the digest of the
+  // call's outputs (judge_messages.h). Then only checked_brackets bound the claimed time.
+  bool brackets_hold_work = false;
+  // Indices into bracket_us of the brackets whose call the judge checked after it (a re-check
+  // it chose, or the last timed call's outputs after timing): its inputs carried the go's
+  // splice, its outputs passed and matched the digest sent with its done. Empty where the
+  // brackets do not hold the work.
+  std::vector<int> checked_brackets;
 };
 Json to_json(const JudgeVerdict& v);
 Result<JudgeVerdict> judge_verdict_from_json(const Json& j, const std::string& source);

@@ -1,0 +1,238 @@
+// ATTACKS the judge's brackets where they hold the work (docs/evaluation.md "The judge": on cpu
+// the go names the call's splice and the done carries the SHA-256 of the call's outputs): the
+// answer to rms_norm_relay_empties_brackets.cpp's defeat. A relay of the candidate's own on the
+// judge's pipes (fds 6 and 7) now forwards each call_begin at once and hands the harness the
+// judge's real go, so the call runs on the inputs the judge named; but the moment the go has
+// passed it sends the judge a call_end of its own, with the digest of the last call_end the
+// harness sent (the best guess it has: the outputs of this call do not exist yet), and holds
+// the judge's answer. The harness's real call_end, after the call, is swallowed and answered with
+// that answer. Every bracket the judge stamps holds one round trip; the child's clock is slowed
+// ATTACK_SLOWDOWN times. Expected: the judge checks the last timed call's outputs after timing
+// (and any timed call it chose to re-check): their SHA-256 is not the one its done carried, so
+// `wrong_result`; and an unchecked bracket never bounds the claim, so emptying only the brackets
+// it hopes go unchecked gains nothing.
+//   ATTACK_SLOWDOWN 1: the honest twin (a relay that forwards every message at once, in order,
+//   and no bent clock).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <elf.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "atrex/candidate.h"
+
+#ifndef ATTACK_SLOWDOWN
+#define ATTACK_SLOWDOWN 10
+#endif
+
+static float bf16_to_float(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+static int64_t g_origin_ns = -1;
+static int g_patched = 0;
+static std::string g_message;
+ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message() { return g_message.c_str(); }
+
+static int64_t raw_ns(clockid_t id) {
+  struct timespec ts;
+  syscall(SYS_clock_gettime, id, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+extern "C" int slow_clock_gettime(clockid_t id, struct timespec* ts) {
+  if (id != CLOCK_MONOTONIC && id != CLOCK_MONOTONIC_RAW)
+    return static_cast<int>(syscall(SYS_clock_gettime, id, ts));
+  const int64_t now = raw_ns(id);
+  const int64_t bent = g_origin_ns + (now - g_origin_ns) / ATTACK_SLOWDOWN;
+  ts->tv_sec = bent / 1000000000;
+  ts->tv_nsec = bent % 1000000000;
+  return 0;
+}
+
+static uintptr_t dyn_ptr(const ElfW(Dyn) * d, ElfW(Addr) base) {
+  const uintptr_t v = d->d_un.d_ptr;
+  return v < base ? v + base : v;  // ld.so relocates these in place; the vDSO's are not
+}
+
+static int patch_object(struct dl_phdr_info* info, size_t, void*) {
+  const ElfW(Dyn)* dyn = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  }
+  if (!dyn || std::strstr(info->dlpi_name, "linux-vdso") != nullptr) return 0;
+  const ElfW(Sym)* symtab = nullptr;
+  const char* strtab = nullptr;
+  const ElfW(Rela)* tables[2] = {nullptr, nullptr};
+  size_t sizes[2] = {0, 0};
+  for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
+    switch (d->d_tag) {
+      case DT_SYMTAB: symtab = reinterpret_cast<const ElfW(Sym)*>(dyn_ptr(d, info->dlpi_addr)); break;
+      case DT_STRTAB: strtab = reinterpret_cast<const char*>(dyn_ptr(d, info->dlpi_addr)); break;
+      case DT_JMPREL: tables[0] = reinterpret_cast<const ElfW(Rela)*>(dyn_ptr(d, info->dlpi_addr)); break;
+      case DT_PLTRELSZ: sizes[0] = d->d_un.d_val; break;
+      case DT_RELA: tables[1] = reinterpret_cast<const ElfW(Rela)*>(dyn_ptr(d, info->dlpi_addr)); break;
+      case DT_RELASZ: sizes[1] = d->d_un.d_val; break;
+      default: break;
+    }
+  }
+  if (!symtab || !strtab) return 0;
+  const long page = sysconf(_SC_PAGESIZE);
+  for (int t = 0; t < 2; ++t) {
+    if (!tables[t]) continue;
+    for (size_t k = 0; k < sizes[t] / sizeof(ElfW(Rela)); ++k) {
+      const ElfW(Rela)& r = tables[t][k];
+      const auto type = ELF64_R_TYPE(r.r_info);
+      if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
+      const char* name = strtab + symtab[ELF64_R_SYM(r.r_info)].st_name;
+      if (std::strcmp(name, "clock_gettime") != 0 && std::strcmp(name, "__clock_gettime") != 0)
+        continue;
+      auto* slot = reinterpret_cast<void**>(info->dlpi_addr + r.r_offset);
+      const uintptr_t at = reinterpret_cast<uintptr_t>(slot) & ~static_cast<uintptr_t>(page - 1);
+      if (mprotect(reinterpret_cast<void*>(at), static_cast<size_t>(page),
+                   PROT_READ | PROT_WRITE) != 0)
+        continue;
+      *slot = reinterpret_cast<void*>(&slow_clock_gettime);
+      ++g_patched;
+    }
+  }
+  return 0;
+}
+
+// --- the relay between the harness (fds 6 out, 7 in) and the judge --------------------------
+static int g_judge_out = -1, g_judge_in = -1;  // the real pipes, moved away from 6 and 7
+static int g_from_harness = -1, g_to_harness = -1;
+
+static bool read_line(int fd, std::string& pending, std::string& line) {
+  for (;;) {
+    const auto nl = pending.find('\n');
+    if (nl != std::string::npos) {
+      line = pending.substr(0, nl + 1);
+      pending.erase(0, nl + 1);
+      return true;
+    }
+    char buf[4096];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) return false;
+    pending.append(buf, static_cast<size_t>(n));
+  }
+}
+
+static void write_all(int fd, const std::string& s) {
+  for (size_t done = 0; done < s.size();) {
+    const ssize_t n = write(fd, s.data() + done, s.size() - done);
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+static std::string digest_of(const std::string& call_end) {
+  const std::string key = "\"outputs_sha256\":\"";
+  const auto at = call_end.find(key);
+  if (at == std::string::npos) return std::string(64, '0');
+  return call_end.substr(at + key.size(), 64);
+}
+
+static void relay() {
+  std::string from_harness, from_judge, line, reply, held_answer;
+  std::string last_digest(64, '0');
+  while (read_line(g_from_harness, from_harness, line)) {
+    const bool begin = line.find("\"op\":\"call_begin\"") != std::string::npos;
+    const bool end = line.find("\"op\":\"call_end\"") != std::string::npos;
+    if (ATTACK_SLOWDOWN > 1 && begin) {
+      // The judge's own go, at once; then a done of our own before the call has even started.
+      write_all(g_judge_out, line);
+      if (!read_line(g_judge_in, from_judge, reply)) return;
+      write_all(g_judge_out, "{\"op\":\"call_end\",\"calls\":1,\"outputs_sha256\":\"" +
+                                 last_digest + "\"}\n");
+      if (!read_line(g_judge_in, from_judge, held_answer)) return;
+      write_all(g_to_harness, reply);
+      continue;
+    }
+    if (ATTACK_SLOWDOWN > 1 && end) {  // the real done: the judge has had one already
+      last_digest = digest_of(line);
+      write_all(g_to_harness, held_answer);
+      continue;
+    }
+    write_all(g_judge_out, line);
+    // The messages the judge answers: a check (pass), timing_begin, call_begin (go) and
+    // call_end (go and check).
+    if (line.find("\"op\":\"check\"") != std::string::npos ||
+        line.find("\"op\":\"timing_begin\"") != std::string::npos || begin || end) {
+      if (!read_line(g_judge_in, from_judge, reply)) return;
+      write_all(g_to_harness, reply);
+    }
+  }
+}
+
+static bool start_relay() {
+  int to_relay[2], from_relay[2];
+  if (pipe(to_relay) != 0 || pipe(from_relay) != 0) return false;
+  g_judge_out = fcntl(6, F_DUPFD_CLOEXEC, 100);
+  g_judge_in = fcntl(7, F_DUPFD_CLOEXEC, 100);
+  if (g_judge_out < 0 || g_judge_in < 0) return false;
+  if (dup2(to_relay[1], 6) < 0 || dup2(from_relay[0], 7) < 0) return false;
+  close(to_relay[1]);
+  close(from_relay[0]);
+  g_from_harness = to_relay[0];
+  g_to_harness = from_relay[1];
+  std::thread(relay).detach();
+  return true;
+}
+
+ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
+  if (g_origin_ns < 0) {
+    g_origin_ns = raw_ns(CLOCK_MONOTONIC);
+    dl_iterate_phdr(patch_object, nullptr);
+    if (g_patched == 0) {
+      g_message = "no clock_gettime slot found to patch";
+      return 9;
+    }
+    if (!start_relay()) {
+      g_message = "could not put a relay between the harness and the judge";
+      return 9;
+    }
+  }
+  const DLTensor* x = atrex_input(launch, "x");
+  const DLTensor* w = atrex_input(launch, "weight");
+  const DLTensor* out = atrex_output(launch, "out");
+  if (!x || !w || !out || x->ndim != 2) return 1;
+  const int64_t rows = x->shape[0], hidden = x->shape[1];
+  const float eps = static_cast<float>(atrex_param_float(launch, "eps", 1e-6));
+  const auto* xs = static_cast<const uint16_t*>(x->data);
+  const auto* ws = static_cast<const uint16_t*>(w->data);
+  auto* os = static_cast<uint16_t*>(out->data);
+  for (int64_t r = 0; r < rows; ++r) {
+    float ss = 0;
+    for (int64_t h = 0; h < hidden; ++h) {
+      const float v = bf16_to_float(xs[r * hidden + h]);
+      ss += v * v;
+    }
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + eps);
+    for (int64_t h = 0; h < hidden; ++h)
+      os[r * hidden + h] =
+          float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
+  }
+  return 0;
+}

@@ -1,0 +1,88 @@
+#include "protocol/judge_messages.h"
+
+#include <openssl/evp.h>
+
+#include <array>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "atrex/common/wire/reader.h"
+
+namespace atrex::runner {
+namespace {
+
+Result<void> expect_go(ObjectReader& r) {
+  bool go = false;
+  ATREX_TRY(r.required("go", go));
+  if (!go) return r.field().fail("the judge's answer is not a go");
+  return ok();
+}
+
+}  // namespace
+
+Json to_json(const JudgeCallGo& m) { return Json{{"go", true}, {"splice", m.splice}}; }
+
+Result<JudgeCallGo> judge_call_go_from_json(const Json& j, const std::string& source) {
+  JudgeCallGo m;
+  ATREX_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::open(JsonField(j, source)));
+  ATREX_TRY(expect_go(r));
+  ATREX_TRY(r.required("splice", m.splice));
+  ATREX_TRY(r.finish());
+  if (m.splice < 0 || m.splice >= kJudgeSpliceLimit)
+    return JsonField(j, source).fail(fmt::format("splice {} is out of range", m.splice));
+  return m;
+}
+
+Json to_json(const JudgeCallEnd& m) {
+  return Json{{"op", "call_end"}, {"calls", m.calls}, {"outputs_sha256", m.outputs_sha256}};
+}
+
+Result<JudgeCallEnd> judge_call_end_from_json(const Json& j, const std::string& source) {
+  JudgeCallEnd m;
+  ATREX_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::open(JsonField(j, source)));
+  ATREX_TRY(r.constant("op", "call_end"));
+  ATREX_TRY(r.required("calls", m.calls));
+  ATREX_TRY(r.required("outputs_sha256", m.outputs_sha256));
+  ATREX_TRY(r.finish());
+  if (m.calls < 1 || m.calls > 100000)
+    return JsonField(j, source).fail(fmt::format("a bracket of {} calls", m.calls));
+  if (!m.outputs_sha256.empty() && !is_sha256_hex(m.outputs_sha256))
+    return JsonField(j, source).fail("outputs_sha256 is not 64 lower-case hex digits");
+  return m;
+}
+
+Json to_json(const JudgeCallEndReply& m) { return Json{{"go", true}, {"check", m.check}}; }
+
+Result<JudgeCallEndReply> judge_call_end_reply_from_json(const Json& j, const std::string& source) {
+  JudgeCallEndReply m;
+  ATREX_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::open(JsonField(j, source)));
+  ATREX_TRY(expect_go(r));
+  ATREX_TRY(r.required("check", m.check));
+  ATREX_TRY(r.finish());
+  return m;
+}
+
+std::string buffers_sha256(const std::vector<std::pair<const void*, size_t>>& host_buffers) {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  bool good = ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1;
+  for (const auto& [p, n] : host_buffers) good = good && EVP_DigestUpdate(ctx.get(), p, n) == 1;
+  good = good && EVP_DigestFinal_ex(ctx.get(), digest.data(), &length) == 1;
+  ATREX_ASSERT(good, "OpenSSL's SHA-256 failed");
+  std::string out;
+  out.reserve(2 * length);
+  for (unsigned int i = 0; i < length; ++i) out += fmt::format("{:02x}", digest[i]);
+  return out;
+}
+
+bool is_sha256_hex(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+}  // namespace atrex::runner

@@ -1,0 +1,59 @@
+// The messages between the evaluation child and its judge that bracket one timed call (judge.h,
+// child/judge_link.h; docs/evaluation.md "The judge"), typed once for both sides and read
+// strictly: a missing, extra or mistyped member is an error naming it (the judge turns it into a
+// `tampering` verdict). The other messages of that pipe are described in judge_link.h.
+//
+// The bracket must hold the work, not just a call (the relay of
+// kernels/faults/rms_norm_relay_empties_brackets.cpp emptied every bracket by forging the go):
+//   child -> judge  {"op":"call_begin"}
+//   judge -> child  {"go":true,"splice":N}          JudgeCallGo: N drawn by the judge now
+//   (the child applies splice N to the call's inputs, runs the call, hashes its outputs)
+//   child -> judge  {"op":"call_end","calls":n,"outputs_sha256":"<64 hex>"}   JudgeCallEnd
+//   judge -> child  {"go":true,"check":bool}        JudgeCallEndReply
+// On backends whose brackets hold the work (ChildDevice::brackets_hold_work: cpu) the call's
+// inputs carry splice N, which nobody knew before the go, and the digest is taken the moment the
+// call returned; the judge holds the digest against the outputs of that call when it re-checks
+// it. Elsewhere (cuda, hip) the child splices by call number as before and sends "".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "atrex/common/error.h"
+#include "atrex/common/json_io.h"
+
+namespace atrex::runner {
+
+// Splices the judge draws are below this (shape_run_support.h kMaxVariant bounds variants).
+inline constexpr int64_t kJudgeSpliceLimit = int64_t{1} << 40;
+
+struct JudgeCallGo {
+  int64_t splice = 0;  // 0 <= splice < kJudgeSpliceLimit
+};
+Json to_json(const JudgeCallGo& m);
+Result<JudgeCallGo> judge_call_go_from_json(const Json& j, const std::string& source);
+
+struct JudgeCallEnd {
+  int calls = 1;  // timed samples the bracket holds: 1 (eager) or a graph replay's batch
+  // Lower-case hex SHA-256 of the call's outputs (buffers_sha256 over every output, in the
+  // shape's order), taken as the call returned; "" where the backend does not take it.
+  std::string outputs_sha256;
+};
+Json to_json(const JudgeCallEnd& m);
+Result<JudgeCallEnd> judge_call_end_from_json(const Json& j, const std::string& source);
+
+struct JudgeCallEndReply {
+  bool check = false;  // the judge re-checks this call: the child's next message is its check
+};
+Json to_json(const JudgeCallEndReply& m);
+Result<JudgeCallEndReply> judge_call_end_reply_from_json(const Json& j, const std::string& source);
+
+// Lower-case hex SHA-256 (OpenSSL) of `host_buffers` (pointer, bytes), one after the other.
+std::string buffers_sha256(const std::vector<std::pair<const void*, size_t>>& host_buffers);
+// Whether `s` is what buffers_sha256 returns: 64 lower-case hex digits.
+bool is_sha256_hex(const std::string& s);
+
+}  // namespace atrex::runner
