@@ -17,6 +17,14 @@
 // brackets so checked bound the claim.
 //   ATTACK_SLOWDOWN 1: the honest twin: the relay forwards every message at once, in order
 //   (call_begin before the call, the judge's own go back), and the clock is not bent.
+//   ATTACK_DONE_FIRST 1: the answer to that defeat, where brackets hold the work (cpu: the go
+//   names the splice, the done carries the SHA-256 of the call's outputs). The relay forwards
+//   each call_begin and hands the harness the judge's real go, so the call runs on the inputs the
+//   judge named; but the moment the go has passed it sends the judge a call_end of its own, with
+//   the digest of the last call_end the harness sent (the outputs of this call do not exist
+//   yet), and holds the judge's answer; the harness's real call_end is swallowed and answered
+//   with it. Expected: the judge's check of the last timed call (and any re-check it chose)
+//   finds outputs whose SHA-256 is not the one its done carried: `wrong_result`.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -37,6 +45,9 @@
 
 #ifndef ATTACK_SLOWDOWN
 #define ATTACK_SLOWDOWN 10
+#endif
+#ifndef ATTACK_DONE_FIRST
+#define ATTACK_DONE_FIRST 0
 #endif
 
 static float bf16_to_float(uint16_t h) {
@@ -151,12 +162,36 @@ static void write_all(int fd, const std::string& s) {
   }
 }
 
+// The digest a call_end line carries (zeros when it has none).
+static std::string digest_of(const std::string& call_end) {
+  const std::string key = "\"outputs_sha256\":\"";
+  const auto at = call_end.find(key);
+  if (at == std::string::npos) return std::string(64, '0');
+  return call_end.substr(at + key.size(), 64);
+}
+
 static void relay() {
-  std::string from_harness, from_judge, line, reply, held_begin;
+  std::string from_harness, from_judge, line, reply, held_begin, held_answer;
+  std::string last_digest(64, '0');
   uint64_t own_splice = 0x1234567;
   while (read_line(g_from_harness, from_harness, line)) {
     const bool begin = line.find("\"op\":\"call_begin\"") != std::string::npos;
     const bool end = line.find("\"op\":\"call_end\"") != std::string::npos;
+    if (ATTACK_DONE_FIRST && ATTACK_SLOWDOWN > 1 && begin) {
+      // The judge's own go, at once; then a done of our own before the call has even started.
+      write_all(g_judge_out, line);
+      if (!read_line(g_judge_in, from_judge, reply)) return;
+      write_all(g_judge_out, "{\"op\":\"call_end\",\"calls\":1,\"outputs_sha256\":\"" +
+                                 last_digest + "\"}\n");
+      if (!read_line(g_judge_in, from_judge, held_answer)) return;
+      write_all(g_to_harness, reply);
+      continue;
+    }
+    if (ATTACK_DONE_FIRST && ATTACK_SLOWDOWN > 1 && end) {  // the real done: the judge had one
+      last_digest = digest_of(line);
+      write_all(g_to_harness, held_answer);
+      continue;
+    }
     if (ATTACK_SLOWDOWN > 1 && begin) {
       // A go of our own now; the judge hears of the call only once it is over.
       held_begin = line;

@@ -6,6 +6,7 @@
 // SandboxTest.RelayThat* and SandboxTest.OutputsFinishedAfterTheCallReturnsAreCaught.
 #include <gtest/gtest.h>
 
+#include "atrex/common/hash.h"
 #include "atrex/problems/host_run.h"
 #include "atrex/problems/suite.h"
 #include "judge_process.h"
@@ -51,7 +52,7 @@ class JudgeBracket : public ::testing::Test {
   std::string outputs_sha256() const {
     std::vector<std::pair<const void*, size_t>> b;
     for (const auto& o : run_.outputs) b.emplace_back(o.data(), o.size());
-    return buffers_sha256(b);
+    return sha256_hex_of_buffers(b);
   }
   Json recheck(int64_t splice) const {
     return Json{{"op", "check"},      {"shape_id", "15"}, {"seed", kSeed},
@@ -95,7 +96,7 @@ TEST_F(JudgeBracket, OutputsThatAreNotTheOnesTheDoneHashedFailTheCheck) {
   const JudgeCallGo go = open_bracket(judge);
   // The done's digest is of other bytes than the outputs published for the re-check: a done sent
   // before the work, or outputs a thread finished after the call returned.
-  judge.send(to_json(JudgeCallEnd{1, buffers_sha256({{"early", 5}})}));
+  judge.send(to_json(JudgeCallEnd{1, sha256_hex_of_buffers({{"early", 5}})}));
   auto answer = judge_call_end_reply_from_json(judge.reply(), "answer");
   ASSERT_TRUE(answer && answer->check);
   judge.publish(run_);

@@ -3,6 +3,7 @@
 // its clock. Unit tests; the end-to-end attacks are SandboxTest.* (sandbox_test.cpp).
 #include <gtest/gtest.h>
 
+#include "atrex/common/hash.h"
 #include "protocol/judge_messages.h"
 #include "protocol/response_channel.h"
 #include "shape_batch.h"
@@ -102,9 +103,9 @@ TEST(JudgeMessages, BracketMessagesRoundTripAndAnythingElseIsRefused) {
   auto go = judge_call_go_from_json(to_json(JudgeCallGo{12345}), "go");
   ASSERT_TRUE(go) << go.error().message;
   EXPECT_EQ(go->splice, 12345);
-  const std::string digest = buffers_sha256({{"abc", 3}});
+  const std::string digest = sha256_hex_of_buffers({{"abc", 3}});
   EXPECT_EQ(digest, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(buffers_sha256({{"a", 1}, {"bc", 2}}), digest) << "buffers one after the other";
+  EXPECT_EQ(sha256_hex_of_buffers({{"a", 1}, {"bc", 2}}), digest) << "buffers one after the other";
   auto end = judge_call_end_from_json(to_json(JudgeCallEnd{1, digest}), "call_end");
   ASSERT_TRUE(end) << end.error().message;
   EXPECT_EQ(end->outputs_sha256, digest);

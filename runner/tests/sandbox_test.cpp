@@ -528,12 +528,14 @@ TEST_F(SandboxTest, RelayThatEmptiesTheJudgesBracketsIsRefuted) {
 // call's outputs (and of any timed call it re-checks) finds outputs whose SHA-256 is not the one
 // that done carried: `wrong_result`. The twin (ATTACK_SLOWDOWN 1) relays honestly and passes.
 TEST_F(SandboxTest, RelayThatSendsTheDoneBeforeTheWorkIsCaught) {
-  auto recs = evaluate("rms_norm_relay_forges_call_end.cpp", {.shapes = {"3"}});
+  auto recs = evaluate("rms_norm_relay_empties_brackets.cpp",
+                       {.shapes = {"3"}, .defines = {{"ATTACK_DONE_FIRST", "1"}}});
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
   EXPECT_NE(recs[0].error.find("SHA-256 differs"), std::string::npos) << recs[0].error;
-  auto twin = evaluate("rms_norm_relay_forges_call_end.cpp",
-                       {.shapes = {"3"}, .defines = {{"ATTACK_SLOWDOWN", "1"}}});
+  auto twin = evaluate(
+      "rms_norm_relay_empties_brackets.cpp",
+      {.shapes = {"3"}, .defines = {{"ATTACK_DONE_FIRST", "1"}, {"ATTACK_SLOWDOWN", "1"}}});
   ASSERT_EQ(twin.size(), 1u);
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << twin[0].error;
 }

@@ -1,7 +1,5 @@
 #include "atrex/scheduler/build_record.h"
 
-#include <unistd.h>
-
 #include <memory>
 
 #include "atrex/common/build_info.h"
@@ -9,15 +7,10 @@
 #include "atrex/runner/compile.h"
 #include "atrex/runner/environment.h"
 #include "atrex/runner/toolchain.h"
+#include "host_name.h"
 
 namespace atrex::scheduler {
 namespace {
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0') return name;
-  return "unknown";
-}
 
 std::unique_ptr<runner::Toolchain> toolchain_for(Backend backend) {
   switch (backend) {
@@ -40,6 +33,7 @@ BuildRecord current_build_record(Backend backend) {
   b.cxx_flags = info.cxx_flags;
   b.cuda_compiler = info.cuda_compiler;
   b.host = host_name();
+  if (b.host.empty()) b.host = "unknown";
   b.recorded_at = utc_timestamp_now();
   const auto tc = toolchain_for(backend);
   b.candidate_compiler = tc->compiler();

@@ -12,6 +12,7 @@
 
 #include "atrex/problems/suite.h"
 #include "atrex/scheduler/launcher.h"
+#include "host_name.h"
 
 namespace atrex::scheduler {
 namespace fs = std::filesystem;
@@ -68,12 +69,6 @@ bool is_recorded_worker(const LocalWorker& p) {
   std::string expected;
   for (const auto& a : p.args) expected += a + '\0';
   return cmdline == expected;
-}
-
-std::string host_name() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return host;
 }
 
 class LocalLauncher final : public WorkerLauncher {

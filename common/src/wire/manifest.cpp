@@ -113,12 +113,9 @@ Result<void> read_value(const JsonField& f, SweepStatus& out) {
 }
 
 bool BuildRecord::same_build(const BuildRecord& o) const {
-  return atrex_version == o.atrex_version && commit == o.commit && build_type == o.build_type &&
-         cxx_compiler == o.cxx_compiler && cxx_flags == o.cxx_flags &&
-         cuda_compiler == o.cuda_compiler && host == o.host &&
-         candidate_compiler == o.candidate_compiler &&
-         candidate_compiler_version == o.candidate_compiler_version &&
-         candidate_arch == o.candidate_arch && candidate_flags == o.candidate_flags;
+  BuildRecord at_the_same_time = *this;
+  at_the_same_time.recorded_at = o.recorded_at;
+  return at_the_same_time == o;
 }
 
 Json to_json(const BuildRecord& b) {

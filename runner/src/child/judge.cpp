@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "atrex/common/hash.h"
 #include "atrex/common/process/seccomp.h"
 #include "atrex/common/wire/reader.h"
 #include "child_runner.h"
@@ -623,7 +624,7 @@ std::string Judge::check_bracket(const child::SetKey& key, const std::string& co
                                  key.variant, brackets_.empty() ? -1 : brackets_.back().splice)};
   std::vector<std::pair<const void*, size_t>> outputs;
   for (const auto& b : host_out_) outputs.emplace_back(b.data(), b.size());
-  if (buffers_sha256(outputs) == brackets_.back().outputs_sha256) return {};
+  if (sha256_hex_of_buffers(outputs) == brackets_.back().outputs_sha256) return {};
   return context +
          "the outputs checked are not the ones the timed call had when it returned (their "
          "SHA-256 differs from the one sent with the call's done): work finished outside the "

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "atrex/common/hash.h"
 #include "kernel_checks.h"
 #include "protocol/judge_messages.h"
 #include "shape_run.h"
@@ -73,7 +74,7 @@ void ShapeRun::end_timed_call() {
   if (dev_.brackets_hold_work() && dev_.host_memory()) {
     std::vector<std::pair<const void*, size_t>> outputs;
     for (size_t i = 0; i < out_.size(); ++i) outputs.emplace_back(out_[i], shape_.outputs[i].bytes());
-    digest = buffers_sha256(outputs);
+    digest = sha256_hex_of_buffers(outputs);
   }
   judge_.call_end(1, digest);
 }

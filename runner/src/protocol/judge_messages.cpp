@@ -1,12 +1,8 @@
 #include "protocol/judge_messages.h"
 
-#include <openssl/evp.h>
-
-#include <array>
-#include <memory>
-
 #include <fmt/format.h>
 
+#include "atrex/common/hash.h"
 #include "atrex/common/wire/reader.h"
 
 namespace atrex::runner {
@@ -61,28 +57,6 @@ Result<JudgeCallEndReply> judge_call_end_reply_from_json(const Json& j, const st
   ATREX_TRY(r.required("check", m.check));
   ATREX_TRY(r.finish());
   return m;
-}
-
-std::string buffers_sha256(const std::vector<std::pair<const void*, size_t>>& host_buffers) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int length = 0;
-  bool good = ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1;
-  for (const auto& [p, n] : host_buffers) good = good && EVP_DigestUpdate(ctx.get(), p, n) == 1;
-  good = good && EVP_DigestFinal_ex(ctx.get(), digest.data(), &length) == 1;
-  ATREX_ASSERT(good, "OpenSSL's SHA-256 failed");
-  std::string out;
-  out.reserve(2 * length);
-  for (unsigned int i = 0; i < length; ++i) out += fmt::format("{:02x}", digest[i]);
-  return out;
-}
-
-bool is_sha256_hex(const std::string& s) {
-  if (s.size() != 64) return false;
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
 }
 
 }  // namespace atrex::runner

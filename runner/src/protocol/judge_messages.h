@@ -38,8 +38,8 @@ Result<JudgeCallGo> judge_call_go_from_json(const Json& j, const std::string& so
 
 struct JudgeCallEnd {
   int calls = 1;  // timed samples the bracket holds: 1 (eager) or a graph replay's batch
-  // Lower-case hex SHA-256 of the call's outputs (buffers_sha256 over every output, in the
-  // shape's order), taken as the call returned; "" where the backend does not take it.
+  // Lower-case hex SHA-256 of the call's outputs (common/hash.h sha256_hex_of_buffers over every output, in
+  // the shape's order), taken as the call returned; "" where the backend does not take it.
   std::string outputs_sha256;
 };
 Json to_json(const JudgeCallEnd& m);
@@ -51,9 +51,5 @@ struct JudgeCallEndReply {
 Json to_json(const JudgeCallEndReply& m);
 Result<JudgeCallEndReply> judge_call_end_reply_from_json(const Json& j, const std::string& source);
 
-// Lower-case hex SHA-256 (OpenSSL) of `host_buffers` (pointer, bytes), one after the other.
-std::string buffers_sha256(const std::vector<std::pair<const void*, size_t>>& host_buffers);
-// Whether `s` is what buffers_sha256 returns: 64 lower-case hex digits.
-bool is_sha256_hex(const std::string& s);
 
 }  // namespace atrex::runner

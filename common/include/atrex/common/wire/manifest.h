@@ -92,6 +92,7 @@ struct BuildRecord {
   std::string candidate_compiler_version;  // first line of its --version (or why unavailable)
   std::string candidate_arch;              // "native", "sm_90a", "gfx942"
   std::vector<std::string> candidate_flags;  // argv after the program, less source and output
+  bool operator==(const BuildRecord&) const = default;
   // Same build and compiler, whatever the time it was recorded.
   bool same_build(const BuildRecord& o) const;
 };
