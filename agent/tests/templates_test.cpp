@@ -154,53 +154,17 @@ std::string op_name(const ::testing::TestParamInfo<std::string>& info) { return 
 class CpuCorners : public ::testing::TestWithParam<std::string> {};
 
 // Operators whose smallest released shapes take minutes per corner on the CPU (fp8 GEMMs of
-// 3-8 GFLOP judged in fp64, norms over 17M+ elements): their corners run on one small shape of the
-// same structure, written as shape "0" into a copy of the suite.
-const std::map<std::string, std::string> kSmallCpuShapes = {
-    {"block_scaled_mm",
-     R"({"0": {"init_kwargs": null, "input_kwargs": {"m": 37, "n": 384, "k": 512,
-         "group_n": 128, "group_k": 128}}})"},
-    // fused_moe's smallest released shape is 3.4 GMAC (135 tokens x 2 experts x 2048 x 6144),
-    // judged in fp64: tens of seconds per corner. Both sizes are multiples of the CUDA tiles.
-    {"fused_moe",
-     R"({"0": {"init_kwargs": {"num_experts": 8, "intermediate_size": 128, "top_k": 2},
-         "input_kwargs": {"token_count": 37, "hidden_size": 256, "intermediate_size": 128,
-         "num_experts": 8, "top_k": 2}}})"},
-    // fp8_blockscale_fused_moe's smallest released shape holds 2.4 GB of fp8 weights.
-    {"fp8_blockscale_fused_moe",
-     R"({"0": {"init_kwargs": {"num_experts": 8, "intermediate_size": 256, "top_k": 2},
-         "input_kwargs": {"token_count": 37, "hidden_size": 384, "intermediate_size": 256,
-         "num_experts": 8, "top_k": 2}}})"},
-    // moe_sum_reduce's released shapes are all 8 x 2048 x 4000+ tokens (65M+ elements): minutes
-    // for its 10+ CPU corners. 301 tokens, a scale off 1 and top_k 8 (k_streams' largest K).
-    {"moe_sum_reduce",
-     R"({"0": {"init_kwargs": {"routed_scaling_factor": 2.5},
-         "input_kwargs": {"token_count": 301, "top_k": 8, "hidden_size": 2048}}})"},
-    // gated_rms_norm's released shapes are 190k-350k rows of 128 (17M+ elements).
-    {"gated_rms_norm",
-     R"({"0": {"init_kwargs": {"eps": 1e-06, "norm_before_gate": true, "activation": "silu"},
-         "input_kwargs": {"rows": 3001, "hidden_size": 128}}})"},
-    // chunk_gated_delta_rule_state's released shapes carry 474+ fp32 state slots of 128 x 128
-    // per head (62 MB at least; about 2 min per corner on the CPU): 3 slots, 2 batch entries,
-    // GQA 2, and a last chunk of 8 tokens.
-    {"chunk_gated_delta_rule_state",
-     R"({"0": {"init_kwargs": {"chunk_size": 64},
-         "input_kwargs": {"batch_size": 2, "token_count": 200, "num_k_heads": 2,
-         "num_v_heads": 4, "key_dim": 128, "value_dim": 128, "state_count": 3}}})"}};
-
+// 3-8 GFLOP judged in fp64, norms over 17M+ elements, gigabytes of fp8 expert weights) run their
+// corners on their reduced shapes (problems/src/ops/reduced_shapes.cpp), as the CPU sweep does.
 TEST_P(CpuCorners, CpuTemplatesPassTheGatesAtTheirCorners) {
   const std::string op = GetParam();
-  const fs::path suite_dir =
-      fs::temp_directory_path() / ("atrex_tpl_suite_" + op + "_" + std::to_string(::getpid()));
-  const auto small = kSmallCpuShapes.find(op);
-  if (small != kSmallCpuShapes.end()) {
-    fs::remove_all(suite_dir);
-    fs::copy(ATREX_TEST_SUITE_DIR, suite_dir, fs::copy_options::recursive);
-    std::ofstream(suite_dir / "data" / op / "shapes.json") << small->second;
-  }
-  auto suite = problems::Suite::load(small != kSmallCpuShapes.end() ? suite_dir
-                                                                    : fs::path(ATREX_TEST_SUITE_DIR));
+  auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
   ASSERT_TRUE(suite) << suite.error().message;
+  const problems::OperatorInfo* info = suite->find(op);
+  ASSERT_NE(info, nullptr) << op;
+  std::vector<std::string> shape_ids;
+  for (const auto& r : info->reduced_shapes) shape_ids.push_back(r.id);
+  if (shape_ids.empty()) shape_ids = small_shapes(*suite, op);
   auto profiles =
       problems::load_hardware_profiles({fs::path(ATREX_TEST_SUITE_DIR) / "configs" / "hardware"});
   runner::EvaluatorOptions o;
@@ -219,8 +183,7 @@ TEST_P(CpuCorners, CpuTemplatesPassTheGatesAtTheirCorners) {
       EvalTask task;
       task.task_id = t->path + format_params(pt);
       task.operator_name = t->op;
-      task.shape_ids = small != kSmallCpuShapes.end() ? std::vector<std::string>{"0"}
-                                                      : small_shapes(*suite, t->op);
+      task.shape_ids = shape_ids;
       task.candidate.source = render(*t, pt);
       task.candidate.sha256 = sha256_hex(task.candidate.source);
       task.candidate.backend = Backend::kCpu;
@@ -238,7 +201,6 @@ TEST_P(CpuCorners, CpuTemplatesPassTheGatesAtTheirCorners) {
   }
   EXPECT_GT(evaluated, 0) << op;
   fs::remove_all(o.cache_dir);
-  fs::remove_all(suite_dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(TemplatesIntegration, CpuCorners,

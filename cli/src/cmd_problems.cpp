@@ -83,6 +83,12 @@ int show(const GlobalOptions& g, const std::string& name) {
            {"weight", (*op)->weight},
            {"phase", (*op)->phase},
            {"shapes", shapes}};
+    if (!(*op)->reduced_shapes.empty()) {
+      Json reduced = Json::array();
+      for (const auto& s : (*op)->reduced_shapes)
+        reduced.push_back(Json{{"id", s.id}, {"params", s.params}});
+      j["reduced_shapes"] = reduced;
+    }
     if (def) {
       auto tensors = [](const std::vector<problems::TensorSpec>& ts) {
         Json a = Json::array();
@@ -127,6 +133,11 @@ int show(const GlobalOptions& g, const std::string& name) {
   }
   fmt::print("\nshapes:\n");
   for (const auto& s : (*op)->shapes) fmt::print("  {:>4}  {}\n", s.id, s.params.dump());
+  if (!(*op)->reduced_shapes.empty()) {
+    fmt::print("\nreduced shapes (atrex's own, for the CPU backend: docs/sweeps.md \"Reduced shapes\"):\n");
+    for (const auto& s : (*op)->reduced_shapes)
+      fmt::print("  {}  {}\n", s.id, s.params.dump());
+  }
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include "atrex/problems/operator.h"
 #include "ops/def_helpers.h"
 #include "ops/edge_cases.h"
+#include "ops/reduced_shapes.h"
 
 namespace atrex::problems {
 namespace {
@@ -17,6 +18,7 @@ std::vector<OperatorDef> make_operators() {
   ops::add_attention_operators(ops);
   ops::add_rope_conv_delta_operators(ops);
   ops::attach_edge_cases(ops);
+  ops::attach_reduced_shapes(ops);
   return ops;
 }
 

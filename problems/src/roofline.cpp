@@ -58,7 +58,8 @@ ShapeScore score_shape(double t_roofline, double t_median, double t_slow, double
 
 Result<RooflineCounts> roofline_counts(const Suite& suite, const std::string& op,
                                        const Shape& shape, RooflineSource source) {
-  if (source == RooflineSource::kReleased) return suite.roofline(op, shape.id);
+  // A reduced shape is atrex's own: the release has no counts for it.
+  if (source == RooflineSource::kReleased && !shape.reduced) return suite.roofline(op, shape.id);
   ATREX_ASSIGN_OR_RETURN(const OperatorDef* def, require_native_operator(op));
   if (!def->analytic)
     return not_found(fmt::format("operator {} has no analytic roofline formula", op));

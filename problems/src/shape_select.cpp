@@ -7,17 +7,29 @@
 
 namespace atrex::problems {
 
-Result<std::vector<SizedShape>> sized_shapes(const OperatorInfo& info, const OperatorDef& def) {
-  std::vector<SizedShape> sized;
-  for (const auto& s : info.shapes) {
-    ATREX_ASSIGN_OR_RETURN(ResolvedShape r, resolve_shape(def, s));
+namespace {
+
+// `shapes` with their sizes, smallest first (ties by id, as strings).
+Result<std::vector<SizedShape>> sized(const OperatorDef& def,
+                                      const std::vector<const Shape*>& shapes) {
+  std::vector<SizedShape> out;
+  for (const Shape* s : shapes) {
+    ATREX_ASSIGN_OR_RETURN(ResolvedShape r, resolve_shape(def, *s));
     int64_t n = 0;
     for (const auto& d : r.inputs) n += d.numel();
-    sized.push_back(SizedShape{n, s.id});
+    out.push_back(SizedShape{n, s->id});
   }
   // (elements, id) order, as the shapes of a sweep have always been picked: sweep ids depend on it.
-  std::stable_sort(sized.begin(), sized.end());
-  return sized;
+  std::stable_sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<SizedShape>> sized_shapes(const OperatorInfo& info, const OperatorDef& def) {
+  std::vector<const Shape*> hot;
+  for (const auto& s : info.shapes) hot.push_back(&s);
+  return sized(def, hot);
 }
 
 std::vector<std::string> spread(const std::vector<SizedShape>& items, size_t k) {
@@ -73,6 +85,13 @@ Result<std::vector<std::string>> apply_shape_rule(const ShapeRule& rule, const O
       fit.push_back(s);
     }
   }
+  if (fit.empty() && rule.reduced && !info.reduced_shapes.empty()) {
+    std::vector<std::string> reduced;
+    for (const auto& s : info.reduced_shapes) reduced.push_back(s.id);
+    if (rule.max_per_operator > 0 && reduced.size() > static_cast<size_t>(rule.max_per_operator))
+      reduced.resize(static_cast<size_t>(rule.max_per_operator));
+    return reduced;
+  }
   if (fit.empty() && rule.at_least > 0) {
     fit.assign(sized.begin(),
                sized.begin() + std::min<size_t>(sized.size(), static_cast<size_t>(rule.at_least)));
@@ -84,12 +103,12 @@ Result<std::vector<std::string>> apply_shape_rule(const ShapeRule& rule, const O
 
 Result<std::vector<std::string>> quick_shapes(const OperatorInfo& info, const OperatorDef& def,
                                               const std::vector<std::string>& chosen, size_t k) {
-  ATREX_ASSIGN_OR_RETURN(std::vector<SizedShape> sized, sized_shapes(info, def));
-  std::vector<SizedShape> in_plan;
-  for (const auto& s : sized) {
-    if (std::find(chosen.begin(), chosen.end(), s.id) != chosen.end()) in_plan.push_back(s);
+  std::vector<const Shape*> in_plan;
+  for (const auto& id : chosen) {
+    if (const Shape* s = info.find_shape(id)) in_plan.push_back(s);
   }
-  return spread(in_plan, k);
+  ATREX_ASSIGN_OR_RETURN(std::vector<SizedShape> by_size, sized(def, in_plan));
+  return spread(by_size, k);
 }
 
 Result<std::vector<std::string>> select_shapes(const OperatorInfo& info, const OperatorDef& def,

@@ -6,12 +6,16 @@
 
 #include <fmt/format.h>
 
+#include "atrex/problems/operator.h"
+
 namespace atrex::problems {
 namespace fs = std::filesystem;
 
 const Shape* OperatorInfo::find_shape(std::string_view id) const {
-  for (const auto& s : shapes) {
-    if (s.id == id) return &s;
+  for (const auto* list : {&shapes, &reduced_shapes}) {
+    for (const auto& s : *list) {
+      if (s.id == id) return &s;
+    }
   }
   return nullptr;
 }
@@ -27,6 +31,51 @@ bool shape_id_less(const Shape& a, const Shape& b) {
   return a.id < b.id;
 }
 
+// One shapes.json entry ({init_kwargs, input_kwargs}) as shape `id`; errors name `source`.
+Result<Shape> shape_from_entry(const Json& entry, const std::string& source,
+                               const std::string& id) {
+  JsonField f(entry, source, id);
+  ATREX_TRY(f.expect_object());
+  Shape s;
+  s.id = id;
+  if (entry.contains("init_kwargs") && !entry["init_kwargs"].is_null()) {
+    ATREX_ASSIGN_OR_RETURN(auto init, f.at("init_kwargs"));
+    ATREX_TRY(init.expect_object());
+    s.init_kwargs = entry["init_kwargs"];
+  }
+  ATREX_ASSIGN_OR_RETURN(auto input, f.at("input_kwargs"));
+  ATREX_TRY(input.expect_object());
+  s.input_kwargs = entry["input_kwargs"];
+  s.params = s.input_kwargs;
+  for (auto& [k, v] : s.init_kwargs.items()) {
+    if (s.params.contains(k) && s.params[k] != v) {
+      return invalid_input(
+          fmt::format("{}: shape \"{}\": init_kwargs.{} = {} conflicts with input_kwargs.{} = {}",
+                      source, id, k, v.dump(), k, s.params[k].dump()));
+    }
+    s.params[k] = v;
+  }
+  return s;
+}
+
+// The native operator's reduced shapes (operator.h ReducedShape) as shapes "reduced-<k>", each
+// checked to resolve: they are atrex's own data, so a bad one is a defect named here.
+Result<std::vector<Shape>> reduced_shapes_of(std::string_view op) {
+  std::vector<Shape> out;
+  const OperatorDef* def = find_native_operator(op);
+  if (!def) return out;
+  for (size_t k = 0; k < def->reduced_shapes.size(); ++k) {
+    const std::string source = fmt::format("reduced shape {} of {}", k, op);
+    Json entry = Json::parse(def->reduced_shapes[k].kwargs, nullptr, false);
+    if (entry.is_discarded()) return invalid_input(source + ": not JSON");
+    ATREX_ASSIGN_OR_RETURN(Shape s, shape_from_entry(entry, source, fmt::format("reduced-{}", k)));
+    s.reduced = true;
+    ATREX_TRY(resolve_shape(*def, s));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 Result<std::vector<Shape>> load_shapes(const fs::path& file) {
   ATREX_ASSIGN_OR_RETURN(Json j, read_json_file(file));
   JsonField root(j, file.string());
@@ -34,27 +83,7 @@ Result<std::vector<Shape>> load_shapes(const fs::path& file) {
     return root.fail("expected a non-empty object of shape id -> shape");
   std::vector<Shape> shapes;
   for (auto& [id, entry] : j.items()) {
-    JsonField f(entry, file.string(), id);
-    ATREX_TRY(f.expect_object());
-    Shape s;
-    s.id = id;
-    if (entry.contains("init_kwargs") && !entry["init_kwargs"].is_null()) {
-      ATREX_ASSIGN_OR_RETURN(auto init, f.at("init_kwargs"));
-      ATREX_TRY(init.expect_object());
-      s.init_kwargs = entry["init_kwargs"];
-    }
-    ATREX_ASSIGN_OR_RETURN(auto input, f.at("input_kwargs"));
-    ATREX_TRY(input.expect_object());
-    s.input_kwargs = entry["input_kwargs"];
-    s.params = s.input_kwargs;
-    for (auto& [k, v] : s.init_kwargs.items()) {
-      if (s.params.contains(k) && s.params[k] != v) {
-        return invalid_input(
-            fmt::format("{}: shape \"{}\": init_kwargs.{} = {} conflicts with input_kwargs.{} = {}",
-                        file.string(), id, k, v.dump(), k, s.params[k].dump()));
-      }
-      s.params[k] = v;
-    }
+    ATREX_ASSIGN_OR_RETURN(Shape s, shape_from_entry(entry, file.string(), id));
     shapes.push_back(std::move(s));
   }
   std::sort(shapes.begin(), shapes.end(), shape_id_less);
@@ -121,6 +150,7 @@ Result<Suite> Suite::load(const fs::path& dir) {
     total += info.importance_score;
     const fs::path op_dir = dir / "data" / name;
     ATREX_ASSIGN_OR_RETURN(info.shapes, load_shapes(op_dir / "shapes.json"));
+    ATREX_ASSIGN_OR_RETURN(info.reduced_shapes, reduced_shapes_of(name));
     HiddenData hidden;
     ATREX_ASSIGN_OR_RETURN(hidden.metadata, read_json_file(op_dir / "metadata.json"));
     ATREX_ASSIGN_OR_RETURN(hidden.roofline, load_roofline(op_dir / "roofline.json"));

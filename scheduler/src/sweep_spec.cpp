@@ -53,10 +53,11 @@ Result<problems::ShapeRule> parse_shape_rule(const JsonField& f) {
     if (s != "all")
       return f.fail(
           "expected `all` or a mapping with ids / max_input_elements / max_per_operator / "
-          "at_least");
+          "at_least / reduced");
     return r;
   }
-  ATREX_TRY(check_keys(f, {"ids", "max_input_elements", "max_per_operator", "at_least"}));
+  ATREX_TRY(
+      check_keys(f, {"ids", "max_input_elements", "max_per_operator", "at_least", "reduced"}));
   r.all = false;
   auto int_field = [&](const char* key, auto& out) -> Result<void> {
     if (!f.has(key)) return ok();
@@ -69,6 +70,10 @@ Result<problems::ShapeRule> parse_shape_rule(const JsonField& f) {
   ATREX_TRY(int_field("max_input_elements", r.max_input_elements));
   ATREX_TRY(int_field("max_per_operator", r.max_per_operator));
   ATREX_TRY(int_field("at_least", r.at_least));
+  if (f.has("reduced")) {
+    ATREX_ASSIGN_OR_RETURN(auto c, f.at("reduced"));
+    ATREX_ASSIGN_OR_RETURN(r.reduced, c.as_bool());
+  }
   if (f.has("ids")) {
     ATREX_ASSIGN_OR_RETURN(auto ids, f.at("ids"));
     ATREX_TRY(ids.expect_object());

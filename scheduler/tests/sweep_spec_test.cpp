@@ -22,11 +22,24 @@ TEST(SweepSpec, EmbeddedDefaultParses) {
   EXPECT_EQ(s->name, "local-default");
   ASSERT_EQ(s->agents.size(), 1u);
   EXPECT_EQ(s->agents[0].provider, "search");
-  EXPECT_EQ(s->operators.size(), 10u);
+  EXPECT_TRUE(s->operators.empty()) << "`operators: all`: every operator of the suite";
   EXPECT_FALSE(s->shapes.at(Backend::kCpu).all);
+  EXPECT_TRUE(s->shapes.at(Backend::kCpu).reduced) << "the CPU covers all 30 operators";
   EXPECT_TRUE(s->shapes.at(Backend::kCuda).all);
   EXPECT_EQ(s->evaluation.seeds, 5);
   EXPECT_EQ(s->quick_evaluation.seeds, 2);
+}
+
+TEST(SweepSpec, ReducedIsABooleanOfTheShapeRule) {
+  auto s = parse_sweep("name: x\nshapes: {cpu: {max_input_elements: 10, reduced: true}}\n",
+                       "s.yaml", providers());
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE(s->shapes.at(Backend::kCpu).reduced);
+  auto bad = parse_sweep("name: x\nshapes: {cpu: {reduced: 3}}\n", "s.yaml", providers());
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidInput);
+  EXPECT_NE(bad.error().message.find("shapes.cpu.reduced"), std::string::npos)
+      << bad.error().message;
 }
 
 TEST(SweepSpec, UnknownTopLevelFieldIsNamed) {

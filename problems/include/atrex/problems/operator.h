@@ -151,6 +151,19 @@ struct EdgeCase {
   std::string what;  // what the rewrite produces, for `problems show` and the docs
 };
 
+// A reduced shape (docs/sweeps.md "Reduced shapes"): atrex's own shape of an operator with the
+// structure of its hot shapes (the same parameters, dtypes and routing; model dimensions cut
+// down) and sizes a CPU evaluates in seconds, for the operators none of whose released shapes
+// does (GEMMs of several GFLOP judged in fp64, gigabytes of fp8 expert weights, 17M-element
+// norms). Never a hot shape: `all` never selects one, it has no released roofline (T_roofline
+// comes from the analytic counts), and its id is "reduced-<k>" (Suite::load attaches them to
+// OperatorInfo::reduced_shapes). A sweep's shape rule with `reduced: true` evaluates them in
+// place of released shapes over its cap.
+struct ReducedShape {
+  std::string kwargs;  // {"init_kwargs": {...}, "input_kwargs": {...}}, as a shapes.json entry
+  std::string why;     // why no released shape fits a CPU run
+};
+
 struct OperatorDef {
   std::string name;
   std::string semantics;  // one paragraph: what the reference computes, dtypes of arithmetic
@@ -169,6 +182,7 @@ struct OperatorDef {
   RangeProbe range_probe;          // off unless set (see RangeProbe)
   std::vector<FreeDim> free_dims;  // empty: no unseen-shape check (see FreeDim)
   std::vector<EdgeCase> edge_cases;  // empty: no edge-case input set (see EdgeCase)
+  std::vector<ReducedShape> reduced_shapes;  // attached by name (ops/reduced_shapes.cpp)
 };
 
 // Evaluates dims and checks parameters. Errors (kInvalidInput) name operator, shape, parameter.

@@ -54,7 +54,8 @@ ShapeScore score_shape(double t_roofline, double t_median, double t_slow = 0,
                        double margin = kImpossibleSpeedMargin);
 
 // W/Q of one shape from the released roofline.json (kReleased, comparable with the paper) or
-// the operator's analytic formula (kAnalytic). Evaluator side: reads hidden data. Errors:
+// the operator's analytic formula (kAnalytic; always for a reduced shape, which the release has
+// no counts for). Evaluator side: reads hidden data. Errors:
 // kNotFound when the operator, the shape or the formula is missing.
 Result<RooflineCounts> roofline_counts(const Suite& suite, const std::string& op,
                                        const Shape& shape, RooflineSource source);

@@ -24,9 +24,12 @@ struct ShapeRule {
   int64_t max_input_elements = 0;                       // 0 = no cap
   int max_per_operator = 0;                             // 0 = no cap
   int at_least = 0;  // keep this many smallest shapes when none fit the cap
+  // When none fit the cap: the operator's reduced shapes (suite.h OperatorInfo::reduced_shapes),
+  // where it has any, instead of `at_least` smallest released ones.
+  bool reduced = false;
 };
 
-// One shape and its input elements.
+// One shape (hot or reduced) and its input elements.
 struct SizedShape {
   int64_t input_elements = 0;
   std::string id;
@@ -35,7 +38,7 @@ struct SizedShape {
   }
 };
 
-// Every shape of `info` with its size, smallest first (ties by id, as strings).
+// Every hot shape of `info` with its size, smallest first (ties by id, as strings).
 Result<std::vector<SizedShape>> sized_shapes(const OperatorInfo& info, const OperatorDef& def);
 
 // `k` picks spread evenly over `sorted` (the first and the last when k >= 2), no duplicates.
@@ -47,7 +50,8 @@ Result<std::vector<std::string>> apply_shape_rule(const ShapeRule& rule, const O
                                                   const OperatorDef& def,
                                                   const std::string& source);
 
-// `k` of `chosen` (ids of `info`) spread by size: an agent iteration's quick-evaluation shapes.
+// `k` of `chosen` (ids of `info`, hot or reduced) spread by size: an agent iteration's
+// quick-evaluation shapes.
 Result<std::vector<std::string>> quick_shapes(const OperatorInfo& info, const OperatorDef& def,
                                               const std::vector<std::string>& chosen, size_t k);
 

@@ -26,6 +26,9 @@ struct Shape {
   Json init_kwargs = Json::object();   // constructor arguments of the reference Model
   Json input_kwargs = Json::object();  // arguments of the input generator
   Json params = Json::object();        // both merged: what a candidate receives
+  // A reduced shape (operator.h ReducedShape, id "reduced-<k>"): atrex's own, not a hot shape of
+  // the release; its T_roofline comes from the analytic counts.
+  bool reduced = false;
 };
 
 // Agent-visible facts about one operator.
@@ -36,6 +39,10 @@ struct OperatorInfo {
   std::string phase;            // "prefill", "decode", "prefill/decode"
   int num_profiles = 0;
   std::vector<Shape> shapes;  // in numeric id order
+  // The native operator's reduced shapes ("reduced-0", ...): never in `shapes`, never selected
+  // by `all`, only by a shape rule that asks for them (shape_select.h) or by id.
+  std::vector<Shape> reduced_shapes;
+  // A hot shape or a reduced one by id; nullptr when neither.
   const Shape* find_shape(std::string_view id) const;
 };
 
