@@ -67,8 +67,11 @@ std::unique_ptr<RunnerLoop::Claimed> RunnerLoop::claim_one(std::chrono::millisec
 }
 
 // Claims up to `prefetch` more tasks without blocking and compiles their candidates (runs on a
-// thread of its own while the current task is evaluated). A compile failure is not an error
-// here: evaluate() compiles again (a cache hit for successes) and records the compiler's log.
+// thread of its own while the current task is evaluated), each on a thread of its own: nvcc
+// uses one core, and a GPU host's other cores would otherwise idle while the GPU waits for the
+// next candidate. The compile cache publishes by rename, so concurrent compiles are safe. A
+// compile failure is not an error here: evaluate() compiles again (a cache hit for successes)
+// and records the compiler's log.
 void RunnerLoop::compile_ahead(std::vector<std::unique_ptr<Claimed>>& out) {
   for (size_t n = ahead_.size(); n < static_cast<size_t>(std::max(0, options_.prefetch)); ++n) {
     Result<bool> status = true;
@@ -76,19 +79,24 @@ void RunnerLoop::compile_ahead(std::vector<std::unique_ptr<Claimed>>& out) {
     if (!c) {
       if (!status)
         spdlog::warn("runner {}: claiming ahead: {}", options_.consumer, status.error().message);
-      return;
+      break;
     }
-    if (c->task) {
-      auto compiled = evaluator_.precompile(*c->task);
+    out.push_back(std::move(c));
+  }
+  std::vector<std::thread> compilers;
+  for (auto& c : out) {
+    if (!c->task) continue;
+    compilers.emplace_back([this, &task = *c->task] {
+      auto compiled = evaluator_.precompile(task);
       if (compiled && *compiled) {
         ++stats_.compiled_ahead;
         if (options_.metrics) options_.metrics->compiled_ahead.Increment();
       }
       if (!compiled)
-        spdlog::warn("task {}: compiling ahead: {}", c->task->task_id, compiled.error().message);
-    }
-    out.push_back(std::move(c));
+        spdlog::warn("task {}: compiling ahead: {}", task.task_id, compiled.error().message);
+    });
   }
+  for (auto& t : compilers) t.join();
 }
 
 Result<bool> RunnerLoop::run_once() {

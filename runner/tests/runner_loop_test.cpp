@@ -124,6 +124,29 @@ TEST_F(RunnerLoopTest, NextCandidateIsCompiledWhileTheCurrentTaskIsEvaluated) {
   }
 }
 
+// A GPU sweep's runner claims as many tasks ahead as it has agents and compiles them all at
+// once: after one task, the three behind it are compiled (and leased), and all four finish ok.
+TEST_F(RunnerLoopTest, SeveralTasksClaimedAheadAreAllCompiled) {
+  std::vector<EvalTask> tasks = {task("p0"), task("p1"), task("p2"), task("p3")};
+  for (const auto& t : tasks) ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(t)));
+  RunnerLoopOptions o{kEvalStream, "runner-t"};
+  o.poll_block = std::chrono::milliseconds(50);
+  o.prefetch = 3;
+  RunnerLoop loop(queue_, store_, *evaluator_, o);
+  auto first = loop.run_once();
+  ASSERT_TRUE(first && *first);
+  EXPECT_EQ(loop.stats().compiled_ahead.load(), 3);
+  for (size_t i = 1; i < tasks.size(); ++i) EXPECT_TRUE(cached(tasks[i])) << tasks[i].task_id;
+  EXPECT_EQ(queue_.stats(kEvalStream)->leased, 3);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(loop.run_once());
+  EXPECT_EQ(loop.stats().tasks_done.load(), 4);
+  for (const auto& t : tasks) {
+    auto rec = store_.get(record_key(t.task_id, "15"));
+    ASSERT_TRUE(rec && *rec) << t.task_id;
+    EXPECT_EQ((**rec)["status"], "ok") << (**rec).dump();
+  }
+}
+
 TEST_F(RunnerLoopTest, WithoutPrefetchTheNextCandidateIsNotCompiledAhead) {
   const EvalTask a = task("a"), b = task("b");
   ASSERT_TRUE(queue_.enqueue(kEvalStream, to_json(a)));

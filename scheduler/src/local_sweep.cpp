@@ -1,5 +1,6 @@
 #include "atrex/scheduler/local_sweep.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
@@ -59,14 +60,22 @@ Result<SweepOutcome> run_local_sweep(const ResolvedSweep& sweep, const LocalSwee
                   manifest.device, manifest.hardware.name, out.string()));
 
   // One runner (one GPU, or the CPU: a second one would disturb the timing) and a few agent
-  // workers, as threads.
+  // workers, as threads. On a GPU the candidates' compiles run on the host's cores while the GPU
+  // measures: up to half the cores' worth of agents (at most 8) keep candidates coming, and the
+  // runner compiles all it has claimed ahead at once. On the CPU backend two agents and one
+  // compile ahead, so that compiles take as little from the timed calls as they can.
+  const bool on_gpu = manifest.backend != Backend::kCpu;
+  const int agents_default =
+      on_gpu ? std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 2, 8) : 2;
+  const int workers = options.agent_workers > 0
+                          ? options.agent_workers
+                          : std::max(1, std::min(pending, agents_default));
   std::vector<std::thread> threads;
   runner::RunnerLoopOptions ropt{kEvalStream, "runner-0"};
   ropt.metrics = rm ? &*rm : nullptr;
+  ropt.prefetch = on_gpu ? workers : 1;
   runner::RunnerLoop runner_loop(queue, *store, evaluator, ropt);
   threads.emplace_back([&] { runner_loop.run(stop_workers); });
-  const int workers =
-      options.agent_workers > 0 ? options.agent_workers : std::max(1, std::min(pending, 2));
   std::vector<std::unique_ptr<agent::AgentWorker>> agent_workers;
   // Shared by the sub-agents of each (agent, operator); a resumed run starts it empty and
   // the generations take the audit trails' bests.

@@ -5,8 +5,8 @@
 // deliveries).
 //
 // Compile ahead: while the current task is measured, the loop claims up to `prefetch` more
-// tasks (without blocking) and compiles their candidates into the shared compile cache, so
-// the GPU does not wait for nvcc between tasks. Those tasks are leased (and heartbeated) by
+// tasks (without blocking) and compiles their candidates into the shared compile cache, all at
+// once (a thread each), so the GPU does not wait for nvcc between tasks. Those tasks are leased (and heartbeated) by
 // this runner meanwhile; a stopping runner releases them at once.
 #pragma once
 
