@@ -104,6 +104,9 @@ fi
 if want tests; then
   echo "=== gpu test label"
   "$root/build/release/bin/atrex_runner_gpu_tests" 2>&1 | tee "$out/gpu-tests.txt" || rc=1
+  # The triton- and torch-target agents' sweep (the site's Python: ATREX_PYTHON, as `python`).
+  ATREX_PYTHON="${ATREX_PYTHON:-/opt/torch/.venv/bin/python3}" \
+    "$root/build/release/bin/atrex_openai_gpu_tests" 2>&1 | tee -a "$out/gpu-tests.txt" || rc=1
   [ -n "${OUT:-}" ] && cp "$out/gpu-tests.txt" "$OUT/"
 fi
 
@@ -256,18 +259,32 @@ if want dumpcmp; then
   rm -rf "$dc"
 fi
 if want sweep; then
-  echo "=== atrex sweep run (embedded default, cuda backend) into results/gpu-sweep"
+  # SWEEP_LIMIT_S stops the sweep (SIGINT, as Ctrl-C) after that many seconds so that a call ends
+  # in time; the folder is packed into $OUT/sweep-results.tgz (work/ left out), and a later call
+  # that carries it back as SWEEP_RESUME=<that tgz> resumes the sweep where it stopped (finished
+  # evaluations reused from results.jsonl, each operator's search from its audit trail).
+  sdir=results/gpu-sweep
+  echo "=== atrex sweep run (embedded default, cuda backend) into $sdir"
   mkdir -p results
-  "$atrex" sweep run --backend cuda --out results/gpu-sweep 2>&1 | tee "$out/sweep.txt" || rc=1
-  cp results/gpu-sweep/report.md "$out/sweep-report.md" 2>/dev/null
+  if [ ! -d "$sdir" ] && [ -n "${SWEEP_RESUME:-}" ] && [ -f "$SWEEP_RESUME" ]; then
+    tar xzf "$SWEEP_RESUME" -C results && echo "resuming from $SWEEP_RESUME: $(wc -l < $sdir/results.jsonl) records"
+  fi
+  t0=$(date +%s)
+  if [ -n "${SWEEP_LIMIT_S:-}" ]; then
+    timeout -s INT -k 30 "$SWEEP_LIMIT_S" "$atrex" sweep run --backend cuda --out "$sdir" 2>&1 | tee -a "$out/sweep.txt"
+  else
+    "$atrex" sweep run --backend cuda --out "$sdir" 2>&1 | tee -a "$out/sweep.txt" || rc=1
+  fi
+  echo "sweep call: $(( $(date +%s) - t0 )) s wall" | tee -a "$out/sweep.txt"
+  cp $sdir/report.md "$out/sweep-report.md" 2>/dev/null
   # The HTML report (roofline plots with memory/compute-bound shapes, the correctness-illusion
   # view with CUPTI's target-DSL shares) and the JUnit file of the same sweep (docs/reports.md).
-  cp results/gpu-sweep/report.html "$out/sweep-report.html" 2>/dev/null
-  cp results/gpu-sweep/junit.xml "$out/sweep-junit.xml" 2>/dev/null
+  cp $sdir/report.html "$out/sweep-report.html" 2>/dev/null
   # The manifest: what produced the results (the builds entry: atrex commit, nvcc and its flags).
-  cp results/gpu-sweep/manifest.json "$out/sweep-manifest.json" 2>/dev/null
+  cp $sdir/manifest.json "$out/sweep-manifest.json" 2>/dev/null
   [ -n "${OUT:-}" ] && cp "$out/sweep.txt" "$out/sweep-report.md" "$out/sweep-report.html" \
-    "$out/sweep-junit.xml" "$out/sweep-manifest.json" "$OUT/" 2>/dev/null
+    "$out/sweep-manifest.json" "$OUT/" 2>/dev/null
+  [ -n "${OUT:-}" ] && tar czf "$OUT/sweep-results.tgz" --exclude=gpu-sweep/work -C results gpu-sweep
 fi
 if want daemon; then
   echo "=== runner daemon through Redis: illegal address, hang, out-of-memory (deploy/gpu/daemon-faults.yaml)"
