@@ -20,17 +20,20 @@ mkdir -p .gpu-bundle/lib
 if [ "$build" != build/release ]; then
   mkdir -p .gpu-bundle/bin
   for bin in "$build"/bin/*; do
-    case "$(basename "$bin")" in *hip*) continue ;; esac
+    # The programs and the `gpu` label's tests; not the other test binaries (hundreds of MiB).
+    case "$(basename "$bin")" in *hip*) continue ;; atrex_runner_gpu_tests|atrex_openai_gpu_tests) ;;
+      atrex_*) continue ;; esac
     [ -f "$bin" ] || continue
     if file -b "$bin" | grep -q ELF; then strip --strip-debug -o ".gpu-bundle/bin/$(basename "$bin")" "$bin"
     else cp -p "$bin" .gpu-bundle/bin/; fi
   done
   cp -r "$build/share" .gpu-bundle/share
+  bundled_bins=.gpu-bundle/bin
 fi
 # Everything the binaries load except the C runtime, libstdc++/libgcc (newer there) and CUDA
 # (runtime, cuBLAS: the same CUDA 13.0 release is installed there). The HIP binaries are left out
 # (the GPU machine is NVIDIA; the ROCm runtime alone is 17 MiB of the 64 MiB a call may carry).
-for bin in "$build"/bin/*; do
+for bin in "${bundled_bins:-$build/bin}"/*; do
   case "$(basename "$bin")" in *hip*) continue ;; esac
   ldd "$bin" | awk '/=> \// {print $3}'
 done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnvidia-ml)\.so' |
@@ -38,7 +41,8 @@ done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libs
 # bubblewrap for the evaluation sandbox (docs/evaluation.md "Sandbox"): the GPU image may have
 # none. atrex looks for bwrap next to its children (after $ATREX_BWRAP, before PATH); its
 # libraries (libselinux, libcap, libpcre2) go with the others.
-cp -L "$(command -v bwrap)" "$build"/bin/bwrap
+# (Left alone when it is the same file: a running sandbox keeps it busy.)
+cmp -s "$(command -v bwrap)" "$build"/bin/bwrap || cp -L "$(command -v bwrap)" "$build"/bin/bwrap
 [ "$build" != build/release ] && cp -L "$(command -v bwrap)" .gpu-bundle/bin/bwrap
 ldd "$(command -v bwrap)" | awk '/=> \// {print $3}' | grep -Ev '/(libc|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" .gpu-bundle/lib/; done

@@ -47,6 +47,8 @@
 #            default smallest:2). Needs bin/libatrex-python-shim.so next to atrex-eval-cuda.
 #   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
 #   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
+#   checkCost (named only): what the checks of large shapes cost, this build and BASELINE_BIN's
+#            side by side (deploy/gpu/steps/check-cost.sh; op:template:shapes after `--`).
 #   moe, deltaNorm, tailVariants (named only, not part of `all`): the CUDA templates of the
 #            MoE family (fused_moe, fp8_blockscale_fused_moe, the routing operators, topk_filter;
 #            timed, 2 seeds), of the delta-rule and norm operators (`-- --variants` on variant
@@ -527,6 +529,10 @@ fi
 if named moe; then
   echo "=== MoE-family CUDA templates (steps/moe-templates.sh ${step_args[*]})"
   bash "$root/deploy/gpu/steps/moe-templates.sh" "${step_args[@]}" || rc=1
+fi
+if named checkCost; then
+  echo "=== the checks' cost on large shapes (steps/check-cost.sh ${step_args[*]})"
+  bash "$root/deploy/gpu/steps/check-cost.sh" "${step_args[@]}" || rc=1
 fi
 if named deltaNorm; then
   echo "=== delta-rule and norm CUDA templates (steps/delta-norm-templates.sh ${step_args[*]})"

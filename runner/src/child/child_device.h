@@ -41,6 +41,17 @@ class ChildDevice {
   virtual void release(void* p) = 0;
   // Returns memory a backend caches for reuse (released buffers) to the system.
   virtual void trim() {}
+  // Page-locks host memory that device copies read and write again and again (the judge's shared
+  // buffer and its host copies of a shape's tensors): a copy from or to pageable memory goes
+  // through a driver staging buffer at a fraction of the link's rate, which set the time of the
+  // checks of large shapes (docs/sweeps.md "Timing of the default sweep"). Best effort: false when
+  // the backend has nothing to gain or cannot (the copies then stay pageable). unpin_host before
+  // the memory is freed or unmapped.
+  virtual bool pin_host(void* p, size_t bytes) {
+    (void)p, (void)bytes;
+    return false;
+  }
+  virtual void unpin_host(void* p) { (void)p; }
   virtual Status to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual Status from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual Status copy(void* dst, const void* src, size_t bytes) = 0;

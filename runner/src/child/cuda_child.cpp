@@ -89,6 +89,15 @@ class CudaDevice final : public ChildDevice {
       (void)cudaFree(p);  // freeing cached memory cannot fail usefully
     cached_.clear();
   }
+  bool pin_host(void* p, size_t n) override {
+    if (!p || n == 0) return false;
+    if (cudaHostRegister(p, n, cudaHostRegisterDefault) == cudaSuccess) return true;
+    (void)cudaGetLastError();  // not sticky: the copies stay pageable
+    return false;
+  }
+  void unpin_host(void* p) override {
+    if (cudaHostUnregister(p) != cudaSuccess) (void)cudaGetLastError();
+  }
   Status to_host(void* dst, const void* src, size_t n) override {
     return cuda(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
   }

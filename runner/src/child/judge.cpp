@@ -119,6 +119,7 @@ class Judge {
   uint64_t uses_ = 0;
   std::vector<void*> cand_in_, cand_out_;                  // device staging (or host)
   std::vector<std::vector<uint8_t>> host_in_, host_out_;  // what the child published
+  std::vector<void*> pinned_;  // of host_in_ / host_out_, page-locked while a shape is entered
   JudgeVerdict verdict_;
   std::set<uint64_t> passed_seeds_;
   std::set<std::pair<uint64_t, int>> post_timing_sets_;  // (seed, kind)
@@ -232,6 +233,10 @@ void Judge::enter_shape() {
   for (size_t i = 0; i < shape_.inputs.size(); ++i) host_in_[i].resize(shape_.inputs[i].bytes());
   for (size_t i = 0; i < shape_.outputs.size(); ++i)
     host_out_[i].resize(shape_.outputs[i].bytes());
+  // Every check copies what the child published from these to the device.
+  for (auto* list : {&host_in_, &host_out_})
+    for (auto& b : *list)
+      if (dev_.pin_host(b.data(), b.size())) pinned_.push_back(b.data());
   cand_in_.clear();
   cand_out_.clear();
   if (dev_.host_memory()) {
@@ -245,6 +250,8 @@ void Judge::enter_shape() {
 }
 
 void Judge::leave_shape() {
+  for (void* p : pinned_) dev_.unpin_host(p);
+  pinned_.clear();
   for (auto& set : sets_) set = InputSet{};
   cand_in_.clear();
   cand_out_.clear();

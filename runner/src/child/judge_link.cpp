@@ -33,6 +33,7 @@ Status write_all(int fd, const void* data, size_t n, off_t offset, bool position
 }  // namespace
 
 JudgeLink::~JudgeLink() {
+  if (pinned_by_) pinned_by_->unpin_host(map_);
   if (map_) ::munmap(map_, map_bytes_);
 }
 
@@ -51,6 +52,8 @@ Status JudgeLink::publish(ChildDevice& dev,
       if (m == MAP_FAILED)
         return io_error(fmt::format("mapping the shared memfd: {}", std::strerror(errno)));
       map_ = static_cast<uint8_t*>(m);
+      // Every check copies the shape's tensors from the device into this mapping.
+      if (dev.pin_host(map_, map_bytes_)) pinned_by_ = &dev;
     }
   }
   size_t offset = 0;

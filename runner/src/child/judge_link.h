@@ -82,6 +82,7 @@ class JudgeLink {
   std::string pending_;  // bytes read after the last reply's newline
   uint8_t* map_ = nullptr;  // the shared memfd, mapped on first use
   size_t map_bytes_ = 0;
+  ChildDevice* pinned_by_ = nullptr;  // the device that page-locked map_ (unpinned at the end)
   std::string sticky_;
   bool recheck_ = false;
 };
