@@ -13,6 +13,10 @@
 // ATTACK_FILL_MIB N > 0 also has the assembler write N MiB of filler into the object (.fill):
 // the compile cache on the host gets an object of N MiB, past the 64 MiB RLIMIT_FSIZE every
 // evaluation child has (nothing bounds the compiler's output, its memory or its disk).
+// Not in this file, on purpose: a one-line candidate `#include "/dev/zero"` makes cc1plus read a
+// file that never ends into a buffer it doubles (under `ulimit -v 600000`: "cc1plus: out of memory
+// allocating 1073741840 bytes"); with no limit on the compiler it takes the host's memory within
+// seconds, before the compile timeout.
 //   ATTACK_READ 0 (and ATTACK_FILL_MIB 0): the honest twin, the same kernel with no .incbin.
 #include <cmath>
 #include <cstdio>
