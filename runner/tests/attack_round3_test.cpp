@@ -128,7 +128,8 @@ fs::path* AttackRound3::cache_ = nullptr;
 // 1000 times) divide each checked bracket's bound by 1000 (and subtract 1000 digest lower bounds:
 // 0). Got on shape 3 (`atrex eval`, 5 seeds, defaults): `ok`, median 158.3 us, S_j 0.1048;
 // the same relays claiming 1 call per bracket (the control below): `rejected: timing refuted by
-// the judge's clock`; the twin: `ok`, 14827 us, S_j 0.0011. Fix: timing_check / judge.cpp:
+// the judge's clock`; the twin: `ok`, 14827 us, S_j 0.0011. Bent 850x instead, just above the
+// H20 roofline: shape 0 `ok`, 2.72 us, S_j 0.94 (twin 0.0011). Fix: timing_check / judge.cpp:
 // on cpu (no graph replay) a bracket holds exactly one call (refuse calls != 1 as tampering);
 // where graph replays batch, the judge knows the batch size from its own request
 // (clamp(min_iterations, 1, 50)) and should take that, not the child's number; and the runner
