@@ -74,7 +74,10 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   g_report = "x32_fork=" + r;
   if (ATTACK_INT80) {
     long pid = 2;  // i386 fork
-    asm volatile("int $0x80" : "+a"(pid) : : "memory");
+    // The kernel zeroes r8-r11 on the way back from int 0x80 (a 64-bit caller's values there
+    // are not kept): without the clobbers the compiler's values in them were lost and the parent
+    // died of SIGSEGV after an honest fork (kernel 6.18, 2026-12-06).
+    asm volatile("int $0x80" : "+a"(pid) : : "memory", "r8", "r9", "r10", "r11");
     if (pid == 0) _exit(0);
     g_report += " int80_fork=" + std::to_string(pid);
   }

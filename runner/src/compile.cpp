@@ -9,9 +9,11 @@
 
 #include "atrex/common/hash.h"
 #include "atrex/common/json_io.h"
+#include "atrex/common/process/sandbox.h"
 #include "atrex/common/process/subprocess.h"
 #include "atrex/problems/suite.h"
 #include "atrex/runner/python_site.h"
+#include "sandbox/compile_sandbox.h"
 
 namespace atrex::runner {
 namespace fs = std::filesystem;
@@ -167,30 +169,44 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
     const std::string suffix = random_suffix();
     const std::string ext = source_extension(cand.backend);
     const std::string display = cand.file_name.empty() ? "candidate" + ext : cand.file_name;
-    const fs::path src = sub / (out.key + "." + suffix + ext);
-    const fs::path tmp_lib = sub / (out.key + "." + suffix + ".so");
+    // A private folder per compile: in the sandbox it is all the compiler may write (and of the
+    // cache, all it sees: never another candidate's object).
+    const fs::path work = sub / (out.key + "." + suffix + ".d");
+    fs::create_directories(work, ec);
+    if (ec) return io_error(fmt::format("{}: {}", work.string(), ec.message()));
+    const fs::path src = work / ("candidate" + ext);
+    const fs::path tmp_lib = work / "candidate.so";
     ATREX_TRY(write_text_file_atomic(src, cand.source));
     SubprocessOptions opt;
     opt.argv = {compiler};
     opt.argv.insert(opt.argv.end(), flags.begin(), flags.end());
     opt.argv.insert(opt.argv.end(), {"-o", tmp_lib.string(), src.string()});
+    if (!bwrap_.empty()) {
+      SandboxedCompile jail = sandboxed_compile(bwrap_, opt.argv, work, include_dir_);
+      opt.argv = std::move(jail.argv);
+      opt.env = std::move(jail.env);
+    }
+    opt.policies.push_back(&compile_limits());
     opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
     opt.output_tail_bytes = 16384;
     ATREX_ASSIGN_OR_RETURN(SubprocessResult r, run_subprocess(opt));
+    if (!bwrap_.empty()) translate_bwrap_exit(r);
     out.log = tc.explain_failure(replace_all(r.output_tail, src.string(), display), arch);
     // A failure is cached only when it is the compiler's verdict on the source: not when the
     // compiler was killed, nor when the cache folder was removed under it (the source is gone).
     const bool folder_intact = fs::exists(src, ec);
-    fs::remove(src, ec);
     if (r.ok() && fs::exists(tmp_lib, ec)) {
       fs::rename(tmp_lib, lib, ec);
-      if (ec)
-        return io_error(
-            fmt::format("{}: cannot publish compiled object: {}", lib.string(), ec.message()));
+      if (ec) {
+        const std::string why = ec.message();
+        fs::remove_all(work, ec);
+        return io_error(fmt::format("{}: cannot publish compiled object: {}", lib.string(), why));
+      }
+      fs::remove_all(work, ec);
       out.ok = true;
       out.library = lib;
     } else {
-      fs::remove(tmp_lib, ec);
+      fs::remove_all(work, ec);
       if (!r.started) {
         out.log = fmt::format("compiler {} could not be started: {}", compiler, r.output_tail);
       } else if (r.timed_out) {

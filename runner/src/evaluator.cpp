@@ -10,6 +10,8 @@
 #include <spdlog/spdlog.h>
 
 #include "atrex/common/clock.h"
+#include "atrex/common/process/sandbox.h"
+#include "atrex/common/text.h"
 #include "atrex/problems/numeric.h"
 #include "atrex/problems/operator.h"
 #include "atrex/problems/roofline.h"
@@ -34,6 +36,8 @@ Evaluator::Evaluator(EvaluatorOptions options)
     : options_(std::move(options)), cache_(options_.cache_dir, options_.include_dir) {
   seed_base_ = options_.seed ? *options_.seed
                              : std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+  // The compiler reads and writes what the candidate's source says: it runs in the sandbox too.
+  if (options_.sandbox == SandboxMode::kBwrap) cache_.sandbox_with(bwrap_program(options_.child_dir));
   if (options_.work_dir.empty()) {
     options_.work_dir = fs::temp_directory_path() / fmt::format("atrex-eval-{}", ::getpid());
     own_work_dir_ = true;
@@ -72,6 +76,10 @@ double lowest_roofline_us(const problems::Suite& suite, const std::string& op,
 
 void Evaluator::finish_record(EvalRecord& r, const EvalSettings& settings,
                               const problems::Shape& shape) {
+  // The error text is the candidate's (its message, its output, the compiler's diagnostics of
+  // its source): no control character of it reaches a terminal or a report.
+  r.error = printable_text(std::move(r.error));
+  for (auto& u : r.unseen_shapes) u.error = printable_text(std::move(u.error));
   r.hardware = options_.hardware.name;
   r.runner = options_.runner;
   r.sandbox = options_.sandbox;

@@ -23,10 +23,14 @@ bool UnseenCheck::absorb(const EvalRecord& r) {
   if (!failure_.empty()) return true;  // not run: the task was decided by an earlier one
   results_.push_back(
       UnseenShapeResult{u->describe(), u->base_shape_id, u->shape.params, r.status, r.error});
-  // A wrong answer, a crash or a hang on a valid shape of the operator is a wrong candidate.
-  // A rejection or a compile error says nothing about the shape: the task's shapes get their own.
+  // A wrong answer, a crash or a hang on a valid shape of the operator is a wrong candidate, and
+  // so is a rejection: an out-of-bounds write, a tampered channel, an impossible speed are the
+  // candidate's doing (attack round 3: a hot-shapes-only kernel earned `rejected` on the unseen
+  // shapes at will with a write past its output, and the task's shapes stayed `ok`). A compile
+  // error, or a rejection that is the runner's (no device for the backend), holds for the task's
+  // own shapes too, which say so themselves (decorate keeps a hot shape's own rejection).
   const bool failed = r.status == EvalStatus::kWrongResult || r.status == EvalStatus::kCrashed ||
-                      r.status == EvalStatus::kTimeout;
+                      r.status == EvalStatus::kTimeout || r.status == EvalStatus::kRejected;
   if (failed && failure_.empty()) {
     failure_status_ = r.status;
     failure_ = fmt::format(
@@ -39,10 +43,9 @@ bool UnseenCheck::absorb(const EvalRecord& r) {
 
 void UnseenCheck::decorate(EvalRecord& r) const {
   r.unseen_shapes = results_;
-  // A tampered result channel (shape_batch.h) decides the task above any verdict.
-  if (failure_.empty() ||
-      (r.status == EvalStatus::kRejected && r.error.rfind("tampering: ", 0) == 0))
-    return;
+  // A hot shape's own rejection (a tampered result channel, shape_batch.h; no device for the
+  // backend) decides its record above the unseen shapes' verdict.
+  if (failure_.empty() || r.status == EvalStatus::kRejected) return;
   r.status = failure_status_;
   r.error = failure_;
   r.timing.reset();

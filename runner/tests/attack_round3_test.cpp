@@ -122,7 +122,8 @@ problems::Suite* AttackRound3::suite_ = nullptr;
 problems::HardwareProfile* AttackRound3::hardware_ = nullptr;
 fs::path* AttackRound3::cache_ = nullptr;
 
-// SUCCEEDS (attack round 3): every bracket's done says how many samples it holds, the judge takes
+// SUCCEEDED in attack round 3, FIXED since (a done claiming other than 1 call, or on GPU the graph
+// replay's batch, is tampering: judge.cpp call_end); what the attack got before: every bracket's done said how many samples it holds, the judge took
 // 1..100000 on cpu, and the runner only checks that the child's sample count is the brackets'
 // sum. Relays on fd 6 (every call_end claims 1000 calls) and fd 4 (each sample / 100, repeated
 // 1000 times) divide each checked bracket's bound by 1000 (and subtract 1000 digest lower bounds:
@@ -134,7 +135,7 @@ fs::path* AttackRound3::cache_ = nullptr;
 // where graph replays batch, the judge knows the batch size from its own request
 // (clamp(min_iterations, 1, 50)) and should take that, not the child's number; and the runner
 // should recompute the timing summary from samples_us instead of taking the child's median/p75.
-TEST_F(AttackRound3, DISABLED_InflatedBracketCallsHideABentClock) {
+TEST_F(AttackRound3, InflatedBracketCallsHideABentClock) {
   auto recs = evaluate("rms_norm_inflates_bracket_calls.cpp", {.shapes = {"3"}});
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_NE(recs[0].status, EvalStatus::kOk) << describe(recs[0]);
@@ -176,7 +177,8 @@ TEST_F(AttackRound3, DISABLED_LoadDuringTheJudgesCalibrationWidensItsAllowance) 
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
 }
 
-// SUCCEEDS (attack round 3): Gate 1 runs the compiler outside the sandbox, with the runner's
+// SUCCEEDED in attack round 3, FIXED since (the compiler runs in a sandbox of its own with limits:
+// runner/src/sandbox/compile_sandbox.h); what the attack got before: Gate 1 ran the compiler outside the sandbox, with the runner's
 // user, environment and file system and no limits (runner/src/compile.cpp). `.incbin` puts the
 // suite's roofline.json and metadata.json into the shared object; the candidate reads them in
 // the sandbox and hands them out through its error: shape 3 `wrong_result`, "hidden
@@ -188,7 +190,7 @@ TEST_F(AttackRound3, DISABLED_LoadDuringTheJudgesCalibrationWidensItsAllowance) 
 // folder read-only, the source alone, a scratch tmpfs for the output copied back; no /proc/self/cwd
 // of the runner), a cleaned environment (clean_child_environment), ResourceLimits
 // (RLIMIT_FSIZE, RLIMIT_AS, RLIMIT_CPU) and the children's cgroup.
-TEST_F(AttackRound3, DISABLED_TheCompilerCannotReadTheHostsFiles) {
+TEST_F(AttackRound3, TheCompilerCannotReadTheHostsFiles) {
   const std::string suite = "\"" + fs::absolute(ATREX_TEST_SUITE_DIR).string() + "\"";
   auto recs = evaluate("rms_norm_compile_time_reads_host.cpp",
                        {.shapes = {"3"}, .defines = {{"ATREX_ATTACK_SUITE", suite}}});
@@ -239,7 +241,8 @@ TEST_F(AttackRound3, DISABLED_HarnessHooksCannotPatchAPrecomputedAnswer) {
                                     << "; twin: " << describe(twin[0]);
 }
 
-// SUCCEEDS (attack round 3): `atrex eval` prints the first line of a record's error as the
+// SUCCEEDED in attack round 3, FIXED since (every record's error goes through printable_text,
+// common/text.h; newlines and tabs stay); what the attack got before: `atrex eval` printed the first line of a record's error as the
 // shape's note as it is: a candidate's error message with "\r", ESC[2K and a row of its own
 // ("ok", S_j 1.0000) overwrites its `wrong_result` row on a terminal, and ESC[8m conceals the
 // S_i line after it. The record says `wrong_result`, its error holds the raw control
@@ -247,16 +250,18 @@ TEST_F(AttackRound3, DISABLED_HarnessHooksCannotPatchAPrecomputedAnswer) {
 // control characters (C0 but \t, DEL, C1; at least ESC and \r) where the candidate's message
 // enters the record (ShapeRun::returned_error, and the runner when it takes the child's error),
 // and in cmd_eval.cpp note_of / every terminal printer of record text.
-TEST_F(AttackRound3, DISABLED_ControlCharactersOfTheCandidateNeverReachTheRecord) {
+TEST_F(AttackRound3, ControlCharactersOfTheCandidateNeverReachTheRecord) {
   auto recs = evaluate("rms_norm_terminal_escape_in_error.cpp", {.shapes = {"15", "28"}});
   ASSERT_EQ(recs.size(), 2u);
   for (const auto& r : recs) {
     EXPECT_EQ(r.status, EvalStatus::kWrongResult) << describe(r);
+    // Line breaks and tabs stay (compiler logs are multi-line; `atrex eval` prints one line).
     for (char c : r.error) {
       const auto u = static_cast<unsigned char>(c);
-      EXPECT_FALSE(u < 0x20 || u == 0x7f) << "control character " << static_cast<int>(u)
-                                          << " in the record's error: " << describe(r);
-      if (u < 0x20 || u == 0x7f) break;
+      const bool control = (u < 0x20 && c != '\n' && c != '\t') || u == 0x7f;
+      EXPECT_FALSE(control) << "control character " << static_cast<int>(u)
+                            << " in the record's error: " << describe(r);
+      if (control) break;
     }
   }
   auto twin = evaluate("rms_norm_terminal_escape_in_error.cpp",
@@ -265,7 +270,8 @@ TEST_F(AttackRound3, DISABLED_ControlCharactersOfTheCandidateNeverReachTheRecord
   for (const auto& r : twin) EXPECT_EQ(r.status, EvalStatus::kOk) << describe(r);
 }
 
-// SUCCEEDS (attack round 3): a `rejected` on an unseen shape decides nothing
+// SUCCEEDED in attack round 3, FIXED since (UnseenCheck::absorb counts a rejection as a failure);
+// what the attack got before: a `rejected` on an unseen shape decided nothing
 // (unseen_check.cpp absorb counts only wrong_result, crashed and timeout), and a candidate
 // earns `rejected` at will with an out-of-bounds write into the guard after its output. The
 // hot-shapes-only cheat (no normalisation at row counts the suite does not hold) writes one
@@ -275,7 +281,7 @@ TEST_F(AttackRound3, DISABLED_ControlCharactersOfTheCandidateNeverReachTheRecord
 // own making (an out-of-bounds write, a missing entry point, anything but the runner's
 // "backend unavailable") fails the task like a wrong_result; only verdicts that say nothing about
 // the candidate (this runner cannot run the backend) stay neutral.
-TEST_F(AttackRound3, DISABLED_ARejectedUnseenShapeFailsTheTask) {
+TEST_F(AttackRound3, ARejectedUnseenShapeFailsTheTask) {
   Run run{.shapes = {"15", "5"}};
   auto recs = evaluate_unseen("rms_norm_hot_shapes_dodges_unseen.cpp", run);
   ASSERT_EQ(recs.size(), 2u);

@@ -455,6 +455,20 @@ TEST_F(SandboxTest, HostKernelSettingsAreReadOnly) {
   }
 }
 
+// Whether this kernel takes system calls through int 0x80 (the 32-bit entry; ia32 emulation can
+// be off): a forked child makes one (getpid) and exits 0, or dies of the fault.
+bool int80_available() {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    long r = 20;  // i386 getpid
+    asm volatile("int $0x80" : "+a"(r) : : "memory", "r8", "r9", "r10", "r11");
+    ::_exit(r > 0 ? 0 : 1);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 // The seccomp filter against the kernel's other system-call ABIs (a defense without a test so
 // far): fork through the x32 ABI or the 32-bit int 0x80 entry is not the x86-64 fork the filter
 // names; libseccomp's filter kills a process that uses another ABI (SIGSYS). Without the
@@ -466,6 +480,10 @@ TEST_F(SandboxTest, OtherSystemCallAbisAreKilled) {
     EXPECT_EQ(recs[0].status, EvalStatus::kCrashed) << recs[0].error;
     EXPECT_NE(recs[0].error.find("SIGSYS"), std::string::npos) << recs[0].error;
   }
+  // A kernel whose 32-bit entry is off (int 0x80 raises a general protection fault: SIGSEGV;
+  // seen on the 6.18 Firecracker kernel of 2026-12-06) has no such fork to show.
+  if (!int80_available())
+    GTEST_SKIP() << "int 0x80 is off in this kernel: no fork to show without the filter";
   auto open = evaluate("rms_norm_seccomp_abi.cpp",
                        {.sandbox = SandboxMode::kNone, .defines = {{"ATTACK_INT80", "1"}}});
   ASSERT_EQ(open.size(), 1u);

@@ -64,6 +64,7 @@ std::vector<std::string> bwrap_argv(const fs::path& bwrap, const SandboxView& vi
   add({"--size", std::to_string(view.scratch_bytes), "--tmpfs", "/tmp"});
   // After the tmpfs: a bound path under /tmp (a compile cache there) stays visible.
   for (const auto& p : view.read_only) add({"--ro-bind-try", p.string(), p.string()});
+  for (const auto& p : view.read_write) add({"--bind", p.string(), p.string()});
   add({"--remount-ro", "/", "--chdir", "/tmp", "--"});
   a.insert(a.end(), command.begin(), command.end());
   return a;

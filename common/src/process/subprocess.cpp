@@ -1,5 +1,7 @@
 #include "atrex/common/process/subprocess.h"
 
+#include "atrex/common/text.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -32,32 +34,6 @@ std::string SubprocessResult::describe() const {
 }
 
 namespace {
-
-// `s` with every byte that is not part of a well-formed UTF-8 sequence (RFC 3629: no overlong
-// forms, no surrogates, at most U+10FFFF) replaced by '?'.
-std::string valid_utf8(std::string s) {
-  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = b[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = len > 0 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) ok = (b[i + k] & 0xC0) == 0x80;
-    if (ok && len > 1) {
-      uint32_t cp = c & (0xFF >> (len + 1));
-      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (b[i + k] & 0x3F);
-      static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-      ok = cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    }
-    if (!ok) {
-      s[i] = '?';
-      len = 1;
-    }
-    i += len;
-  }
-  return s;
-}
 
 std::string read_tail(const fs::path& file, size_t bytes) {
   std::ifstream in(file, std::ios::binary);

@@ -656,6 +656,16 @@ void Judge::call_end(const Json& message) {
     throw Stop{true, verdict_.brackets_hold_work
                          ? "a timed call's done without the digest of its outputs"
                          : "a timed call's done with a digest this backend does not take"};
+  // A bracket holds one call, or one graph replay of the batch the child captures
+  // (shape_measure.cpp: clamp(min_iterations, 1, 50)); on cpu, where each bracket's work is
+  // checked, always one. Any other count is the child's invention (attack round 3: relays that
+  // claimed 1000 calls a bracket divided every bracket's bound by 1000 and bent the clock 850x).
+  const int batch = std::clamp(task_.timing.min_iterations, 1, 50);
+  if (m->calls != 1 && (verdict_.brackets_hold_work || m->calls != batch))
+    throw Stop{true, fmt::format("a timed call's done claims {} calls in its bracket (1{} "
+                                 "expected)",
+                                 m->calls,
+                                 verdict_.brackets_hold_work ? "" : fmt::format(" or {}", batch))};
   bracket_open_ = false;
   verdict_.bracket_us.push_back(
       std::chrono::duration<double, std::micro>(now - bracket_start_).count());

@@ -45,6 +45,12 @@ class CompileCache {
   Result<CompileOutcome> compile(const CandidateRef& candidate, const std::string& target_arch,
                                  double timeout_s);
 
+  // Runs every compiler from now on in bwrap `bwrap` (docs/evaluation.md "Sandbox": the source
+  // is the candidate's, and the compiler reads and writes what it says); empty: unsandboxed, as
+  // with --no-sandbox. Either way the compiler gets compile_limits() (sandbox/compile_sandbox.h).
+  // Call before compiles start.
+  void sandbox_with(std::filesystem::path bwrap) { bwrap_ = std::move(bwrap); }
+
   // The command line used for a backend, without file names (docs, `--verbose`).
   std::vector<std::string> flags_for(Backend backend, const std::string& target_arch) const;
   const Toolchain& toolchain(Backend backend) const;
@@ -53,6 +59,7 @@ class CompileCache {
   std::filesystem::path dir_;
   std::filesystem::path include_dir_;
   std::map<Backend, std::unique_ptr<Toolchain>> toolchains_;
+  std::filesystem::path bwrap_;  // the compile sandbox's bwrap; empty: none
 };
 
 // The default compiler cache folder: $ATREX_CACHE_DIR, else $XDG_CACHE_HOME/atrex, else

@@ -26,6 +26,7 @@ namespace atrex {
 struct SandboxView {
   std::vector<std::filesystem::path> read_only;  // files or folders (missing ones are skipped)
   std::vector<std::filesystem::path> devices;    // device nodes bound read-write (GPUs)
+  std::vector<std::filesystem::path> read_write;  // folders bound writable (a compile's work folder)
   bool system_folders = true;                    // /usr and the /lib*, /bin, /sbin links
   bool sys = false;                              // /sys read-only (GPU runtimes read it)
   uint64_t scratch_bytes = 256ull << 20;         // the tmpfs at /tmp (the working folder)

@@ -1,0 +1,70 @@
+#include "sandbox/compile_sandbox.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "atrex/common/process/sandbox.h"
+
+namespace atrex::runner {
+namespace fs = std::filesystem;
+
+namespace {
+
+// `program` as exec would find it: itself when it has a '/', else the first match on PATH.
+fs::path find_program(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  std::error_code ec;
+  for (std::string dir; std::getline(ss, dir, ':');) {
+    if (!dir.empty() && fs::exists(fs::path(dir) / program, ec)) return fs::path(dir) / program;
+  }
+  return program;
+}
+
+// The tree a compiler outside /usr lives in (<root>/bin/<compiler>): its headers, libraries and
+// helper programs (nvcc's cicc, ptxas, cudafe++) are under the same root.
+void bind_toolchain(const fs::path& compiler, std::vector<fs::path>& out) {
+  std::error_code ec;
+  for (const fs::path& p : {compiler, fs::canonical(compiler, ec)}) {
+    if (p.empty() || !p.is_absolute()) continue;
+    const fs::path root = p.parent_path().parent_path();
+    if (root.empty() || root == "/" || root == "/usr") continue;
+    out.push_back(root);
+  }
+}
+
+}  // namespace
+
+SandboxedCompile sandboxed_compile(const fs::path& bwrap, const std::vector<std::string>& command,
+                                   const fs::path& work, const fs::path& include_dir) {
+  SandboxView view;
+  std::error_code ec;
+  const fs::path compiler = find_program(command.at(0));
+  bind_toolchain(compiler, view.read_only);
+  view.read_only.push_back("/etc/alternatives");
+  const fs::path inc = fs::canonical(include_dir, ec);
+  view.read_only.push_back(ec ? include_dir : inc);
+  if (const char* lib = std::getenv("LD_LIBRARY_PATH")) {
+    std::stringstream ss(lib);
+    for (std::string dir; std::getline(ss, dir, ':');) {
+      if (!dir.empty() && fs::path(dir).is_absolute()) view.read_only.emplace_back(dir);
+    }
+  }
+  view.read_write.push_back(work);
+  view.scratch_bytes = 2ull << 30;
+  SandboxedCompile out;
+  out.argv = bwrap_argv(bwrap, view, command);
+  out.env = clean_child_environment("/tmp");
+  if (compiler.has_parent_path())
+    out.env["PATH"] = compiler.parent_path().string() + ":" + out.env["PATH"];
+  return out;
+}
+
+const ResourceLimits& compile_limits() {
+  static const ResourceLimits limits(
+      ResourceLimits::Limits{.address_space_bytes = 6ull << 30, .file_size_bytes = 64ull << 20});
+  return limits;
+}
+
+}  // namespace atrex::runner
