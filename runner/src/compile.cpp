@@ -166,6 +166,9 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
     out.cache_hit = true;
     ATREX_ASSIGN_OR_RETURN(out.log, read_text_file(fail));
   } else {
+    // A sandbox that cannot start is this host's failure, not the compiler's verdict on the
+    // source: an error, never a cached .fail (the cache is shared across hosts).
+    if (!bwrap_.empty()) ATREX_TRY(probe_bwrap(bwrap_));
     const std::string suffix = random_suffix();
     const std::string ext = source_extension(cand.backend);
     const std::string display = cand.file_name.empty() ? "candidate" + ext : cand.file_name;
