@@ -292,7 +292,7 @@ output: out
   EXPECT_EQ((*agent)["dsl_adoption_rate"], 0.0) << agent->dump();
   const std::string md = slurp(dir_ / "out" / "report.md");
   EXPECT_NE(md.find("| 100.0% | 0.0% | 1/1 |"), std::string::npos) << "DSL adoption 0: " << md;
-  EXPECT_NE(md.find("| claude-torch | 1 | 1 | 1 | rms_norm (0% DSL) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| claude-torch | 1 | 1 | 1 | rms_norm (0% DSL, Python) |"), std::string::npos) << md;
   EXPECT_TRUE(fs::is_empty(dir_ / "ws"));
 }
 

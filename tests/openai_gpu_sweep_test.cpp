@@ -129,7 +129,7 @@ output: out
   EXPECT_EQ(agent_of(*report, "model-torch")["dsl_adoption_rate"], 0.0);
   // The illusion table names the PyTorch agent's operator, not the Triton agent's.
   const std::string md = slurp(dir / "out" / "report.md");
-  EXPECT_NE(md.find("| model-torch | 1 | 1 | 1 | rms_norm (0% DSL) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| model-torch | 1 | 1 | 1 | rms_norm (0% DSL, Python) |"), std::string::npos) << md;
   EXPECT_EQ(md.find("| model-triton | 1 | 1 | 1 |"), std::string::npos) << md;
   fs::remove_all(dir);
 }

@@ -80,6 +80,7 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
       }
       ++os.shapes_evaluated;
       os.candidate_sha256 = r->candidate.sha256;
+      os.python = r->candidate.file_name.ends_with(".py");
       os.shapes.push_back(shape_detail(*r));
       if (target_rse > 0 && os.shapes.back().samples > 0 &&
           os.shapes.back().relative_standard_error > target_rse) {
@@ -126,6 +127,16 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
       out.operators_attempted ? double(out.operators_correct) / out.operators_attempted : 0.0;
   if (measured_correct > 0) out.dsl_adoption_rate = double(adopting) / measured_correct;
   return out;
+}
+
+std::string fallback_operators(const AgentScore& agent) {
+  std::string names;
+  for (const auto& o : agent.operators) {
+    if (!o.fallback) continue;
+    names += fmt::format("{}{} ({:.0f}% DSL{})", names.empty() ? "" : ", ", o.name,
+                         100 * o.dsl_share.value_or(0), o.python ? ", Python" : "");
+  }
+  return names;
 }
 
 }  // namespace atrex::scoring

@@ -202,14 +202,10 @@ std::string illusion_section(const Report& rep) {
   bool any_measured = false;
   for (const auto& a : rep.agents) {
     int measured = 0;
-    std::string names;
     for (const auto& o : a.operators) {
       if (o.status == "correct" && o.dsl_share) ++measured;
-      if (o.fallback) {
-        names += fmt::format("{}{} ({:.0f}% DSL)", names.empty() ? "" : ", ", o.name,
-                             100 * *o.dsl_share);
-      }
     }
+    const std::string names = fallback_operators(a);
     any_measured = any_measured || measured > 0;
     s += fmt::format(
         "<tr data-agent=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"

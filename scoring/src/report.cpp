@@ -169,14 +169,10 @@ std::string illusion_markdown(const std::vector<AgentScore>& agents) {
       "share measured | fallbacks | fallback operators |\n|---|---:|---:|---:|---|\n";
   for (const auto& a : agents) {
     int measured = 0;
-    std::string names;
     for (const auto& o : a.operators) {
       if (o.status == "correct" && o.dsl_share) ++measured;
-      if (o.fallback) {
-        names += fmt::format("{}{} ({:.0f}% DSL)", names.empty() ? "" : ", ", o.name,
-                             100 * *o.dsl_share);
-      }
     }
+    const std::string names = fallback_operators(a);
     md += fmt::format("| {} | {} | {} | {} | {} |\n", markdown_cell(a.agent), a.operators_correct,
                       measured, a.operators_fallback,
                       measured ? markdown_cell(names.empty() ? "-" : names)

@@ -49,6 +49,7 @@ Json operator_json(const OperatorScore& o) {
               {"shapes_noisy", o.shapes_noisy},
               {"dsl_share", opt(o.dsl_share)},
               {"fallback", o.fallback},
+              {"python", o.python},
               {"candidate_sha256", o.candidate_sha256},
               {"first_error", o.first_error},
               {"unlaunched_kernels", o.unlaunched_kernels},
@@ -108,6 +109,7 @@ Result<void> read_value(const JsonField& f, OperatorScore& o) {
   ATREX_TRY(r.optional("shapes_noisy", o.shapes_noisy));
   ATREX_TRY(r.required("dsl_share", o.dsl_share));
   ATREX_TRY(r.required("fallback", o.fallback));
+  ATREX_TRY(r.optional("python", o.python));  // optional: reports written before it
   ATREX_TRY(r.required("candidate_sha256", o.candidate_sha256));
   ATREX_TRY(r.required("first_error", o.first_error));
   ATREX_TRY(r.required("unlaunched_kernels", o.unlaunched_kernels));

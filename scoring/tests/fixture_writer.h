@@ -28,6 +28,7 @@ struct FixtureShape {
   double noise = 0.02;
   std::optional<double> dsl_share;
   int samples = 60;
+  std::string file_name = "candidate.cpp";  // a ".py" one: a Python candidate
 };
 
 class FixtureSweep {
@@ -71,7 +72,7 @@ class FixtureSweep {
     task.purpose = EvalPurpose::kFull;
     task.candidate.agent = agent;
     task.candidate.sha256 = std::string(64, 'a');
-    task.candidate.file_name = "candidate.cpp";
+    task.candidate.file_name = fs.file_name;
     EvalRecord r = new_eval_record(task, fs.shape_id, m_.device);
     r.status = fs.status;
     r.seeds_passed = fs.status == EvalStatus::kOk ? 5 : 0;

@@ -195,23 +195,33 @@ TEST_F(ReducerTest, ASweepWithoutEveryFinalMarkerIsPartial) {
 }
 
 TEST_F(ReducerTest, CorrectButFallbackIsTheCorrectnessIllusion) {
-  FixtureSweep f(*suite_, "s1", "dsl", {"search"}, {"rms_norm", "silu_and_mul"});
+  FixtureSweep f(*suite_, "s1", "dsl", {"search"}, {"rms_norm", "silu_and_mul", "l2_norm"});
   FixtureShape vendor{"0", 50};
   vendor.dsl_share = 0.1;
   FixtureShape own{"0", 50};
   own.dsl_share = 1.0;
+  FixtureShape torch{"0", 50};  // a Python module with PyTorch operations only
+  torch.dsl_share = 0.0;
+  torch.file_name = "l2_norm_g0_i1.py";
   f.evaluated("search", "rms_norm", {vendor});
   f.evaluated("search", "silu_and_mul", {own});
+  f.evaluated("search", "l2_norm", {torch});
   f.write(dir_ / "a");
   auto rep = reduce_folders({dir_ / "a"});
   ASSERT_TRUE(rep);
   const AgentScore& a = rep->agents[0];
   EXPECT_TRUE(op(a, "rms_norm").fallback);
   EXPECT_FALSE(op(a, "silu_and_mul").fallback);
-  EXPECT_EQ(a.operators_fallback, 1);
+  EXPECT_TRUE(op(a, "l2_norm").fallback);
+  EXPECT_TRUE(op(a, "l2_norm").python);
+  EXPECT_FALSE(op(a, "rms_norm").python);
+  EXPECT_EQ(a.operators_fallback, 2);
   ASSERT_TRUE(a.dsl_adoption_rate);
-  EXPECT_DOUBLE_EQ(*a.dsl_adoption_rate, 0.5);
-  EXPECT_NE(render_markdown(*rep).find("rms_norm (10% DSL)"), std::string::npos);
+  EXPECT_DOUBLE_EQ(*a.dsl_adoption_rate, 1.0 / 3);
+  // Which fallbacks were Python candidates (PyTorch) and which native ones (a vendor library).
+  EXPECT_NE(render_markdown(*rep).find("rms_norm (10% DSL), l2_norm (0% DSL, Python)"),
+            std::string::npos)
+      << render_markdown(*rep);
 }
 
 TEST_F(ReducerTest, BaselineColumnsComeFromTheBaselinesBestAgent) {

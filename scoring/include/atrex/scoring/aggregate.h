@@ -70,6 +70,9 @@ struct OperatorScore {
   // share is under the threshold: the speed came from a vendor library, not from the agent's
   // kernel. False when the share was not measured (CPU backend).
   bool fallback = false;
+  // The final candidate is a Python module (Atrex-Bench's own format, docs/python-candidates.md),
+  // not native code: a Python fallback is PyTorch, a native one a vendor library.
+  bool python = false;
   std::vector<ShapeDetail> shapes;  // in the final evaluation's shape order
   // Baseline columns: the first baseline's best S_i on this operator, when it has one.
   std::optional<double> baseline_s_i;
@@ -91,6 +94,10 @@ struct AgentScore {
   // for providers without a model. Filled in by the reducer.
   TokenUsage usage;
 };
+
+// The agent's fallback operators as the reports list them: "rms_norm (0% DSL, Python), ..."
+// (OperatorScore::fallback; "Python" where the candidate was a Python module); "" when none.
+std::string fallback_operators(const AgentScore& agent);
 
 // Median of a non-empty vector (mean of the two middle values for even sizes).
 double median(std::vector<double> values);
