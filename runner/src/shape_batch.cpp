@@ -163,10 +163,10 @@ std::string judge_record(EvalRecord& r, const ChildShapeResponse& c, const Judge
     if (c.timing) {
       const TimingCrossCheck t = cross_check_timing(*c.timing, *j);
       spdlog::debug("shape {}: claimed median {:.4g} us; the judge's shortest bracket {:.4g} us "
-                    "per call of {} brackets, latency allowance {:.0f} us (measured {:.0f} us), "
-                    "bound {:.4g} us",
+                    "per call of {} brackets, latency allowance {:.0f} us (measured {:.0f} us, "
+                    "{:.0f} us at the judge's start), bound {:.4g} us",
                     c.shape_id, t.claimed_us, t.shortest_bracket_us, j->bracket_us.size(),
-                    t.latency_us, j->bracket_latency_us, t.bound_us);
+                    t.latency_us, j->bracket_latency_us, j->start_latency_us, t.bound_us);
       if (!t.plausible) {
         r.status = EvalStatus::kRejected;
         r.error = t.why;
@@ -306,12 +306,14 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
       return io_error("runner could not set up the judge's latency probe: " + why);
     }
     std::atomic<bool> echo_stop{false};
-    std::thread echo([rd = ping[0], wr = pong[1], &echo_stop] {
+    std::atomic<int> echoed{0};
+    std::thread echo([rd = ping[0], wr = pong[1], &echo_stop, &echoed] {
       while (!echo_stop.load()) {
         pollfd p{rd, POLLIN, 0};
         if (::poll(&p, 1, 100) <= 0) continue;
         char b;
         if (::read(rd, &b, 1) != 1 || ::write(wr, &b, 1) != 1) break;
+        echoed.fetch_add(1);
       }
       ::close(rd);
       ::close(wr);
@@ -376,7 +378,19 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
       return now_ms - child_done_at_ms.load() > 30'000;
     };
     Result<SubprocessResult> judge_proc = make_error(ErrorCode::kInternal, "the judge never ran");
-    std::thread judge_thread([&] { judge_proc = run_subprocess(jopt); });
+    std::atomic<bool> judge_ended{false};
+    std::thread judge_thread([&] {
+      judge_proc = run_subprocess(jopt);
+      judge_ended.store(true);
+    });
+    // The judge's start probe (judge_prelude) runs before any candidate code can load this
+    // host: the child is spawned once its pings came back (attack round 3: spinning threads
+    // started at timing_begin had widened the allowance measured then).
+    for (const auto wait_from = std::chrono::steady_clock::now();
+         echoed.load() < kJudgeStartPings && !judge_ended.load() &&
+         std::chrono::steady_clock::now() - wait_from <
+             std::chrono::milliseconds(kJudgeStartWaitMs);)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
 
     SubprocessOptions opt;
     opt.argv = sandboxed ? bwrap_argv(ctx.sandbox.bwrap,

@@ -38,9 +38,13 @@ TimingCrossCheck cross_check_timing(const TimingSummary& claimed, const JudgeVer
         judge.bracket_us.size());
     return out;
   }
-  const double latency =
-      std::max(judge.brackets_hold_work ? kCheckedBracketLatencyUs : kBracketLatencyUs,
-               judge.bracket_latency_us);
+  // The latency measured at timing_begin, a moment the candidate sees coming, counts only up to
+  // kStartLatencyFactor times the one measured before the candidate was loaded.
+  double measured = judge.bracket_latency_us;
+  if (judge.start_latency_us > 0)
+    measured = std::min(measured, kStartLatencyFactor * judge.start_latency_us);
+  const double latency = std::max(
+      judge.brackets_hold_work ? kCheckedBracketLatencyUs : kBracketLatencyUs, measured);
   out.latency_us = latency;
   double bound = std::numeric_limits<double>::infinity();
   out.shortest_bracket_us = std::numeric_limits<double>::infinity();

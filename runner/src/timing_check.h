@@ -39,6 +39,13 @@ inline constexpr double kBracketLatencyUs = 5000;
 // and its digest (rms_norm shape 0: 2.1 ms claimed, 20 ms brackets), even with the child
 // spinning for the go. 20 ms: bends on cpu calls shorter than ~25 ms go unrefuted.
 inline constexpr double kCheckedBracketLatencyUs = 20000;
+// The judge's latency probe at timing_begin counts up to this many times its probe at start
+// (JudgeVerdict::start_latency_us, taken before the candidate's child was spawned). A candidate
+// knows when timing_begin comes and can load the host just then (attack round 3: 256 spinning
+// threads, parked at the first call, once made the probe 152 ms and let a 100x bend through);
+// it cannot load the host before it is loaded. 4x leaves room for load that grows by itself
+// between the two probes; above the floors only (kBracketLatencyUs, kCheckedBracketLatencyUs).
+inline constexpr double kStartLatencyFactor = 4;
 // How far under the outside bound a claimed median may be before it is refused: 2x.
 inline constexpr double kClaimedTimeFactor = 2;
 

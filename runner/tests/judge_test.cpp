@@ -97,6 +97,35 @@ TEST(TimingCrossCheck, OnlyCheckedBracketsBoundWhereTheyHoldTheWork) {
   EXPECT_NE(unchecked.why.find("none of its 3 brackets"), std::string::npos) << unchecked.why;
 }
 
+// The probe at timing_begin, a moment the candidate sees coming, counts only up to
+// kStartLatencyFactor times the probe taken before the candidate's child was spawned (attack
+// round 3: load made on cue once measured 152 ms and let a 100x bend of a 15 ms call through).
+TEST(TimingCrossCheck, LatencyMeasuredOnCueIsCappedByTheOneBeforeTheCandidate) {
+  // A 55 ms call bent 100x (550 us claimed), two brackets checked.
+  JudgeVerdict cued = brackets({55300, 55400, 55350}, {1, 1, 1});
+  cued.brackets_hold_work = true;
+  cued.checked_brackets = {0, 2};
+  cued.bracket_latency_us = 152000;
+  EXPECT_TRUE(cross_check_timing(claimed(550, 3), cued).plausible)
+      << "without the start probe the cued latency decides (the attack)";
+  cued.start_latency_us = 90;
+  auto refuted = cross_check_timing(claimed(550, 3), cued);
+  EXPECT_FALSE(refuted.plausible);
+  EXPECT_DOUBLE_EQ(refuted.latency_us, kCheckedBracketLatencyUs) << "4 x 90 us is under the floor";
+  // The honest 55 ms call passes against the same brackets.
+  EXPECT_TRUE(cross_check_timing(claimed(55000, 3), cued).plausible);
+  // A host already loaded before the candidate (start probe 30 ms) keeps its measured allowance
+  // up to 4x that.
+  JudgeVerdict loaded = brackets({61000, 62000}, {1, 1});
+  loaded.bracket_latency_us = 60000;
+  loaded.start_latency_us = 30000;
+  auto kept = cross_check_timing(claimed(900, 2), loaded);
+  EXPECT_TRUE(kept.plausible) << kept.why;
+  EXPECT_DOUBLE_EQ(kept.latency_us, 60000);
+  loaded.start_latency_us = 10000;
+  EXPECT_DOUBLE_EQ(cross_check_timing(claimed(900, 2), loaded).latency_us, 40000);
+}
+
 // The bracket's messages are typed once (protocol/judge_messages.h) and read strictly: what the
 // judge refuses here ends it with a tampering verdict.
 TEST(JudgeMessages, BracketMessagesRoundTripAndAnythingElseIsRefused) {

@@ -11,6 +11,7 @@
 
 #include "atrex/problems/operator.h"
 #include "child_runner.h"
+#include "judge.h"
 
 namespace atrex::runner {
 namespace {
@@ -109,6 +110,7 @@ class CpuDevice final : public ChildDevice {
 }  // namespace atrex::runner
 
 int main(int argc, char** argv) {
+  atrex::runner::judge_prelude(argc, argv);  // before the device: the runner waits for it
   atrex::runner::CpuDevice device;
   return atrex::runner::child_main(argc, argv, device);
 }

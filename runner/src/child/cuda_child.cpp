@@ -15,6 +15,7 @@
 #include "atrex/problems/cuda_ops.h"
 #include "atrex/problems/cuda_status.h"
 #include "child_runner.h"
+#include "judge.h"
 #include "cuda_timer.h"
 #include "nvml_clocks.h"
 
@@ -235,6 +236,7 @@ int probe() {
 }  // namespace atrex::runner
 
 int main(int argc, char** argv) {
+  atrex::runner::judge_prelude(argc, argv);  // before the device: the runner waits for it
   if (argc > 1 && std::strcmp(argv[1], "--probe") == 0) return atrex::runner::probe();
   int device = 0;
   bool judge = false;

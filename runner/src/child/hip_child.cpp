@@ -20,6 +20,7 @@
 
 #include "atrex/problems/operator.h"
 #include "child_runner.h"
+#include "judge.h"
 #include "child_unavailable.h"
 #include "hip_timer.h"
 
@@ -193,6 +194,7 @@ int probe() {
 }  // namespace atrex::runner
 
 int main(int argc, char** argv) {
+  atrex::runner::judge_prelude(argc, argv);  // before the device: the runner waits for it
   if (argc > 1 && std::strcmp(argv[1], "--probe") == 0) return atrex::runner::probe();
   int device = 0;
   for (int i = 1; i + 1 < argc; ++i) {

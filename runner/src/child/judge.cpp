@@ -35,6 +35,8 @@ using Clock = std::chrono::steady_clock;
 
 void close_fd(int fd) { ::close(fd); }
 double wake_up_latency_us(int ping_fd, int pong_fd);
+// The start probe (judge_prelude), 0 until taken.
+double g_start_latency_us = 0;
 
 // Thrown inside the judge's loop: what the child's messages broke (tampering) or a device
 // failure of the judge's own (crashed).
@@ -189,6 +191,7 @@ const ChildShape& Judge::current(const std::string& shape_id, bool enter) {
 // Per-shape bookkeeping, for the shape at index_ (before its first message).
 void Judge::begin_verdict() {
   verdict_ = JudgeVerdict{};
+  verdict_.start_latency_us = g_start_latency_us;
   if (index_ < task_.shapes.size()) verdict_.shape_id = task_.shapes[index_].shape_id;
   passed_seeds_.clear();
   post_timing_sets_.clear();
@@ -682,7 +685,8 @@ double Judge::digest_cost_us() const {
   return bytes / kFastestDigestBytesPerUs;
 }
 
-// Twice the median round trip of 15 one-byte pings to the runner's echo thread (another
+// Twice the median round trip of kJudgeStartPings (15) one-byte pings to the runner's echo
+// thread (another
 // process, woken as the child is woken by a go and as the judge is woken by a done): the two
 // wake-ups a bracket holds, as this host schedules them now. Without the echo fds, between this
 // thread and a helper of its own (which a loaded host schedules more kindly: same process).
@@ -706,7 +710,7 @@ double wake_up_latency_us(int ping_fd, int pong_fd) {
     pong_fd = pong[0];
   }
   std::vector<double> trips;
-  for (int k = 0; k < 15; ++k) {
+  for (int k = 0; k < kJudgeStartPings; ++k) {
     char b = 'p';
     const auto t0 = Clock::now();
     if (::write(ping_fd, &b, 1) != 1 || ::read(pong_fd, &b, 1) != 1) break;
@@ -723,6 +727,22 @@ double wake_up_latency_us(int ping_fd, int pong_fd) {
   std::sort(trips.begin(), trips.end());
   return 2 * trips[trips.size() / 2];
 }
+
+}  // namespace
+
+void judge_prelude(int argc, char** argv) {
+  bool judge = false;
+  int ping_fd = -1, pong_fd = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--judge") == 0) judge = true;
+    if (i + 1 < argc && std::strcmp(argv[i], "--ping-fd") == 0) ping_fd = std::atoi(argv[i + 1]);
+    if (i + 1 < argc && std::strcmp(argv[i], "--pong-fd") == 0) pong_fd = std::atoi(argv[i + 1]);
+  }
+  if (judge && ping_fd >= 0 && pong_fd >= 0)
+    g_start_latency_us = wake_up_latency_us(ping_fd, pong_fd);
+}
+
+namespace {
 
 int Judge::run() {
   begin_verdict();

@@ -228,6 +228,7 @@ Json to_json(const JudgeVerdict& v) {
               {"bracket_calls", v.bracket_calls},
               {"bracket_overhead_us", v.bracket_overhead_us},
               {"bracket_latency_us", v.bracket_latency_us},
+              {"start_latency_us", v.start_latency_us},
               {"brackets_hold_work", v.brackets_hold_work},
               {"checked_brackets", v.checked_brackets}};
 }
@@ -257,6 +258,7 @@ Result<JudgeVerdict> judge_verdict_from_json(const Json& j, const std::string& s
   ATREX_TRY(r.required("bracket_calls", v.bracket_calls));
   ATREX_TRY(r.required("bracket_overhead_us", v.bracket_overhead_us));
   ATREX_TRY(r.required("bracket_latency_us", v.bracket_latency_us));
+  ATREX_TRY(r.required("start_latency_us", v.start_latency_us));
   ATREX_TRY(r.required("brackets_hold_work", v.brackets_hold_work));
   ATREX_TRY(r.required("checked_brackets", v.checked_brackets));
   ATREX_TRY(r.finish());

@@ -100,6 +100,12 @@ struct ChildShapeResponse {
 Json to_json(const ChildShapeResponse& r);
 Result<ChildShapeResponse> child_shape_response_from_json(const Json& j, const std::string& source);
 
+// The pings of the judge's start probe (JudgeVerdict::start_latency_us): the runner spawns the
+// candidate's child once its echo thread has answered this many (or after
+// kJudgeStartWaitMs, where the judge is slow to start or died).
+inline constexpr int kJudgeStartPings = 15;
+inline constexpr int kJudgeStartWaitMs = 10000;
+
 // What the judge (judge.h: the same child binary with --judge, its own sandbox, no candidate
 // loaded) says about one shape, on its own pipe to the runner, which the candidate's process
 // cannot reach. The judge draws the seeds' inputs, runs the reference and compares the outputs
@@ -140,6 +146,11 @@ struct JudgeVerdict {
   // between two of its threads over a pipe, microseconds): how much of a bracket two wake-ups
   // may take on this host now. A loaded host makes it long.
   double bracket_latency_us = 0;
+  // The same probe taken when the judge started, before the runner spawned the candidate's
+  // child (judge_prelude: the runner waits for its pings), so that no candidate code can have
+  // loaded the host: the allowance is capped by kStartLatencyFactor times it (timing_check.h).
+  // 0 where it was not taken (no echo fds).
+  double start_latency_us = 0;
   // Whether the brackets hold the work (ChildDevice::brackets_hold_work, the judge's backend:
   // cpu): each go named the splice of its call's inputs and each done carried the digest of the
   // call's outputs (judge_messages.h). Then only checked_brackets bound the claimed time.
