@@ -156,6 +156,38 @@ void cache_host_profile(const fs::path& dir, std::string cpu = runner::host_cpu_
 
 // `hardware list` shows host-cpu's cached figures and where they come from (the file, the
 // measurement); "measured on demand" only when nothing is cached for this CPU model.
+// `atrex compile` runs the compiler in the compile sandbox, as `atrex eval` does, and an object
+// compiled with --no-sandbox never serves a sandboxed compile (the compile-sandbox attack of
+// 2026-12-06: an .incbin of a host file compiled by `atrex compile`, then served from the cache
+// to a sandboxed `atrex eval`, which handed the file out in the candidate's error).
+TEST_F(Cli, CompileIsSandboxedAndUnsandboxedObjectsAreCachedApart) {
+  write("secret.txt", "TOPSECRET\n");
+  const std::string source =
+      "#include \"atrex/candidate_util.h\"\n"
+      "using namespace atrex::cand;\n"
+      "ATREX_CANDIDATE_ERROR_MESSAGE_EXPORT\n"
+      "asm(\".section .rodata\\n.global exf_begin\\nexf_begin:\\n.incbin \\\"" +
+      (dir_ / "secret.txt").string() +
+      "\\\"\\n.byte 0\\n.text\\n\");\n"
+      "extern \"C\" const char exf_begin[];\n"
+      "ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch*) {\n"
+      "  return fail(\"%s\", exf_begin);\n"
+      "}\n";
+  const auto cand = write("reads_host.cpp", source);
+  auto outside = atrex({"compile", cand.string(), "--no-sandbox"});
+  EXPECT_EQ(outside.rc, 0) << "the honest twin: without the sandbox the file is there\n"
+                           << outside.output;
+  auto inside = atrex({"compile", cand.string()});
+  EXPECT_EQ(inside.rc, 1) << inside.output;
+  EXPECT_NE(inside.output.find("file not found"), std::string::npos) << inside.output;
+  EXPECT_EQ(inside.output.find("(cache hit)"), std::string::npos) << inside.output;
+  auto eval = atrex({"eval", cand.string(), "--operator", "rms_norm", "--shapes", "smallest:1",
+                     "--seeds", "1", "--no-perf"});
+  EXPECT_EQ(eval.rc, 1) << eval.output;
+  EXPECT_EQ(eval.output.find("TOPSECRET"), std::string::npos) << eval.output;
+  EXPECT_NE(eval.output.find("compile_error"), std::string::npos) << eval.output;
+}
+
 TEST_F(Cli, HardwareListShowsTheCachedHostCpuProfile) {
   const std::string file = (dir_ / "cache" / "hardware" / "host-cpu.yaml").string();
   auto before = atrex({"hardware", "list"});

@@ -1,10 +1,14 @@
 // `atrex compile FILE...`: the compile gate alone, into the shared content-addressed cache, so
 // that a sweep's runners (or a GPU machine the cache folder is carried to) start warm.
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "atrex/common/hash.h"
 #include "atrex/runner/compile.h"
+#include "atrex/common/process/sandbox.h"
 #include "atrex/runner/environment.h"
+#include "atrex/runner/evaluator.h"
 #include "cli.h"
 
 namespace atrex::cli {
@@ -16,10 +20,17 @@ struct CompileArgs {
   std::string backend = "auto";
   std::string arch = "auto";
   double timeout_s = 300;
+  bool no_sandbox = false;
 };
 
 int run_compile(const GlobalOptions& g, const CompileArgs& a) {
   runner::CompileCache cache(runner::default_cache_dir(), runner::default_include_dir());
+  // The compiler runs in the compile sandbox as in `atrex eval` (the sources may be an agent's;
+  // the 2026-12-06 attack read host files into an object here and had it served to a sandboxed
+  // eval from the cache). --no-sandbox compiles are cached under keys of their own.
+  const SandboxMode mode = a.no_sandbox ? SandboxMode::kNone : SandboxMode::kBwrap;
+  if (auto ready = runner::sandbox_ready(mode); !ready) return fail(ready.error());
+  if (mode == SandboxMode::kBwrap) cache.sandbox_with(bwrap_program(runner::default_child_dir()));
   int rc = 0;
   Json results = Json::array();
   for (const auto& file : a.files) {
@@ -79,6 +90,12 @@ void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--timeout", a.timeout_s, "Compiler time limit per file, seconds")
       ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
+  const char* env = std::getenv("ATREX_NO_SANDBOX");
+  a.no_sandbox = env && std::string(env) == "1";
+  c->add_flag("--no-sandbox", a.no_sandbox,
+              "Run the compiler WITHOUT the compile sandbox (it reads what this user can read); "
+              "such objects are cached apart and never serve a sandboxed evaluation. Default "
+              "from $ATREX_NO_SANDBOX=1");
   c->add_flag("--json", g.json, "Machine-readable output (atrex.compile/1)");
   c->callback([&] { rc = run_compile(g, a); });
 }

@@ -57,6 +57,19 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
+// Whether the compiler driver reports one of its own programs killed by a signal (g++: "Killed
+// signal terminated program cc1plus"; nvcc: "'cicc' died due to signal 9"; clang: "unable to
+// execute command: Killed", "command failed due to signal"): the OOM killer's doing or a
+// limit's, not a verdict on the source. The driver itself exits 1, so term_signal does not say
+// it (the compile-sandbox attack of 2026-12-06 cached an honest source's OOM kill as a .fail).
+bool compiler_part_killed(const std::string& output) {
+  for (const char* what : {"signal terminated program", "died due to signal",
+                           "unable to execute command: Killed", "failed due to signal"}) {
+    if (output.find(what) != std::string::npos) return true;
+  }
+  return false;
+}
+
 std::string random_suffix() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return fmt::format("{}.{:x}", ::getpid(), rng());
@@ -147,6 +160,10 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
     }
     material += sha256_hex(*header) + "\n";
   }
+  // Whether the compiler ran sandboxed: an object or a .fail made by an unsandboxed compile
+  // (`atrex compile --no-sandbox`, `atrex eval --no-sandbox`) never serves a sandboxed one (it may
+  // hold any file its compiler could read).
+  material += bwrap_.empty() ? "compile sandbox: none\n" : "compile sandbox: bwrap\n";
   material += cand.source;
   CompileOutcome out;
   out.key = sha256_hex(material);
@@ -215,7 +232,9 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
       } else if (r.timed_out) {
         out.log =
             fmt::format("compilation {} (limit {:.0f} s)\n{}", r.describe(), timeout_s, out.log);
-      } else if (r.term_signal == 0 && folder_intact) {
+      } else if (r.term_signal == 0 && folder_intact && !compiler_part_killed(r.output_tail) &&
+                 !(!bwrap_.empty() && r.output_tail.rfind("bwrap: ", 0) == 0)) {
+        // (bwrap's own "bwrap: ..." setup failure is this host's, like a sandbox that cannot start)
         ATREX_TRY(write_text_file_atomic(
             fail, out.log.empty() ? r.describe() : out.log));  // deterministic failure
       }

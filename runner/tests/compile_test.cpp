@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -5,7 +7,9 @@
 
 #include "atrex/common/hash.h"
 #include "atrex/common/json_io.h"
+#include "atrex/common/process/sandbox.h"
 #include "atrex/runner/compile.h"
+#include "sandbox/compile_sandbox.h"
 
 namespace atrex::runner {
 namespace {
@@ -89,6 +93,72 @@ TEST_F(CompileCacheTest, CpuObjectOfAnotherCpuModelIsNotReused) {
 
 // The default key material names this host's CPU: the model and feature flags of /proc/cpuinfo
 // and the -march the compiler resolves `native` to.
+// A compiler driver whose own program was killed by a signal (the OOM killer; the driver
+// exits 1) gave no verdict on the source: nothing is cached, and the next compile tries again
+// (the compile-sandbox attack of 2026-12-06 left an honest source a permanent .fail).
+TEST_F(CompileCacheTest, ACompilerProgramKilledByASignalIsNotCachedAsAFailure) {
+  const fs::path bin = dir_ / "toolchain" / "bin";
+  fs::create_directories(bin);
+  {
+    std::ofstream script(bin / "c++");
+    script << "#!/bin/sh\n"
+              "for a in \"$@\"; do case \"$a\" in *candidate.so)\n"
+              "  echo 'c++: fatal error: Killed signal terminated program cc1plus' >&2\n"
+              "  echo 'compilation terminated.' >&2; exit 1;; esac; done\n"
+              "exec /usr/bin/c++ \"$@\"\n";
+  }
+  fs::permissions(bin / "c++", fs::perms::owner_all);
+  const char* before = std::getenv("CXX");
+  const std::string saved = before ? before : "";
+  ::setenv("CXX", (bin / "c++").c_str(), 1);
+  auto restore = [&] { before ? ::setenv("CXX", saved.c_str(), 1) : ::unsetenv("CXX"); };
+  CompileCache killed(dir_ / "cache", ATREX_TEST_INCLUDE_DIR);
+  auto first = killed.compile(candidate("rms_norm_correct.cpp", "cpu"), "native", 120);
+  auto again = killed.compile(candidate("rms_norm_correct.cpp", "cpu"), "native", 120);
+  restore();
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_FALSE(first->ok);
+  EXPECT_NE(first->log.find("Killed signal"), std::string::npos) << first->log;
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_FALSE(again->cache_hit) << "a killed compile was cached";
+  for (const auto& e : fs::recursive_directory_iterator(dir_ / "cache"))
+    EXPECT_NE(e.path().extension(), ".fail") << e.path();
+}
+
+// The key covers whether the compiler ran in the compile sandbox: an object an unsandboxed
+// compiler made (it may hold any file that compiler could read) never serves a sandboxed compile.
+TEST_F(CompileCacheTest, SandboxedAndUnsandboxedCompilesAreCachedApart) {
+  if (auto ready = probe_bwrap(bwrap_program()); !ready) GTEST_SKIP() << ready.error().message;
+  CompileCache plain(dir_, ATREX_TEST_INCLUDE_DIR);
+  auto a = plain.compile(candidate("rms_norm_correct.cpp", "cpu"), "native", 120);
+  CompileCache jailed(dir_, ATREX_TEST_INCLUDE_DIR);
+  jailed.sandbox_with(bwrap_program());
+  auto b = jailed.compile(candidate("rms_norm_correct.cpp", "cpu"), "native", 120);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->ok && b->ok) << a->log << b->log;
+  EXPECT_NE(a->key, b->key);
+  EXPECT_FALSE(b->cache_hit);
+}
+
+// A compiler outside /usr binds its tree's toolchain folders, never the tree: ~/bin/g++ must not
+// bring the home folder's .ssh or ~/.cache/atrex into the sandbox (the compile-sandbox attack of
+// 2026-12-06 read a planted key through CXX=<home>/bin/g++).
+TEST_F(CompileCacheTest, ACompilerInAHomeFolderBindsItsToolchainFoldersOnly) {
+  const fs::path home = dir_ / "home";
+  for (const char* d : {"bin", "lib", ".ssh", ".cache/atrex", "Documents"})
+    fs::create_directories(home / d);
+  fs::create_symlink("/usr/bin/g++", home / "bin" / "g++");
+  const auto jail = sandboxed_compile("/usr/bin/bwrap", {(home / "bin" / "g++").string(), "-c", "x.cpp"},
+                                      dir_ / "work", ATREX_TEST_INCLUDE_DIR);
+  auto bound = [&](const fs::path& p) {
+    return std::find(jail.argv.begin(), jail.argv.end(), p.string()) != jail.argv.end();
+  };
+  EXPECT_TRUE(bound(home / "bin"));
+  EXPECT_TRUE(bound(home / "lib"));
+  for (const fs::path& p : {home, home / ".ssh", home / ".cache", home / "Documents"})
+    EXPECT_FALSE(bound(p)) << p << " is in the compile sandbox";
+}
+
 TEST(NativeCpuTarget, NamesTheCpuModelAndTheResolvedMarch) {
   std::string model;
   std::ifstream in("/proc/cpuinfo");
@@ -114,6 +184,18 @@ TEST(NativeCpuTarget, NamesTheCpuModelAndTheResolvedMarch) {
 // CI machines have nvcc but no GPU: CUDA candidates must still compile there.
 TEST_F(CompileCacheTest, CudaCandidateCompilesWithNvcc) {
   CompileCache cache(dir_, ATREX_TEST_INCLUDE_DIR);
+  auto r = cache.compile(candidate("rms_norm_correct.cu", "cuda"), "sm_90a", 300);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->ok) << r->log;
+}
+
+// nvcc in the compile sandbox: its helpers (cicc under nvvm/, ptxas), headers and the host
+// compiler are all reachable (a toolkit at /usr/local/cuda, a link into /usr: binding its folders
+// again made bwrap fail with "Can't mkdir /usr/local/cuda/bin", and that failure was cached).
+TEST_F(CompileCacheTest, CudaCandidateCompilesWithNvccInTheSandbox) {
+  if (auto ready = probe_bwrap(bwrap_program()); !ready) GTEST_SKIP() << ready.error().message;
+  CompileCache cache(dir_, ATREX_TEST_INCLUDE_DIR);
+  cache.sandbox_with(bwrap_program());
   auto r = cache.compile(candidate("rms_norm_correct.cu", "cuda"), "sm_90a", 300);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_TRUE(r->ok) << r->log;

@@ -22,15 +22,27 @@ fs::path find_program(const std::string& program) {
   return program;
 }
 
-// The tree a compiler outside /usr lives in (<root>/bin/<compiler>): its headers, libraries and
-// helper programs (nvcc's cicc, ptxas, cudafe++) are under the same root.
+// The folders of a toolchain root a compiler's headers, libraries and helper programs live in
+// (nvcc's cicc under nvvm/, ptxas in bin/, the CUDA headers under targets/; ROCm's under lib/
+// and llvm/, its version in .info/). Only these: a compiler at ~/bin/g++ must not bind the whole home folder (its .ssh,
+// its ~/.cache/atrex) into the sandbox (the compile-sandbox attack of 2026-12-06).
+constexpr const char* kToolchainFolders[] = {"bin",     "lib",  "lib64",  "libexec", "include",
+                                             "nvvm",    "targets", "share", "llvm",    "amdgcn", ".info"};
+
+// The tree a compiler outside /usr lives in (<root>/bin/<compiler>), for the compiler as named
+// and as resolved (a symlink to another tree): kToolchainFolders of each root, where they exist.
 void bind_toolchain(const fs::path& compiler, std::vector<fs::path>& out) {
   std::error_code ec;
   for (const fs::path& p : {compiler, fs::canonical(compiler, ec)}) {
     if (p.empty() || !p.is_absolute()) continue;
     const fs::path root = p.parent_path().parent_path();
-    if (root.empty() || root == "/" || root == "/usr") continue;
-    out.push_back(root);
+    // /usr is bound whole already (a CUDA toolkit at /usr/local/cuda: its links resolve there,
+    // and bwrap cannot make a mount point under a link of the read-only /usr).
+    const std::string r = root.lexically_normal().string();
+    if (r.empty() || r == "/" || r == "/usr" || r.rfind("/usr/", 0) == 0) continue;
+    for (const char* name : kToolchainFolders) {
+      if (fs::is_directory(root / name, ec)) out.push_back(root / name);
+    }
   }
 }
 

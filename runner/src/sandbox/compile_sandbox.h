@@ -24,7 +24,9 @@ struct SandboxedCompile {
 };
 
 // `command` (the compiler and its arguments; its files inside `work`) wrapped in bwrap: read-only
-// /usr, the compiler's own tree (a CUDA toolkit under /usr/local, through its links too),
+// /usr, the toolchain folders (bin, lib, lib64, libexec, include, nvvm, targets, share, llvm,
+// amdgcn, .info) of the compiler's own tree (a CUDA toolkit under /usr/local, through its links
+// too; never the whole tree: ~/bin/g++ must not bind the home folder),
 // /etc/alternatives (Debian's c++ is a link through it), `include_dir` and the folders of
 // LD_LIBRARY_PATH; `work` read-write; a 2 GiB scratch tmpfs at /tmp (nvcc's intermediates).
 SandboxedCompile sandboxed_compile(const std::filesystem::path& bwrap,
