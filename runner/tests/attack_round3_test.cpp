@@ -225,7 +225,7 @@ TEST_F(AttackRound3, TheCompilerCannotReadTheHostsFiles) {
 // and the splice touches every row (a per-row permutation or a fresh draw), so that a patch costs
 // a full pass; the poisoning before each call likewise without libc (or checked by the judge:
 // the digest of the poisoned outputs sent with the call_begin).
-TEST_F(AttackRound3, DISABLED_HarnessHooksCannotPatchAPrecomputedAnswer) {
+TEST_F(AttackRound3, HarnessHooksCannotPatchAPrecomputedAnswer) {
   auto recs = evaluate("rms_norm_patches_precomputed.cpp", {.shapes = {"3"}});
   auto twin = evaluate("rms_norm_patches_precomputed.cpp",
                        {.shapes = {"3"}, .defines = {{"ATTACK_PATCH", "0"}}});

@@ -257,16 +257,30 @@ TEST_F(FreshInputs, TheJudgeRefutesAChildThatSkipsTheEdgeSet) {
 
 // --- rotation, splices and re-checks of timed calls (attack 7)
 
-TEST_F(FreshInputs, ContentKeyedReplayCacheReturnsStaleAnswersAndIsCaught) {
+// A cache keyed on a sample of the inputs (the first 64 values of x) either returns a stale
+// answer that a re-check catches (the splice moved a few values elsewhere: cuda, hip), or never
+// hits at all (cpu: the window splice rotates the whole of x at each go, so the sample differs
+// from call to call) and is timed as what it is, honest work: never the 3-4x of two alternating
+// sets.
+TEST_F(FreshInputs, ContentKeyedReplayCacheReturnsStaleAnswersOrNeverHits) {
   auto recs =
       evaluate("faults/rms_norm_replays_by_content.cpp", {.shapes = {"5"}, .performance = true});
   ASSERT_EQ(recs.size(), 1u);
   const auto& r = recs[0];
-  EXPECT_EQ(r.status, EvalStatus::kWrongResult) << r.error;
-  EXPECT_TRUE(contains(r.error, "re-check of timed call") ||
-              contains(r.error, "outputs of the last timed call"))
-      << r.error;
-  EXPECT_FALSE(r.s_j.has_value()) << "a wrong candidate is not scored";
+  if (r.status == EvalStatus::kWrongResult) {
+    EXPECT_TRUE(contains(r.error, "re-check of timed call") ||
+                contains(r.error, "outputs of the last timed call"))
+        << r.error;
+    EXPECT_FALSE(r.s_j.has_value()) << "a wrong candidate is not scored";
+    return;
+  }
+  ASSERT_EQ(r.status, EvalStatus::kOk) << r.error;
+  auto honest = evaluate("faults/rms_norm_correct.cpp", {.shapes = {"5"}, .performance = true});
+  ASSERT_EQ(honest.size(), 1u);
+  ASSERT_EQ(honest[0].status, EvalStatus::kOk) << honest[0].error;
+  ASSERT_TRUE(r.timing && honest[0].timing);
+  EXPECT_GT(r.timing->time_us_median, 0.5 * honest[0].timing->time_us_median)
+      << "the sampled cache hit on timed calls";
 }
 
 TEST_F(FreshInputs, EveryTimedCallSeesContentNoCallSawBefore) {

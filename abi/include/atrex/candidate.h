@@ -74,6 +74,8 @@ typedef struct AtrexParam {
   int64_t int_list_length;
 } AtrexParam;
 
+/* tensor.data may differ from one call to the next (timed calls' inputs are views the runner
+ * moves): read it at every call, never keep it from an earlier one. */
 typedef struct AtrexNamedTensor {
   const char* name;
   DLTensor tensor;

@@ -277,7 +277,9 @@ Judge::InputSet& Judge::input_set(const child::SetKey& key) {
   set.host_valid = false;
   for (size_t i = 0; i < shape_.inputs.size(); ++i)
     device(child::draw_input(dev_, shape_, i, key, set.in[i]), "generating inputs");
-  if (key.variant >= 0) device(child::splice_inputs(dev_, shape_, set.in, key.variant), "splicing");
+  if (key.variant >= 0)
+    device(child::apply_splice(dev_, shape_, set.in, key.variant, dev_.brackets_hold_work()),
+           "splicing");
   device(dev_.synchronize(), "generating inputs");
   for (size_t i = 0; i < shape_.outputs.size(); ++i) {
     const std::string& from = def_->outputs[i].initial_from;

@@ -35,16 +35,25 @@ std::optional<Failure> ShapeRun::prepare_rotation(ChildShapeResponse& resp) {
     if (auto f = device_error(dev_.synchronize(), "generating the timed calls' inputs")) return f;
   }
   const size_t n = rotation_in_.size();
+  const char* splice = dev_.brackets_hold_work()
+                           ? "spliced per call at the judge's go (window-rotated inputs)"
+                           : "spliced per call";
   resp.input_rotation =
-      n >= 2 ? fmt::format("on: {} input sets, spliced per call", n)
-             : "off: no room for a second input set (" + rotation_error_ + "); spliced per call";
+      n >= 2 ? fmt::format("on: {} input sets, {}", n, splice)
+             : fmt::format("off: no room for a second input set ({}); {}", rotation_error_, splice);
   return std::nullopt;
 }
 
 Status ShapeRun::prepare_timed_call(int64_t t) {
   const size_t k = static_cast<size_t>(t) % rotation_in_.size();
-  for (size_t i = 0; i < work_in_.size(); ++i)
-    ATREX_TRY(dev_.copy(work_in_[i], rotation_in_[k][i], shape_.inputs[i].bytes()));
+  reset_windows();
+  for (size_t i = 0; i < work_in_.size(); ++i) {
+    const size_t bytes = shape_.inputs[i].bytes();
+    ATREX_TRY(dev_.copy(work_in_[i], rotation_in_[k][i], bytes));
+    // The second copy a window (begin_timed_call) reads past the first one's end.
+    if (windowed(i))
+      ATREX_TRY(dev_.copy(static_cast<uint8_t*>(work_in_[i]) + bytes, rotation_in_[k][i], bytes));
+  }
   const bool at_go = dev_.brackets_hold_work();
   if (!at_go) ATREX_TRY(splice_inputs(dev_, shape_, work_in_, t));
   for (size_t i = 0; i < out_.size(); ++i) ATREX_TRY(initialise_output(i, out_[i], work_in_));
@@ -58,7 +67,18 @@ Status ShapeRun::prepare_timed_call(int64_t t) {
 void ShapeRun::begin_timed_call() {
   const int64_t splice = judge_.call_begin();
   if (!dev_.brackets_hold_work() || splice < 0 || !hook_error_.empty()) return;
-  Status s = splice_inputs(dev_, shape_, work_in_, splice);
+  // Windowed inputs: the launch points at the rotation the go names (no copy); the others are
+  // spliced in place (apply_splice is the judge's side of the same).
+  Status s = ok();
+  for (size_t i = 0; s && i < shape_.inputs.size(); ++i) {
+    if (!windowed(i)) {
+      s = splice_input(dev_, shape_, i, work_in_[i], splice);
+      continue;
+    }
+    const size_t es = problems::dtype_size(shape_.inputs[i].dtype);
+    work_in_[i] = static_cast<uint8_t*>(work_base_[i]) + window_offset(shape_, i, splice) * es;
+    launch_->set_input(i, work_in_[i]);
+  }
   for (size_t o = 0; s && o < out_.size(); ++o) {
     const std::string& from = shape_.def->outputs[o].initial_from;
     for (size_t i = 0; s && !from.empty() && i < shape_.inputs.size(); ++i) {
@@ -81,6 +101,7 @@ void ShapeRun::end_timed_call() {
 
 std::optional<Failure> ShapeRun::restore_rotation_set(int k) {
   const auto& set = rotation_in_[static_cast<size_t>(k)];
+  reset_windows();
   for (size_t i = 0; i < work_in_.size(); ++i) {
     if (auto f = device_error(dev_.copy(work_in_[i], set[i], shape_.inputs[i].bytes()),
                               "copying inputs"))

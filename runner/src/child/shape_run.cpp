@@ -141,10 +141,12 @@ std::optional<Failure> ShapeRun::allocate() {
     into.push_back(*p);
     return std::nullopt;
   };
-  for (const auto& d : shape_.inputs) {
-    if (auto f = take(d.bytes(), work_in_, "inputs")) return f;
-    if (auto f = take(d.bytes(), pristine_in_, "inputs")) return f;
+  for (size_t i = 0; i < shape_.inputs.size(); ++i) {
+    const size_t bytes = shape_.inputs[i].bytes();
+    if (auto f = take(windowed(i) ? 2 * bytes : bytes, work_in_, "inputs")) return f;
+    if (auto f = take(bytes, pristine_in_, "inputs")) return f;
   }
+  work_base_ = work_in_;
   // Each output sits between two guard regions of one allocation (check_guards).
   std::vector<void*> whole;
   for (const auto& d : shape_.outputs) {
@@ -201,9 +203,18 @@ std::optional<Failure> ShapeRun::device_error(const Status& status, const char* 
   return Failure{EvalStatus::kCrashed, fmt::format("{}: {}", where, status.error().message)};
 }
 
+void ShapeRun::reset_windows() {
+  for (size_t i = 0; i < work_in_.size(); ++i) {
+    if (work_in_[i] == work_base_[i]) continue;
+    work_in_[i] = work_base_[i];
+    if (launch_) launch_->set_input(i, work_in_[i]);
+  }
+}
+
 std::optional<Failure> ShapeRun::prepare_seed(const SetKey& key) {
   if (auto told = judge_.prepare(item_.shape_id, key); !told)
     return Failure{EvalStatus::kCrashed, "judge: " + told.error().message};
+  reset_windows();
   {
     auto phase = phases_.scope("inputs");
     for (size_t i = 0; i < shape_.inputs.size(); ++i) {

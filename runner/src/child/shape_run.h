@@ -84,6 +84,14 @@ class ShapeRun {
   // the outputs as the call left them. An error of the splice sticks in hook_error_.
   void begin_timed_call();
   void end_timed_call();
+  // Whether input i's work buffer is held twice in a row for the window splice
+  // (shape_run_support.h window_spliced, on a backend whose brackets hold the work).
+  bool windowed(size_t i) const {
+    return dev_.brackets_hold_work() && item_.performance && window_spliced(shape_, i);
+  }
+  // Points every windowed input back at the start of its work buffer (the unspliced set), in
+  // work_in_ and in the launch.
+  void reset_windows();
   // Copies rotation set `k` (unspliced) into the work buffers; key_ names it.
   std::optional<Failure> restore_rotation_set(int k);
   // The judge asked to re-check the timed call just made: its outputs as they are.
@@ -110,7 +118,9 @@ class ShapeRun {
   std::vector<std::vector<void*>> rotation_in_;
   std::vector<SetKey> rotation_keys_;
   std::string rotation_error_;
-  std::vector<void*> work_in_, pristine_in_, out_;
+  // work_in_: what the candidate's launch points at (a windowed input's view into its
+  // work_base_ buffer of twice its size during a timed call, else the buffer's start).
+  std::vector<void*> work_in_, work_base_, pristine_in_, out_;
   // Per output: the guard before it and the guard after it (device buffers, kGuardBytes each);
   // the canary they hold, on the device (guard_canary_) and on the host.
   std::vector<std::pair<void*, void*>> guards_;
