@@ -153,6 +153,30 @@ TEST_F(AttackRound3, InflatedBracketCallsHideABentClock) {
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
 }
 
+// SUCCEEDED against the re-check cap (the window-splice attack of 2026-12-06), FIXED since: the
+// judge re-checked at most 8 timed calls on cpu, and the candidate counts them (a hook on the
+// child's read sees every reply): after the 8th, every timed call but the predictable last one
+// skipped its work, shape 0 `ok` at 112 us (twin 2334 us, S_j 20x). Now the judge keeps
+// re-checking at 1/16 per call after the first 8, with no cap: the skipped calls are compared.
+TEST_F(AttackRound3, TimedCallsCannotSkipTheirWorkAfterTheLastRecheck) {
+  auto recs = evaluate("rms_norm_skips_after_recheck_cap.cpp",
+                       {.shapes = {"0"}, .min_iterations = 10, .max_iterations = 200});
+  auto twin = evaluate("rms_norm_skips_after_recheck_cap.cpp",
+                       {.shapes = {"0"},
+                        .defines = {{"ATTACK", "0"}},
+                        .min_iterations = 10,
+                        .max_iterations = 200});
+  ASSERT_EQ(recs.size(), 1u);
+  ASSERT_EQ(twin.size(), 1u);
+  ASSERT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
+  ASSERT_TRUE(twin[0].timing);
+  const bool refused = recs[0].status != EvalStatus::kOk;
+  const bool no_faster = recs[0].timing &&
+                         recs[0].timing->time_us_median > 0.6 * twin[0].timing->time_us_median;
+  EXPECT_TRUE(refused || no_faster) << "attack: " << describe(recs[0])
+                                    << "; twin: " << describe(twin[0]);
+}
+
 // SUCCEEDED ONCE in attack round 3, FIXED since (timing_check.h kStartLatencyFactor): the
 // judge's latency allowance was max(20 ms, twice the median of 15 ping round trips measured at
 // timing_begin), on a host the candidate shares, at a moment the candidate sees coming. The same

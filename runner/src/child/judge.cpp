@@ -130,9 +130,15 @@ class Judge {
   // passes recheck_after_calls_ (uniform below min_iterations, so every timed shape gets one),
   // and then after any call with probability 1/kRecheckOdds, kMaxTimedRechecks in all. Where
   // the brackets hold the work only the checked brackets bound the claimed time, and the
-  // shortest of one or two is at the mercy of one scheduling stall: there 1/4 and 8 in all.
-  static constexpr int kMaxTimedRechecks = 3, kMaxTimedRechecksHoldingWork = 8;
-  static constexpr uint64_t kRecheckOdds = 32, kRecheckOddsHoldingWork = 4;
+  // shortest of one or two is at the mercy of one scheduling stall: there 1/4 for the first 8,
+  // then 1/16 with no cap. A cap the candidate can count (it sees every reply: a hook on the
+  // child's read) let calls after the 8th re-check skip their work, all but the last timed one
+  // (whose outputs are checked after timing): shape 0 of rms_norm `ok` at 112 us against its
+  // twin's 2334 us (the window-splice attack of 2026-12-06). Uncapped, k skipped calls survive
+  // with probability (15/16)^k: 2e-5 for the 165 calls that attack skipped.
+  static constexpr int kMaxTimedRechecks = 3, kFrequentTimedRechecksHoldingWork = 8;
+  static constexpr uint64_t kRecheckOdds = 32, kRecheckOddsHoldingWork = 4,
+                            kLaterRecheckOddsHoldingWork = 16;
   std::mt19937_64 rng_{std::random_device{}()};
   int64_t timed_calls_ = 0, recheck_after_calls_ = 0;
   bool recheck_pending_ = false;
@@ -438,10 +444,12 @@ bool Judge::choose_recheck(int calls) {
                      timed_calls_ + calls > recheck_after_calls_;
   timed_calls_ += calls;
   if (first) return true;
-  const bool hold = verdict_.brackets_hold_work;
-  return verdict_.timed_rechecks > 0 &&
-         verdict_.timed_rechecks < (hold ? kMaxTimedRechecksHoldingWork : kMaxTimedRechecks) &&
-         rng_() % (hold ? kRecheckOddsHoldingWork : kRecheckOdds) == 0;
+  if (verdict_.timed_rechecks == 0) return false;
+  if (verdict_.brackets_hold_work) {
+    const bool frequent = verdict_.timed_rechecks < kFrequentTimedRechecksHoldingWork;
+    return rng_() % (frequent ? kRecheckOddsHoldingWork : kLaterRecheckOddsHoldingWork) == 0;
+  }
+  return verdict_.timed_rechecks < kMaxTimedRechecks && rng_() % kRecheckOdds == 0;
 }
 
 void Judge::check(const child::SetKey& key, const std::string& context) {
