@@ -1,7 +1,10 @@
 // The Redis queue and result store against a real redis-server: the same contract suite as
 // the in-process queue, plus Redis-specific behaviour (restart with AOF, URL parsing).
 #include <atomic>
+#include <filesystem>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "atrex/common/redis/local_server.h"
 #include "atrex/common/redis/queue.h"
@@ -193,6 +196,24 @@ TEST(LocalRedis, AServerAlreadyOnThePortIsNotMistakenForTheNewOne) {
   auto c = RedisConnection::connect((*a)->options());
   ASSERT_TRUE(c);
   EXPECT_TRUE((*c)->command({"PING"})) << "the first server is untouched";
+}
+
+// The server's stdin, stdout and stderr are not the test's: a server orphaned by a test killed
+// mid-way (stop 27's CI: a SIGPIPE) held ctest's output pipe open until ctest's 900 s timeout.
+TEST(LocalRedis, TheServerDoesNotHoldTheCallersOutput) {
+  auto a = LocalRedisServer::start();
+  ASSERT_TRUE(a) << a.error().message;
+  const pid_t pid = (*a)->pid();
+  for (int fd : {0, 1, 2}) {
+    std::error_code ec;
+    const auto theirs = std::filesystem::read_symlink(fmt::format("/proc/{}/fd/{}", pid, fd), ec);
+    ASSERT_FALSE(ec) << ec.message();
+    if (fd == 0) {
+      EXPECT_EQ(theirs, "/dev/null");
+    } else {
+      EXPECT_EQ(theirs.filename(), "redis.log") << "fd " << fd << " is " << theirs;
+    }
+  }
 }
 
 }  // namespace

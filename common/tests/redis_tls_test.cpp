@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -111,6 +112,24 @@ TEST_F(RedisTls, ClientCertificateWhenTheServerRequiresOne) {
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find("tls_cert \"/nonexistent.crt\""), std::string::npos)
       << missing.error().message;
+}
+
+// A command sent after the server dropped the TLS session is an error, not the process' end:
+// the server refuses a client without a certificate just after the handshake; the relay sees the
+// alert and ends; hiredis' write(2) of the next command must not meet a closed socket (SIGPIPE
+// killed this test binary 2 runs in 90 before the relay drained instead).
+TEST_F(RedisTls, ACommandAfterTheServerDroppedTheSessionIsAnError) {
+  auto server = start(true);
+  ASSERT_TRUE(server);
+  for (int i = 0; i < 5; ++i) {
+    auto c = connect(url("tls_ca=" + (*certs_)("ca.crt")));
+    if (!c) continue;  // refused within the handshake (TLS 1.2 timing): nothing to send
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));  // the relay has ended
+    auto pong = (*c)->command({"PING"});
+    EXPECT_FALSE(pong);
+    auto big = (*c)->command({"SET", "k", std::string(1 << 20, 'x')});
+    EXPECT_FALSE(big);
+  }
 }
 
 TEST(RedisTlsUrl, ParsesTlsParametersAndRefusesBadOnes) {

@@ -1,8 +1,8 @@
 // ATTACK (issue 14 item 3, "the answer in reach"): instead of computing rms_norm, the candidate
-// computes only the first 16 outputs of row 0, then scans its own process's writable memory
+// computes only the first 16 outputs of row 0 and of the last row, then scans its own process's writable memory
 // (/proc/self/maps) for a 64-byte-aligned run of 16 bf16 values within one bf16 step of them,
 // anywhere but its own output, and copies out.numel values from there: when the harness keeps
-// the reference outputs in the candidate's process, that is the answer, for the price of one row.
+// the reference outputs in the candidate's process, that is the answer, for the price of two rows.
 // With the judge (docs/evaluation.md "The judge") no reference lives in this process: nothing is
 // found, the outputs stay poisoned, and the candidate fails.
 //   ATTACK_PLANT 1 (the honest twin of the scanner): the candidate first computes the whole
@@ -75,11 +75,17 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const int64_t k = hidden < 16 ? hidden : 16;
   // The first k outputs of row 0 (the row's sum of squares needs the whole row), kept on the
   // stack (not scanned) and wiped from the heap, so that the scan cannot find the probe itself.
-  uint16_t probe[16] = {};
+  // The first k outputs of the last row too: a match must hold at both ends, or a stale copy
+  // of an earlier call's answer (the harness moves the input view between calls, so row r of an
+  // earlier answer can equal row 0 of this one) would be copied from the wrong place.
+  uint16_t probe[16] = {}, probe_last[16] = {};
+  const int64_t last = rows - 1;
   {
     uint16_t* tmp = static_cast<uint16_t*>(std::calloc(static_cast<size_t>(hidden), 2));
     rms_rows(xs, ws, tmp, 1, hidden, k, eps);
     std::memcpy(probe, tmp, static_cast<size_t>(k) * 2);
+    rms_rows(xs + last * hidden, ws, tmp, 1, hidden, k, eps);
+    std::memcpy(probe_last, tmp, static_cast<size_t>(k) * 2);
     std::memset(tmp, 0, static_cast<size_t>(hidden) * 2);
     std::free(tmp);
   }
@@ -112,6 +118,8 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
       if (!close_bf16(cand[0], probe[0])) continue;
       bool all = true;
       for (int64_t i = 1; i < k && all; ++i) all = close_bf16(cand[i], probe[i]);
+      for (int64_t i = 0; i < k && all; ++i)
+        all = close_bf16(cand[last * hidden + i], probe_last[i]);
       if (all) found = cand;
     }
   }

@@ -1,6 +1,7 @@
 #include "atrex/common/redis/local_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -9,7 +10,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -106,11 +109,26 @@ Result<void> LocalRedisServer::spawn() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  if (::posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) {
+  // The server's own stdin, stdout and stderr are not ours: a server that outlives this process
+  // (killed by a signal) must not hold the caller's output open (ctest waits on that pipe until
+  // its timeout). What redis-server prints before it opens its log file goes to the log file.
+  const std::string log = (dir_ / "redis.log").string();
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&files, 1, 2);
+  const int spawn_rc =
+      ::posix_spawnp(&pid_, "redis-server", &files, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  if (spawn_rc != 0) {
     pid_ = 0;
-    return make_error(
-        ErrorCode::kUnavailable,
-        "cannot start redis-server: not on PATH (install it: deploy/install-deps.sh)");
+    return make_error(ErrorCode::kUnavailable,
+                      spawn_rc == ENOENT
+                          ? std::string("cannot start redis-server: not on PATH (install it: "
+                                        "deploy/install-deps.sh)")
+                          : fmt::format("cannot start redis-server (log {}): {}", log,
+                                        std::strerror(spawn_rc)));
   }
   // Ready when the server on the port answers and is this child (INFO's process_id): another
   // server already on the port would answer too, while this child fails to bind and exits.

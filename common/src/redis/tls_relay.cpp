@@ -243,8 +243,20 @@ void TlsRelay::pump() {
       break;
     }
   }
-  // hiredis sees EOF on its end: the command fails and the connection reconnects.
-  ::shutdown(relay_fd_, SHUT_RDWR);
+  // hiredis sees EOF on its end: the command fails and the connection reconnects. Only the
+  // direction toward hiredis is shut: hiredis writes with write(2), so a command sent after the
+  // server dropped the session would raise SIGPIPE in the caller's thread and end the process
+  // (and orphan any child holding the caller's stdout). What hiredis still sends is read and
+  // dropped here until the connection is freed (RedisConnection::drop) and stop_ is set.
+  ::shutdown(relay_fd_, SHUT_WR);
+  while (!stop_.load()) {
+    pollfd p{relay_fd_, POLLIN, 0};
+    const int rc = ::poll(&p, 1, 200);
+    if (rc < 0 && errno != EINTR) break;
+    if (rc <= 0) continue;
+    const ssize_t n = ::read(relay_fd_, buf, sizeof buf);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) break;  // hiredis closed its end
+  }
 }
 
 TlsRelay::~TlsRelay() {
