@@ -64,7 +64,8 @@ Result<std::optional<metrics::ListenAddress>> metrics_listen_flag(const std::str
 // candidates then run without the evaluation sandbox (docs/evaluation.md "Sandbox"). Its
 // default is true when $ATREX_NO_SANDBOX is 1, so that the runners a launcher starts on a host
 // without user namespaces can be told too. Records say `sandbox: none`.
-void add_no_sandbox_flag(CLI::App& command, bool& no_sandbox);
+// `description`: the flag's help where it is not the evaluation sandbox's ("": that one).
+void add_no_sandbox_flag(CLI::App& command, bool& no_sandbox, const std::string& description = "");
 
 // True (and says so on stderr) when a sweep's agents attempted operators but none got a final
 // evaluation: `sweep run` / `sweep wait` then exit 1 (cmd_sweep.cpp).

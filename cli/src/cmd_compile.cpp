@@ -1,7 +1,5 @@
 // `atrex compile FILE...`: the compile gate alone, into the shared content-addressed cache, so
 // that a sweep's runners (or a GPU machine the cache folder is carried to) start warm.
-#include <cstdlib>
-
 #include <fmt/format.h>
 
 #include "atrex/common/hash.h"
@@ -90,12 +88,10 @@ void add_compile_command(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--timeout", a.timeout_s, "Compiler time limit per file, seconds")
       ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
-  const char* env = std::getenv("ATREX_NO_SANDBOX");
-  a.no_sandbox = env && std::string(env) == "1";
-  c->add_flag("--no-sandbox", a.no_sandbox,
-              "Run the compiler WITHOUT the compile sandbox (it reads what this user can read); "
-              "such objects are cached apart and never serve a sandboxed evaluation. Default "
-              "from $ATREX_NO_SANDBOX=1");
+  add_no_sandbox_flag(*c, a.no_sandbox,
+                      "Run the compiler WITHOUT the compile sandbox (it reads what this user can "
+                      "read); such objects are cached apart and never serve a sandboxed "
+                      "evaluation. Default from $ATREX_NO_SANDBOX=1");
   c->add_flag("--json", g.json, "Machine-readable output (atrex.compile/1)");
   c->callback([&] { rc = run_compile(g, a); });
 }

@@ -15,14 +15,16 @@
 
 namespace atrex::cli {
 
-void add_no_sandbox_flag(CLI::App& command, bool& no_sandbox) {
+void add_no_sandbox_flag(CLI::App& command, bool& no_sandbox, const std::string& description) {
   const char* env = std::getenv("ATREX_NO_SANDBOX");
   no_sandbox = env && std::string(env) == "1";
   command.add_flag("--no-sandbox", no_sandbox,
-                   "Run candidates WITHOUT the evaluation sandbox (no namespaces, no seccomp: they "
-                   "can reach this user's files and the network); for hosts where bwrap cannot "
-                   "make user namespaces. Default from $ATREX_NO_SANDBOX=1. Records say "
-                   "`sandbox: none`");
+                   description.empty()
+                       ? "Run candidates WITHOUT the evaluation sandbox (no namespaces, no seccomp: "
+                         "they can reach this user's files and the network); for hosts where bwrap "
+                         "cannot make user namespaces. Default from $ATREX_NO_SANDBOX=1. Records "
+                         "say `sandbox: none`"
+                       : description);
 }
 
 int fail(const Error& e) {

@@ -57,12 +57,14 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// Whether the compiler driver reports one of its own programs killed by a signal (g++: "Killed
-// signal terminated program cc1plus"; nvcc: "'cicc' died due to signal 9"; clang: "unable to
-// execute command: Killed", "command failed due to signal"): the OOM killer's doing or a
-// limit's, not a verdict on the source. The driver itself exits 1, so term_signal does not say
-// it (the compile-sandbox attack of 2026-12-06 cached an honest source's OOM kill as a .fail).
-bool compiler_part_killed(const std::string& output) {
+// Whether a compile that exited non-zero failed for this host's reasons, not the source's: the
+// driver reports one of its own programs killed by a signal (g++: "Killed signal terminated
+// program cc1plus"; nvcc: "'cicc' died due to signal 9"; clang: "unable to execute command:
+// Killed", "command failed due to signal": the OOM killer's doing or a limit's; the driver itself
+// exits 1, so term_signal does not say it: the compile-sandbox attack of 2026-12-06 cached an
+// honest source's OOM kill as a .fail), or bwrap failed to set the sandbox up ("bwrap: ...").
+bool host_failure(const std::string& output, bool sandboxed) {
+  if (sandboxed && output.rfind("bwrap: ", 0) == 0) return true;
   for (const char* what : {"signal terminated program", "died due to signal",
                            "unable to execute command: Killed", "failed due to signal"}) {
     if (output.find(what) != std::string::npos) return true;
@@ -232,9 +234,8 @@ Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std
       } else if (r.timed_out) {
         out.log =
             fmt::format("compilation {} (limit {:.0f} s)\n{}", r.describe(), timeout_s, out.log);
-      } else if (r.term_signal == 0 && folder_intact && !compiler_part_killed(r.output_tail) &&
-                 !(!bwrap_.empty() && r.output_tail.rfind("bwrap: ", 0) == 0)) {
-        // (bwrap's own "bwrap: ..." setup failure is this host's, like a sandbox that cannot start)
+      } else if (r.term_signal == 0 && folder_intact &&
+                 !host_failure(r.output_tail, !bwrap_.empty())) {
         ATREX_TRY(write_text_file_atomic(
             fail, out.log.empty() ? r.describe() : out.log));  // deterministic failure
       }

@@ -54,11 +54,7 @@ std::string last_line(const std::string& text) {
 
 }  // namespace
 
-bool is_python_file(const fs::path& file) { return file.extension() == ".py"; }
 
-bool is_python_candidate(const CandidateRef& candidate) {
-  return is_python_file(candidate.file_name);
-}
 
 Result<std::string> python_interpreter() {
   if (const char* env = std::getenv("ATREX_PYTHON"); env && *env) {

@@ -80,7 +80,7 @@ AgentScore score_agent(const problems::Suite& suite, const std::string& agent,
       }
       ++os.shapes_evaluated;
       os.candidate_sha256 = r->candidate.sha256;
-      os.python = r->candidate.file_name.ends_with(".py");
+      os.python = is_python_candidate(r->candidate);
       os.shapes.push_back(shape_detail(*r));
       if (target_rse > 0 && os.shapes.back().samples > 0 &&
           os.shapes.back().relative_standard_error > target_rse) {

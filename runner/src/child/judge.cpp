@@ -696,8 +696,8 @@ double Judge::digest_cost_us() const {
 }
 
 // Twice the median round trip of kJudgeStartPings (15) one-byte pings to the runner's echo
-// thread (another
-// process, woken as the child is woken by a go and as the judge is woken by a done): the two
+// thread (another process, woken as the child is woken by a go and as the judge is woken by a
+// done): the two
 // wake-ups a bracket holds, as this host schedules them now. Without the echo fds, between this
 // thread and a helper of its own (which a loaded host schedules more kindly: same process).
 double wake_up_latency_us(int ping_fd, int pong_fd) {
@@ -738,22 +738,6 @@ double wake_up_latency_us(int ping_fd, int pong_fd) {
   return 2 * trips[trips.size() / 2];
 }
 
-}  // namespace
-
-void judge_prelude(int argc, char** argv) {
-  bool judge = false;
-  int ping_fd = -1, pong_fd = -1;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--judge") == 0) judge = true;
-    if (i + 1 < argc && std::strcmp(argv[i], "--ping-fd") == 0) ping_fd = std::atoi(argv[i + 1]);
-    if (i + 1 < argc && std::strcmp(argv[i], "--pong-fd") == 0) pong_fd = std::atoi(argv[i + 1]);
-  }
-  if (judge && ping_fd >= 0 && pong_fd >= 0)
-    g_start_latency_us = wake_up_latency_us(ping_fd, pong_fd);
-}
-
-namespace {
-
 int Judge::run() {
   begin_verdict();
   try {
@@ -789,6 +773,18 @@ int Judge::run() {
 }
 
 }  // namespace
+
+void judge_prelude(int argc, char** argv) {
+  bool judge = false;
+  int ping_fd = -1, pong_fd = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--judge") == 0) judge = true;
+    if (i + 1 < argc && std::strcmp(argv[i], "--ping-fd") == 0) ping_fd = std::atoi(argv[i + 1]);
+    if (i + 1 < argc && std::strcmp(argv[i], "--pong-fd") == 0) pong_fd = std::atoi(argv[i + 1]);
+  }
+  if (judge && ping_fd >= 0 && pong_fd >= 0)
+    g_start_latency_us = wake_up_latency_us(ping_fd, pong_fd);
+}
 
 int run_judge_task(const ChildTaskRequest& task, ChildDevice& device, int verdict_fd,
                    int check_in_fd, int check_out_fd, int shared_fd, int ping_fd, int pong_fd) {

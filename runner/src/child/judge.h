@@ -17,6 +17,12 @@
 
 namespace atrex::runner {
 
+// The judge's first step, before its device is set up (each child binary's main calls it first):
+// with --judge and the echo fds on the command line, takes the wake-up latency probe once, while
+// the runner holds the candidate's child back until these pings came (kJudgeStartPings of them),
+// and keeps it for every verdict (JudgeVerdict::start_latency_us). Does nothing otherwise.
+void judge_prelude(int argc, char** argv);
+
 // Judge mode's main after device setup: installs the seccomp filter (task.seccomp), then
 // answers the child's messages from `check_in_fd` on `check_out_fd`, reading the memfd
 // `shared_fd`, and writes one verdict line per finished shape to `verdict_fd`. Returns 0 when
@@ -26,12 +32,6 @@ namespace atrex::runner {
 // `ping_fd`/`pong_fd`: a byte written to the first comes back on the second from the runner's
 // echo thread, for the wake-up latency of two processes on this host (timing_check.h); -1:
 // measured between two threads of the judge instead.
-// The judge's first step, before its device is set up (each child binary's main calls it first):
-// with --judge and the echo fds on the command line, takes the wake-up latency probe once, while
-// the runner holds the candidate's child back until these pings came (kJudgeStartPings of them),
-// and keeps it for every verdict (JudgeVerdict::start_latency_us). Does nothing otherwise.
-void judge_prelude(int argc, char** argv);
-
 int run_judge_task(const ChildTaskRequest& task, ChildDevice& device, int verdict_fd,
                    int check_in_fd, int check_out_fd, int shared_fd, int ping_fd = -1,
                    int pong_fd = -1);

@@ -24,10 +24,11 @@ fs::path find_program(const std::string& program) {
 
 // The folders of a toolchain root a compiler's headers, libraries and helper programs live in
 // (nvcc's cicc under nvvm/, ptxas in bin/, the CUDA headers under targets/; ROCm's under lib/
-// and llvm/, its version in .info/). Only these: a compiler at ~/bin/g++ must not bind the whole home folder (its .ssh,
-// its ~/.cache/atrex) into the sandbox (the compile-sandbox attack of 2026-12-06).
-constexpr const char* kToolchainFolders[] = {"bin",     "lib",  "lib64",  "libexec", "include",
-                                             "nvvm",    "targets", "share", "llvm",    "amdgcn", ".info"};
+// and llvm/, its version in .info/). Only these: a compiler at ~/bin/g++ must not bind the whole
+// home folder (its .ssh, its ~/.cache/atrex) into the sandbox (the compile-sandbox attack of
+// 2026-12-06).
+constexpr const char* kToolchainFolders[] = {"bin",  "lib",     "lib64", "libexec", "include", "nvvm",
+                                             "targets", "share", "llvm", "amdgcn",  ".info"};
 
 // The tree a compiler outside /usr lives in (<root>/bin/<compiler>), for the compiler as named
 // and as resolved (a symlink to another tree): kToolchainFolders of each root, where they exist.

@@ -14,10 +14,7 @@
 
 namespace atrex::runner {
 
-// A candidate is a Python module when its file name ends in ".py" (Atrex-Bench's
-// generated_kernel.py); it runs on the cpu or the cuda backend.
-bool is_python_candidate(const CandidateRef& candidate);
-bool is_python_file(const std::filesystem::path& file);
+// is_python_candidate (a file name ending in ".py"): atrex/common/wire/eval_task.h.
 
 // The interpreter Python candidates run in: $ATREX_PYTHON, else `python3` found in PATH, as an
 // absolute path. kUnavailable when neither exists.

@@ -32,6 +32,9 @@ struct CandidateRef {
   std::string file_name;  // for messages, e.g. "candidate.cu"
   std::string source;     // empty in records
 };
+// A candidate is a Python module when its file name ends in ".py" (Atrex-Bench's
+// generated_kernel.py); it runs on the cpu or the cuda backend.
+inline bool is_python_candidate(const CandidateRef& c) { return c.file_name.ends_with(".py"); }
 // `with_source`: tasks carry the source, records do not.
 Json to_json(const CandidateRef& c, bool with_source);
 // `with_source`: the member "source" must be there (tasks) or absent (records).
