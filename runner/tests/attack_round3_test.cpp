@@ -386,5 +386,31 @@ TEST_F(AttackRound3, SandboxHasNoWayOut) {
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
 }
 
+// SUCCEEDED against the judge of stop 27 (a fresh attacker's, 2026-12-06), FIXED since (the
+// judge's choices come from getrandom(2), JudgeRandom in judge.cpp): every go's splice, every
+// re-check decision and the first re-check's call came from one std::mt19937_64, linear over
+// GF(2), and each go hands the child 40 low bits of one output. A GOT hook on the child's read
+// follows the draws; after ~1000 goes (the tiny shapes first) the candidate solves the generator's
+// state in 0.5 s and knows each later splice and re-check before the go: a memset hook then
+// writes the right answer in place of the poisoning, outside the bracket. With ATTACK_REPORT the
+// candidate says so instead once 32 splices in a row came true: against the old judge, shapes 32,
+// 5, 48, 0 and 3 failed with "predicted the judge's draws: 32 goes' splices right, 0 wrong"
+// (the solve reaches full rank in about 3 runs of 4). Now the solve never finds a consistent
+// state, every call computes, and the candidate and its twin (ATTACK 0) pass.
+TEST_F(AttackRound3, TheJudgesDrawsCannotBePredicted) {
+  const std::vector<std::string> shapes = {"15", "41", "46", "47", "28", "32", "5", "48", "0", "3"};
+  auto recs = evaluate("rms_norm_predicts_judge_draws.cpp",
+                       {.shapes = shapes, .defines = {{"ATTACK_REPORT", "1"}}});
+  ASSERT_EQ(recs.size(), shapes.size());
+  for (const auto& r : recs) {
+    EXPECT_EQ(r.error.find("predicted the judge's draws"), std::string::npos) << describe(r);
+    EXPECT_EQ(r.status, EvalStatus::kOk) << describe(r);
+  }
+  auto twin = evaluate("rms_norm_predicts_judge_draws.cpp",
+                       {.shapes = {"15", "0"}, .defines = {{"ATTACK", "0"}}});
+  ASSERT_EQ(twin.size(), 2u);
+  for (const auto& r : twin) EXPECT_EQ(r.status, EvalStatus::kOk) << describe(r);
+}
+
 }  // namespace
 }  // namespace atrex::runner

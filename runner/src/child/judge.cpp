@@ -3,17 +3,19 @@
 #include "judge.h"
 
 #include <signal.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>
-#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -37,6 +39,38 @@ void close_fd(int fd) { ::close(fd); }
 double wake_up_latency_us(int ping_fd, int pong_fd);
 // The start probe (judge_prelude), 0 until taken.
 double g_start_latency_us = 0;
+
+// The judge's choices that the candidate sees or can count (which timed calls are re-checked,
+// the go's splice, the first re-check's call) come from the kernel's CSPRNG (getrandom(2), 512
+// bytes at a time). A std::mt19937_64 is linear over GF(2): from the 40 low bits of the splice
+// each go hands the child, a fresh attacker (2026-12-06) solved its whole state after ~1000 goes
+// in 0.5 s and knew every later splice and re-check in advance, however it was seeded
+// (AttackRound3.TheJudgesDrawsCannotBePredicted).
+class JudgeRandom {
+ public:
+  uint64_t operator()() {
+    if (next_ == std::size(pool_)) refill();
+    return pool_[next_++];
+  }
+
+ private:
+  void refill() {
+    auto* p = reinterpret_cast<uint8_t*>(pool_);
+    size_t got = 0;
+    while (got < sizeof pool_) {
+      const ssize_t n = ::getrandom(p + got, sizeof pool_ - got, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        std::fprintf(stderr, "judge: getrandom: %s\n", std::strerror(errno));
+        std::abort();  // a judge without unpredictable choices must not judge: the task crashes
+      }
+      got += static_cast<size_t>(n);
+    }
+    next_ = 0;
+  }
+  uint64_t pool_[64] = {};
+  size_t next_ = std::size(pool_);
+};
 
 // Thrown inside the judge's loop: what the child's messages broke (tampering) or a device
 // failure of the judge's own (crashed).
@@ -139,7 +173,7 @@ class Judge {
   static constexpr int kMaxTimedRechecks = 3, kFrequentTimedRechecksHoldingWork = 8;
   static constexpr uint64_t kRecheckOdds = 32, kRecheckOddsHoldingWork = 4,
                             kLaterRecheckOddsHoldingWork = 16;
-  std::mt19937_64 rng_{std::random_device{}()};
+  JudgeRandom rng_;
   int64_t timed_calls_ = 0, recheck_after_calls_ = 0;
   bool recheck_pending_ = false;
   Clock::time_point bracket_start_;
