@@ -1,7 +1,7 @@
 // ATTACK (a fresh attacker's, 2026-12-06, "the judge's dice"; see "ATTACK" below): predicting the
 // judge's random draws by solving its generator's state from what the child is told.
 // GF(2) state recovery of libstdc++'s std::mt19937_64 from truncated outputs (the low 40 bits of
-// some outputs, a few low bits of others), header-only, used by mt_predict.cpp and its test.
+// some outputs, a few low bits of others).
 // Unknowns: Y_0..Y_311, the first 312 generated words (output i = temper(Y_i)); every later word
 // follows Y_k = Y_{k-156} ^ T(Y_{k-312}, Y_{k-311}). Unknown bits are ordered by column
 // (j mod 156) so that equation rows are banded; rows spanning the wrap are inserted last.
@@ -154,10 +154,10 @@ struct Solver {
 };
 
 }  // namespace mtsolve
-// ---- the candidate proper (after mt_solver.h) --------------------------------------------
-// ATTACK (attack5, "the judge's dice"): the judge draws every go's splice, every re-check and the
+// ---- the candidate proper (after the solver) ----------------------------------------------
+// ATTACK ("the judge's dice"): the judge of stop 27 drew every go's splice, every re-check and the
 // first re-check's position from ONE std::mt19937_64 seeded with std::random_device{}() (judge.cpp
-// rng_): a linear generator over GF(2), whose outputs the candidate sees. A GOT hook on read() in
+// rng_; getrandom(2) since): a linear generator over GF(2), whose outputs the candidate sees. A GOT hook on read() in
 // the child executable reads the judge's replies on fd 7: each go carries 40 low bits of one
 // output ({"go":true,"splice":N}), and the order of the replies says which outputs were drawn for
 // timing_begin and for the re-check decisions (choose_recheck draws only once a shape had its
@@ -177,7 +177,6 @@ struct Solver {
 #include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <immintrin.h>
 
 #include <atomic>
 #include <chrono>
@@ -206,32 +205,29 @@ static double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// ---- kernel (AVX-512, bf16 in/out, fp32 math) ----
-static inline __m512 load_bf16(const uint16_t* p) {
-  __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+// ---- kernel (portable C++: bf16 in/out, fp32 math; any host's compiler vectorises it) ----
+static inline float bf16_to_float(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
 }
-static void rms_rows(const uint16_t* x, const uint16_t* w, uint16_t* o, int64_t rows, int64_t H, float eps) {
+static inline uint16_t float_to_bf16(float f) {  // round to nearest even
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+static void rms_rows(const uint16_t* x, const uint16_t* w, uint16_t* o, int64_t rows, int64_t H,
+                     float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const uint16_t* xr = x + r * H;
     uint16_t* orow = o + r * H;
-    __m512 acc = _mm512_setzero_ps();
-    int64_t h = 0;
-    for (; h + 16 <= H; h += 16) { __m512 v = load_bf16(xr + h); acc = _mm512_fmadd_ps(v, v, acc); }
-    float ss = _mm512_reduce_add_ps(acc);
-    for (; h < H; ++h) { uint32_t u = uint32_t(xr[h]) << 16; float f; memcpy(&f, &u, 4); ss += f * f; }
+    float ss = 0;
+    for (int64_t h = 0; h < H; ++h) ss += bf16_to_float(xr[h]) * bf16_to_float(xr[h]);
     const float inv = 1.0f / std::sqrt(ss / float(H) + eps);
-    const __m512 vi = _mm512_set1_ps(inv);
-    h = 0;
-    for (; h + 16 <= H; h += 16) {
-      __m512 v = _mm512_mul_ps(_mm512_mul_ps(load_bf16(xr + h), vi), load_bf16(w + h));
-      __m256bh b = _mm512_cvtneps_pbh(v);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(orow + h), (__m256i)b);
-    }
-    for (; h < H; ++h) {
-      uint32_t u = uint32_t(xr[h]) << 16, uw = uint32_t(w[h]) << 16; float f, g; memcpy(&f, &u, 4); memcpy(&g, &uw, 4);
-      float v = f * inv * g; uint32_t q; memcpy(&q, &v, 4); q += 0x7fffu + ((q >> 16) & 1u); orow[h] = uint16_t(q >> 16);
-    }
+    for (int64_t h = 0; h < H; ++h)
+      orow[h] = float_to_bf16(bf16_to_float(xr[h]) * inv * bf16_to_float(w[h]));
   }
 }
 
@@ -247,7 +243,7 @@ static uint64_t window_offset(uint64_t numel, size_t index, int64_t variant) {
   return (1 + h % std::max<uint64_t>(1, steps - 1)) * step;
 }
 
-// ---- logging (only where /tmp/attack5/logs exists: runs without the sandbox) ----
+// ---- logging (only with -DATTACK_LOG='"<file>"', and a file the sandbox lets it write) ----
 static FILE* g_log = nullptr;
 #define LOG(...) do { if (g_log) { std::fprintf(g_log, __VA_ARGS__); std::fflush(g_log); } } while (0)
 

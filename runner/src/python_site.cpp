@@ -54,8 +54,6 @@ std::string last_line(const std::string& text) {
 
 }  // namespace
 
-
-
 Result<std::string> python_interpreter() {
   if (const char* env = std::getenv("ATREX_PYTHON"); env && *env) {
     std::error_code ec;

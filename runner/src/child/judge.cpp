@@ -731,9 +731,9 @@ double Judge::digest_cost_us() const {
 
 // Twice the median round trip of kJudgeStartPings (15) one-byte pings to the runner's echo
 // thread (another process, woken as the child is woken by a go and as the judge is woken by a
-// done): the two
-// wake-ups a bracket holds, as this host schedules them now. Without the echo fds, between this
-// thread and a helper of its own (which a loaded host schedules more kindly: same process).
+// done): the two wake-ups a bracket holds, as this host schedules them now. Without the echo
+// fds, between this thread and a helper of its own (which a loaded host schedules more kindly:
+// same process).
 double wake_up_latency_us(int ping_fd, int pong_fd) {
   int ping[2] = {-1, -1}, pong[2] = {-1, -1};
   std::thread echo;

@@ -27,8 +27,9 @@ fs::path find_program(const std::string& program) {
 // and llvm/, its version in .info/). Only these: a compiler at ~/bin/g++ must not bind the whole
 // home folder (its .ssh, its ~/.cache/atrex) into the sandbox (the compile-sandbox attack of
 // 2026-12-06).
-constexpr const char* kToolchainFolders[] = {"bin",  "lib",     "lib64", "libexec", "include", "nvvm",
-                                             "targets", "share", "llvm", "amdgcn",  ".info"};
+constexpr const char* kToolchainFolders[] = {"bin",     "lib",   "lib64", "libexec",
+                                             "include", "nvvm",  "targets", "share",
+                                             "llvm",    "amdgcn", ".info"};
 
 // The tree a compiler outside /usr lives in (<root>/bin/<compiler>), for the compiler as named
 // and as resolved (a symlink to another tree): kToolchainFolders of each root, where they exist.
