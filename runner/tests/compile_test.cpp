@@ -159,6 +159,33 @@ TEST_F(CompileCacheTest, ACompilerInAHomeFolderBindsItsToolchainFoldersOnly) {
     EXPECT_FALSE(bound(p)) << p << " is in the compile sandbox";
 }
 
+// A library folder on LD_LIBRARY_PATH reached through a link inside a tree the sandbox binds
+// read-only (/usr/local/cuda/lib64 on the GPU host, /usr/local/cuda a link): bound at the path
+// as named, bwrap failed every compile there with "Can't mkdir /usr/local/cuda/lib64" (the GPU
+// run of 2026-12-07). Any such link shows it: perl's versioned folder is one on Debian.
+TEST_F(CompileCacheTest, ALibraryPathThroughALinkDoesNotBreakTheSandbox) {
+  if (auto ready = probe_bwrap(bwrap_program()); !ready) GTEST_SKIP() << ready.error().message;
+  std::string linked;
+  std::error_code ec;
+  for (const char* p : {"/usr/local/cuda/lib64", "/usr/share/perl/5.36", "/usr/src/gtest"}) {
+    if (fs::is_directory(p, ec) && fs::canonical(p, ec) != fs::path(p)) {
+      linked = p;
+      break;
+    }
+  }
+  if (linked.empty()) GTEST_SKIP() << "no folder reached through a link under /usr here";
+  const char* old = std::getenv("LD_LIBRARY_PATH");
+  const std::string saved = old ? old : "";
+  ::setenv("LD_LIBRARY_PATH", linked.c_str(), 1);
+  CompileCache cache(dir_, ATREX_TEST_INCLUDE_DIR);
+  cache.sandbox_with(bwrap_program());
+  auto r = cache.compile(candidate("rms_norm_correct.cpp", "cpu"), "native", 120);
+  if (old) ::setenv("LD_LIBRARY_PATH", saved.c_str(), 1);
+  else ::unsetenv("LD_LIBRARY_PATH");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->ok) << "LD_LIBRARY_PATH=" << linked << ": " << r->log;
+}
+
 TEST(NativeCpuTarget, NamesTheCpuModelAndTheResolvedMarch) {
   std::string model;
   std::ifstream in("/proc/cpuinfo");
