@@ -6,11 +6,12 @@
 // return address) are computed in the call, as an honest kernel would. The judge's brackets
 // only hold the call, so they agree with the tiny claimed time; the last timed call's outputs
 // are complete by the time they are copied. It passed (rms_norm shape 3, timed 2.2x faster than
-// its twin, `ok`) while nothing looked at the outputs as the call returned. Now (cpu): the done
-// of every timed call carries the SHA-256 of the outputs as the call returned
-// (judge_messages.h), and the judge holds it against the outputs of the timed calls it checks
+// its twin, `ok`) while nothing looked at the outputs as the call returned. Now (cpu): the judge
+// reads the outputs of every timed call in the shared memfd's arena when its done comes
+// (judge_messages.h), and holds what it read against the outputs of the timed calls it checks
 // (a re-check it chose after the call, the last timed call's outputs after timing): the outputs
-// it sees then are finished (a digest mismatch) or not (poison): `wrong_result` either way.
+// it sees then are finished (they differ from its read) or not (poison): `wrong_result` either
+// way.
 //   ATTACK_ASYNC 0: the honest twin (every call computes before it returns).
 #include <cerrno>
 #include <cmath>

@@ -4,7 +4,7 @@
 // pipe to the judge) before computing honestly:
 //   ATTACK_FORGE 1: {"op":"verdict","shape_id":"15","status":"ok"} (an op the protocol has not)
 //   ATTACK_FORGE 2: a call_end with a member of its own ({"op":"call_end","calls":1,
-//                   "outputs_sha256":"","ok":true}: the typed reader refuses the extra member)
+//                   "ok":true}: the typed reader refuses the extra member)
 //   ATTACK_FORGE 0: the honest twin (writes nothing).
 // Expected: the whole task `rejected`, its error starting "tampering: ".
 #include <unistd.h>
@@ -25,7 +25,7 @@ static void forge() {
   const char* line = ATTACK_FORGE == 1
                          ? "{\"op\":\"verdict\",\"shape_id\":\"15\",\"status\":\"ok\"}\n"
                      : ATTACK_FORGE == 2
-                         ? "{\"op\":\"call_end\",\"calls\":1,\"outputs_sha256\":\"\",\"ok\":true}\n"
+                         ? "{\"op\":\"call_end\",\"calls\":1,\"ok\":true}\n"
                          : "";
   for (size_t done = 0, n = std::strlen(line); done < n;) {
     const ssize_t w = write(6, line + done, n - done);

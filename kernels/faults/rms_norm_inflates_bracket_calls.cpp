@@ -7,16 +7,16 @@
 // On its first call the candidate puts two relays of its own in the child:
 //   - fd 6 (the harness's pipe to the judge): every call_end goes on with "calls":ATTACK_CALLS
 //     instead of 1; every other message, in order, unchanged (the judge's go and its check
-//     requests come back on fd 7, untouched: the splice, the digest and the re-checks all run
+//     requests come back on fd 7, untouched: the splice, the judge's read at the done and the re-checks all run
 //     honestly, and so does the candidate's computation).
 //   - fd 4 (the child's result line to the runner): each timed sample divided by
 //     ATTACK_SLOWDOWN (a bent clock, as rms_norm_slows_clock.cpp's, without touching the clock)
 //     and repeated ATTACK_CALLS times, so that n equals the brackets' sum; median, quartiles,
 //     mean and min recomputed from them. Nonce, status and everything else unchanged.
 // With ATTACK_CALLS 1 and ATTACK_SLOWDOWN 100 this is rms_norm_relay_forges_timing.cpp's
-// ATTACK_KEEP_COUNT 1: refuted by the judge's clock on rms_norm shape 3 (a ~50 ms call). With
-// ATTACK_CALLS 1000 each checked bracket's bound is divided by 1000 (and, on cpu, less 1000 digest
-// lower bounds: 0): a claim 100x under the true time is never refuted, on any shape, and S_j is
+// ATTACK_KEEP_COUNT 1: refuted by the judge's clock on a shape whose calls lie well past the cpu
+// allowance (rms_norm shape 40, ~36 ms a call). With ATTACK_CALLS 1000 each checked bracket's
+// bound was divided by 1000: a claim 100x under the true time is never refuted, on any shape, and S_j is
 // 100x the honest one. The impossible-speed rule only bounds the claim from below at 0.8x the
 // roofline.
 // ATTACK_SPINNERS N > 0 (with ATTACK_CALLS 1): the latency allowance instead. The judge allows

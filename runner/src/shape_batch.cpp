@@ -19,6 +19,7 @@
 #include "atrex/common/process/subprocess.h"
 #include "atrex/problems/operator.h"
 #include "protocol/response_channel.h"
+#include "protocol/shared_layout.h"
 #include "timing_check.h"
 
 namespace atrex::runner {
@@ -104,17 +105,14 @@ std::string read_available(int fd) {
   }
 }
 
-// The bytes a shape's published buffers take in the shared memfd (judge_link.h): its inputs and
-// outputs, one after the other.
-uint64_t published_bytes(const std::string& op, const problems::Shape& shape) {
+// The bytes a shape takes in the shared memfd (protocol/shared_layout.h): its published inputs
+// and outputs, then the output arena.
+uint64_t shared_bytes_of(const std::string& op, const problems::Shape& shape) {
   const auto* def = problems::find_native_operator(op);
   if (!def) return 0;
   auto resolved = problems::resolve_shape(*def, shape);
   if (!resolved) return 0;
-  uint64_t n = 0;
-  for (const auto& t : resolved->inputs) n += t.bytes();
-  for (const auto& t : resolved->outputs) n += t.bytes();
-  return n;
+  return shared_layout(*resolved).total;
 }
 
 void close_all(std::initializer_list<int> fds) {
@@ -259,7 +257,7 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     for (size_t i = next; i < items.size(); ++i) {
       req.shapes.push_back(items[i].request);
       ids.push_back(items[i].request.shape_id);
-      shared_bytes = std::max(shared_bytes, published_bytes(task.operator_name, *items[i].shape));
+      shared_bytes = std::max(shared_bytes, shared_bytes_of(task.operator_name, *items[i].shape));
     }
     // The judge's request: the same shapes and seeds, a nonce of its own (the child never sees
     // it), no candidate.

@@ -18,7 +18,7 @@ int timed_calls(const JudgeVerdict& judge) {
 // judge checked bound the claim: any other bracket may have been emptied by a relay of the
 // candidate's (it answers a forged go, or sends the done before the work), and only a checked one
 // is known to have held a call that started after the go (its inputs carried the go's splice)
-// and had its outputs when the done came (their digest).
+// and had its outputs when the done came (the judge's read of them at the done).
 TimingCrossCheck cross_check_timing(const TimingSummary& claimed, const JudgeVerdict& judge) {
   TimingCrossCheck out;
   out.claimed_us = claimed.time_us_median;
@@ -62,7 +62,7 @@ TimingCrossCheck cross_check_timing(const TimingSummary& claimed, const JudgeVer
   out.why = fmt::format(
       "timing refuted by the judge's clock: the child claims a median of {:.4g} us per call, "
       "but the shortest of the judge's {} {}brackets of the timed calls holds at least {:.4g} us "
-      "per call (after {:.0f} us of pipe latency and {:.4g} us of flush, reset and digest per "
+      "per call (after {:.0f} us of pipe latency and {:.4g} us of flush and reset per "
       "sample), more than {:.0f}x the claim: the child's clock or its report was bent",
       out.claimed_us, counted.size(), judge.brackets_hold_work ? "checked " : "", bound, latency,
       judge.bracket_overhead_us, kClaimedTimeFactor);

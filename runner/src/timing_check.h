@@ -36,7 +36,8 @@ inline constexpr double kBracketLatencyUs = 5000;
 // brackets_hold_work: cpu). The shortest of every bracket hides a stall in some of them; the
 // shortest of two or three checked ones does not: on the loaded development VM (tests at nice 10
 // next to other builds) both checked brackets of honest calls held 10-15 ms more than the call
-// and its digest (rms_norm shape 0: 2.1 ms claimed, 20 ms brackets), even with the child
+// and the digest of its outputs the child then took (rms_norm shape 0: 2.1 ms claimed, 20 ms
+// brackets), even with the child
 // spinning for the go. 20 ms: bends on cpu calls shorter than ~25 ms go unrefuted.
 inline constexpr double kCheckedBracketLatencyUs = 20000;
 // The judge's latency probe at timing_begin counts up to this many times its probe at start

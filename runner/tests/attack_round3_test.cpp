@@ -20,6 +20,13 @@
 
 namespace atrex::runner {
 namespace {
+
+// A shape whose calls lie well past the cpu judge's latency allowance for checked brackets
+// (20 ms, timing_check.h), so that a bent or forged timing is refuted by the judge's clock:
+// rms_norm shape 40 (20538 x 2048 bf16), ~36 ms a call of the fault candidates' scalar kernel on
+// the 2-core VM. Shape 3 (~14 ms) used to clear it only with the harness's digest of the outputs
+// inside the bracket, which the judge's own read at the done has replaced.
+constexpr const char* kLongCallShape = "40";
 namespace fs = std::filesystem;
 
 class AttackRound3 : public ::testing::Test {
@@ -136,19 +143,19 @@ fs::path* AttackRound3::cache_ = nullptr;
 // (clamp(min_iterations, 1, 50)) and should take that, not the child's number; and the runner
 // should recompute the timing summary from samples_us instead of taking the child's median/p75.
 TEST_F(AttackRound3, InflatedBracketCallsHideABentClock) {
-  auto recs = evaluate("rms_norm_inflates_bracket_calls.cpp", {.shapes = {"3"}});
+  auto recs = evaluate("rms_norm_inflates_bracket_calls.cpp", {.shapes = {kLongCallShape}});
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_NE(recs[0].status, EvalStatus::kOk) << describe(recs[0]);
   EXPECT_FALSE(recs[0].s_j) << describe(recs[0]);
   // The control: the same bent samples, one call per bracket, is refuted today.
   auto control = evaluate("rms_norm_inflates_bracket_calls.cpp",
-                          {.shapes = {"3"}, .defines = {{"ATTACK_CALLS", "1"}}});
+                          {.shapes = {kLongCallShape}, .defines = {{"ATTACK_CALLS", "1"}}});
   ASSERT_EQ(control.size(), 1u);
   EXPECT_EQ(control[0].status, EvalStatus::kRejected) << describe(control[0]);
   EXPECT_EQ(control[0].error.rfind("timing refuted by the judge's clock", 0), 0u)
       << describe(control[0]);
   auto twin = evaluate("rms_norm_inflates_bracket_calls.cpp",
-                       {.shapes = {"3"}, .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SLOWDOWN", "1"}}});
+                       {.shapes = {kLongCallShape}, .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SLOWDOWN", "1"}}});
   ASSERT_EQ(twin.size(), 1u);
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
 }
@@ -190,12 +197,12 @@ TEST_F(AttackRound3, TimedCallsCannotSkipTheirWorkAfterTheLastRecheck) {
 // scheduler does with the spinners.
 TEST_F(AttackRound3, LoadDuringTheJudgesCalibrationWidensItsAllowance) {
   auto recs = evaluate("rms_norm_inflates_bracket_calls.cpp",
-                       {.shapes = {"3"}, .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SPINNERS", "256"}}});
+                       {.shapes = {kLongCallShape}, .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SPINNERS", "256"}}});
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << describe(recs[0]);
   EXPECT_EQ(recs[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << describe(recs[0]);
   auto twin = evaluate("rms_norm_inflates_bracket_calls.cpp",
-                       {.shapes = {"3"}, .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SLOWDOWN", "1"}}});
+                       {.shapes = {kLongCallShape}, .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SLOWDOWN", "1"}}});
   ASSERT_EQ(twin.size(), 1u);
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
 }
@@ -325,21 +332,22 @@ TEST_F(AttackRound3, ARejectedUnseenShapeFailsTheTask) {
   for (const auto& r : twin) EXPECT_EQ(r.status, EvalStatus::kOk) << describe(r);
 }
 
-// DEFENDED: work moved out of the timed sample into the harness's digest. The candidate hooks
-// write (to see call_begin) and EVP_DigestInit_ex in the child's GOT; a timed call returns at
-// once and the digest hook computes its outputs before the real digest. Digest, re-checks and
-// the last timed call's check all pass, the sample is ~2 us; but the judge's bracket holds the
-// digest, so the claim is refuted on shape 3 (~16 ms a call here). Below the cpu allowance
-// (~25 ms) it is the documented open row: with ATTACK_MIN_US 3 it passed shape 0 at S_j 0.54
-// (twin 0.001). The twin (ATTACK_DEFER 0, the same hooks) passes.
-TEST_F(AttackRound3, WorkMovedIntoTheHarnessDigestIsRefutedByTheJudgesClock) {
-  auto recs = evaluate("rms_norm_works_in_digest.cpp", {.shapes = {"3"}});
+// DEFENDED: work moved out of the timed sample past the call's return. The candidate hooks
+// write in the child's GOT (to see call_begin and the done); a timed call returns at once and
+// the hook computes its outputs before the done goes out. The judge's read at the done, the
+// re-checks and the last timed call's check all pass, the sample is ~2 us; but the judge's
+// bracket holds the hook's work, so the claim is refuted on kLongCallShape. Below
+// the cpu allowance (~25 ms) it is the documented open row: with ATTACK_MIN_US 3 it passed shape
+// 0 at S_j 0.54 (twin 0.001) in attack round 3 (then through the digest, since removed). The twin
+// (ATTACK_DEFER 0, the same hook) passes.
+TEST_F(AttackRound3, WorkMovedPastTheReturnIsRefutedByTheJudgesClock) {
+  auto recs = evaluate("rms_norm_works_before_the_done.cpp", {.shapes = {kLongCallShape}});
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << describe(recs[0]);
   EXPECT_EQ(recs[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << describe(recs[0]);
   EXPECT_FALSE(recs[0].s_j);
   auto twin =
-      evaluate("rms_norm_works_in_digest.cpp", {.shapes = {"3"}, .defines = {{"ATTACK_DEFER", "0"}}});
+      evaluate("rms_norm_works_before_the_done.cpp", {.shapes = {kLongCallShape}, .defines = {{"ATTACK_DEFER", "0"}}});
   ASSERT_EQ(twin.size(), 1u);
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
   EXPECT_TRUE(twin[0].s_j);

@@ -1,12 +1,15 @@
 // The judge's side of a timed call's bracket on cpu, where the bracket holds the work
 // (docs/evaluation.md "The judge"; protocol/judge_messages.h), driven message by message against
-// the real judge process (judge_process.h): the go names a splice, a done without the outputs'
-// digest is tampering, a check of the call must name the go's splice, and outputs that are not
-// the ones whose digest came with the done fail the check. The end-to-end attacks are
-// SandboxTest.RelayThat* and SandboxTest.OutputsFinishedAfterTheCallReturnsAreCaught.
+// the real judge process (judge_process.h): the go names a splice, a check of the call must name
+// the go's splice, and the judge reads the outputs in the shared memfd's arena
+// (protocol/shared_layout.h) when the done reaches it, so that outputs finished after the done
+// fail the check, whether it read them whole (small outputs) or at lines it drew (large ones).
+// The end-to-end attacks are SandboxTest.RelayThat*,
+// SandboxTest.OutputsFinishedAfterTheCallReturnsAreCaught and AttackRound3.ARaceWithThe*.
 #include <gtest/gtest.h>
 
-#include "atrex/common/hash.h"
+#include <cstring>
+
 #include "atrex/problems/host_run.h"
 #include "atrex/problems/suite.h"
 #include "judge_process.h"
@@ -17,24 +20,28 @@ namespace {
 
 class JudgeBracket : public ::testing::Test {
  protected:
-  void SetUp() override {
+  // rms_norm shape `id` with seed kSeed: 15 (3 x 128, outputs read whole at the done) or 0
+  // (2500 x 1024 bf16: 5 MB of outputs, read at lines the judge draws).
+  void load(const std::string& id) {
     auto suite = problems::Suite::load(ATREX_TEST_SUITE_DIR);
     ASSERT_TRUE(suite) << suite.error().message;
     const problems::Shape* shape = nullptr;
     for (const auto& s : suite->find("rms_norm")->shapes)
-      if (s.id == "15") shape = &s;
+      if (s.id == id) shape = &s;
     ASSERT_NE(shape, nullptr);
     auto resolved = problems::resolve_shape(*problems::find_native_operator("rms_norm"), *shape);
     ASSERT_TRUE(resolved) << resolved.error().message;
-    auto run = problems::run_reference_host(*resolved, kSeed);
+    resolved_ = std::move(*resolved);
+    auto run = problems::run_reference_host(resolved_, kSeed);
     ASSERT_TRUE(run) << run.error().message;
     run_ = std::move(*run);
+    id_ = id;
     task_.operator_name = "rms_norm";
     task_.nonce = "judge-nonce";
     task_.seccomp = false;
     task_.timing.min_iterations = 1;  // the judge re-checks the first timed call
     ChildShape item;
-    item.shape_id = "15";
+    item.shape_id = id;
     item.params = shape->params;
     item.seeds = {kSeed};
     task_.shapes = {item};
@@ -42,46 +49,70 @@ class JudgeBracket : public ::testing::Test {
 
   // timing_begin, call_begin: the judge's go, read strictly.
   JudgeCallGo open_bracket(JudgeProcess& judge) {
-    judge.send(Json{{"op", "timing_begin"}, {"shape_id", "15"}});
+    judge.send(Json{{"op", "timing_begin"}, {"shape_id", id_}});
     EXPECT_EQ(judge.reply(), (Json{{"go", true}}));
     judge.send(Json{{"op", "call_begin"}});
     auto go = judge_call_go_from_json(judge.reply(), "the judge's go");
     EXPECT_TRUE(go) << go.error().message;
     return go ? *go : JudgeCallGo{};
   }
-  std::string outputs_sha256() const {
-    std::vector<std::pair<const void*, size_t>> b;
-    for (const auto& o : run_.outputs) b.emplace_back(o.data(), o.size());
-    return sha256_hex_of_buffers(b);
+  // The done, and the judge's answer (min_iterations 1: it re-checks this call).
+  void done(JudgeProcess& judge) {
+    judge.send(to_json(JudgeCallEnd{1}));
+    auto answer = judge_call_end_reply_from_json(judge.reply(), "answer");
+    ASSERT_TRUE(answer) << answer.error().message;
+    ASSERT_TRUE(answer->check) << "min_iterations 1: the first timed call is re-checked";
   }
   Json recheck(int64_t splice) const {
-    return Json{{"op", "check"},      {"shape_id", "15"}, {"seed", kSeed},
-                {"kind", "usual"},    {"variant", splice}, {"context", "re-check: "}};
+    return Json{{"op", "check"},   {"shape_id", id_},     {"seed", kSeed},
+                {"kind", "usual"}, {"variant", splice}, {"context", "re-check: "}};
+  }
+  // The outputs with `every`-th line of 64 bytes (from line `first`) still 0xFF: what the
+  // harness poisons before a timed call, left where the work is unfinished at the done.
+  std::vector<std::vector<uint8_t>> unfinished(size_t every, size_t first = 0) const {
+    auto out = run_.outputs;
+    for (auto& b : out)
+      for (size_t at = first * 64; at < b.size(); at += every * 64)
+        std::memset(b.data() + at, 0xFF, std::min<size_t>(64, b.size() - at));
+    return out;
+  }
+  // The re-check's answer after the arena held `at_done` when the done reached the judge and
+  // the child published the finished outputs.
+  Json recheck_after(const std::vector<std::vector<uint8_t>>& at_done) {
+    JudgeProcess judge(task_);
+    const JudgeCallGo go = open_bracket(judge);
+    judge.write_arena(resolved_, at_done);
+    done(judge);
+    judge.publish(run_);
+    judge.send(recheck(go.splice));
+    return judge.reply();
   }
 
   static constexpr uint64_t kSeed = 21;
+  static constexpr const char* kFinishedAfter = "not the ones the timed call had when its done";
+  std::string id_;
+  problems::ResolvedShape resolved_;
   problems::HostRun run_;
   ChildTaskRequest task_;
 };
 
-TEST_F(JudgeBracket, ADoneWithoutTheOutputsDigestIsTampering) {
+TEST_F(JudgeBracket, TheDigestADoneUsedToCarryIsTampering) {
+  load("15");
   JudgeProcess judge(task_);
   (void)open_bracket(judge);
-  judge.send(to_json(JudgeCallEnd{1, ""}));
+  judge.send(Json{{"op", "call_end"}, {"calls", 1}, {"outputs_sha256", std::string(64, '0')}});
   (void)judge.reply();
   const JudgeVerdict v = judge.verdict();
   EXPECT_EQ(v.status, EvalStatus::kRejected);
-  EXPECT_NE(v.tampering.find("without the digest of its outputs"), std::string::npos)
-      << v.tampering;
+  EXPECT_NE(v.tampering.find("outputs_sha256"), std::string::npos) << v.tampering;
 }
 
 TEST_F(JudgeBracket, ACheckNamingAnotherSpliceThanTheGoIsTampering) {
+  load("15");
   JudgeProcess judge(task_);
   const JudgeCallGo go = open_bracket(judge);
-  judge.send(to_json(JudgeCallEnd{1, outputs_sha256()}));
-  auto answer = judge_call_end_reply_from_json(judge.reply(), "answer");
-  ASSERT_TRUE(answer) << answer.error().message;
-  ASSERT_TRUE(answer->check) << "min_iterations 1: the first timed call is re-checked";
+  judge.write_arena(resolved_, run_.outputs);
+  done(judge);
   judge.publish(run_);
   judge.send(recheck(go.splice + 1));  // what a relay's forged go would have named
   (void)judge.reply();
@@ -91,22 +122,41 @@ TEST_F(JudgeBracket, ACheckNamingAnotherSpliceThanTheGoIsTampering) {
       << v.tampering;
 }
 
-TEST_F(JudgeBracket, OutputsThatAreNotTheOnesTheDoneHashedFailTheCheck) {
-  JudgeProcess judge(task_);
-  const JudgeCallGo go = open_bracket(judge);
-  // The done's digest is of other bytes than the outputs published for the re-check: a done sent
-  // before the work, or outputs a thread finished after the call returned.
-  judge.send(to_json(JudgeCallEnd{1, sha256_hex_of_buffers({{"early", 5}})}));
-  auto answer = judge_call_end_reply_from_json(judge.reply(), "answer");
-  ASSERT_TRUE(answer && answer->check);
-  judge.publish(run_);
-  judge.send(recheck(go.splice));
-  const Json r = judge.reply();
-  EXPECT_EQ(r.value("pass", true), false) << r.dump();
-  EXPECT_NE(r.value("error", std::string()).find("SHA-256 differs"), std::string::npos) << r.dump();
+// Small outputs are read whole: one line unfinished at the done fails the check; the same
+// outputs finished before the done pass it (the re-check then goes on to the reference, which
+// these outputs of the unspliced inputs do not match: any failure but this one).
+TEST_F(JudgeBracket, SmallOutputsFinishedAfterTheDoneFailTheCheck) {
+  load("15");
+  const Json late = recheck_after(unfinished(1000, 2));
+  EXPECT_EQ(late.value("pass", true), false) << late.dump();
+  EXPECT_NE(late.value("error", std::string()).find(kFinishedAfter), std::string::npos)
+      << late.dump();
+  EXPECT_NE(late.value("error", std::string()).find("(1 of the 12 lines"), std::string::npos)
+      << late.dump();
+  const Json in_time = recheck_after(run_.outputs);
+  EXPECT_EQ(in_time.value("error", std::string()).find(kFinishedAfter), std::string::npos)
+      << in_time.dump();
+}
+
+// Large outputs are read at 4096 lines the judge draws at the done: 2% of them unfinished
+// (every 50th line, spread as a racing thread's unfinished rows would not be: the hardest case
+// for the draw is any) is caught all but surely (1 - 0.98^4096).
+TEST_F(JudgeBracket, LargeOutputsFinishedAfterTheDoneFailTheCheckAtTheLinesDrawn) {
+  load("0");
+  ASSERT_GT(run_.outputs[0].size(), size_t{1} << 20) << "a shape whose outputs are sampled";
+  const Json late = recheck_after(unfinished(50));
+  EXPECT_EQ(late.value("pass", true), false) << late.dump();
+  EXPECT_NE(late.value("error", std::string()).find(kFinishedAfter), std::string::npos)
+      << late.dump();
+  EXPECT_NE(late.value("error", std::string()).find("of the 4096 lines"), std::string::npos)
+      << late.dump();
+  const Json in_time = recheck_after(run_.outputs);
+  EXPECT_EQ(in_time.value("error", std::string()).find(kFinishedAfter), std::string::npos)
+      << in_time.dump();
 }
 
 TEST_F(JudgeBracket, AnOpTheProtocolHasNotIsTampering) {
+  load("15");
   JudgeProcess judge(task_);
   judge.send(Json{{"op", "verdict"}, {"shape_id", "15"}, {"status", "ok"}});
   (void)judge.reply();

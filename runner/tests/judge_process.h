@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "atrex/common/json_io.h"
 #include "atrex/problems/host_run.h"
 #include "protocol/child_protocol.h"
+#include "protocol/shared_layout.h"
 
 namespace atrex::runner {
 
@@ -71,6 +73,17 @@ class JudgeProcess {
         ASSERT_EQ(::pwrite(shared_, b.data(), b.size(), at), static_cast<ssize_t>(b.size()));
         at += static_cast<off_t>(b.size());
       }
+    }
+  }
+  // `outputs` into the output arena (protocol/shared_layout.h), where a cpu child's candidate
+  // writes them and the judge reads them at a timed call's done.
+  void write_arena(const problems::ResolvedShape& shape,
+                   const std::vector<std::vector<uint8_t>>& outputs) {
+    const SharedLayout layout = shared_layout(shape);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      ASSERT_EQ(::pwrite(shared_, outputs[i].data(), outputs[i].size(),
+                         static_cast<off_t>(layout.output[i])),
+                static_cast<ssize_t>(outputs[i].size()));
     }
   }
   JudgeVerdict verdict() {

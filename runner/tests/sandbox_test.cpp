@@ -22,6 +22,13 @@
 
 namespace atrex::runner {
 namespace {
+
+// A shape whose calls lie well past the cpu judge's latency allowance for checked brackets
+// (20 ms, timing_check.h), so that a bent or forged timing is refuted by the judge's clock:
+// rms_norm shape 40 (20538 x 2048 bf16), ~36 ms a call of the fault candidates' scalar kernel on
+// the 2-core VM. Shape 3 (~14 ms) used to clear it only with the harness's digest of the outputs
+// inside the bracket, which the judge's own read at the done has replaced.
+constexpr const char* kLongCallShape = "40";
 namespace fs = std::filesystem;
 
 class SandboxTest : public ::testing::Test {
@@ -80,7 +87,7 @@ class SandboxTest : public ::testing::Test {
     t.settings.min_iterations = 3;
     t.settings.max_iterations = 5;
     t.settings.min_time_s = 0;
-    t.settings.shape_timeout_s = 60;
+    t.settings.shape_timeout_s = 120;
     t.settings.unseen_shapes = 0;
     EvaluatorOptions o;
     o.suite = suite_;
@@ -331,7 +338,7 @@ TEST_F(SandboxTest, ForgedTimingIsRefutedByTheJudgesClock) {
         << r.error;
   }
   auto values = evaluate("rms_norm_relay_forges_timing.cpp",
-                         {.shapes = {"3"}, .defines = {{"ATTACK_KEEP_COUNT", "1"}}});
+                         {.shapes = {kLongCallShape}, .defines = {{"ATTACK_KEEP_COUNT", "1"}}});
   ASSERT_EQ(values.size(), 1u);
   EXPECT_EQ(values[0].status, EvalStatus::kRejected) << values[0].error;
   EXPECT_EQ(values[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << values[0].error;
@@ -350,7 +357,7 @@ TEST_F(SandboxTest, ForgedTimingIsRefutedByTheJudgesClock) {
 // a tiny launch-bound shape (15) where the bound cannot tell, pass.
 TEST_F(SandboxTest, SlowedClockIsRefutedByTheJudgesClock) {
   for (SandboxMode mode : {SandboxMode::kBwrap, SandboxMode::kNone}) {
-    auto recs = evaluate("rms_norm_slows_clock.cpp", {.sandbox = mode, .shapes = {"3"}});
+    auto recs = evaluate("rms_norm_slows_clock.cpp", {.sandbox = mode, .shapes = {kLongCallShape}});
     ASSERT_EQ(recs.size(), 1u);
     EXPECT_EQ(recs[0].status, EvalStatus::kRejected)
         << sandbox_mode_name(mode) << ": " << recs[0].error << " (median "
@@ -508,10 +515,10 @@ TEST_F(SandboxTest, TerminalInputIsDenied) {
 // Timed calls return at once and a thread of the candidate's computes their outputs between
 // calls; calls checked right after they return are computed in the call (their call site is
 // learnt from the first call). On rms_norm shape 3 it was timed 2.2x faster than its honest twin
-// and passed the judge (the brackets held only the call). Now every timed call's done carries the
-// SHA-256 of the outputs as the call returned, held against the outputs of the timed calls the
-// judge checks (its re-check, the last timed call's outputs): the attack fails, its twin
-// (ATTACK_ASYNC 0) passes.
+// and passed the judge (the brackets held only the call). Now the judge reads every timed call's
+// outputs in its arena when the done comes, and holds what it read against the outputs of the
+// timed calls it checks (its re-check, the last timed call's outputs): the attack fails, its
+// twin (ATTACK_ASYNC 0) passes.
 TEST_F(SandboxTest, OutputsFinishedAfterTheCallReturnsAreCaught) {
   auto recs = evaluate("rms_norm_async_output.cpp", {.shapes = {"3"}});
   ASSERT_EQ(recs.size(), 1u);
@@ -541,16 +548,19 @@ TEST_F(SandboxTest, RelayThatEmptiesTheJudgesBracketsIsRefuted) {
 }
 
 // The relay that beats a go it cannot forge: it hands the harness the judge's real go and sends
-// the judge a done of its own at once, with a stale digest, swallowing the real one after the
-// call (every bracket empty again, the clock slowed 10x). The judge's check of the last timed
-// call's outputs (and of any timed call it re-checks) finds outputs whose SHA-256 is not the one
-// that done carried: `wrong_result`. The twin (ATTACK_SLOWDOWN 1) relays honestly and passes.
+// the judge a done of its own at once, swallowing the real one after the call (every bracket
+// empty again, the clock slowed 10x). The judge reads the outputs in its arena at that done,
+// before the call has run: its check of the last timed call's outputs (and of any timed call it
+// re-checks) finds other outputs: `wrong_result`. The twin (ATTACK_SLOWDOWN 1) relays honestly
+// and passes.
 TEST_F(SandboxTest, RelayThatSendsTheDoneBeforeTheWorkIsCaught) {
   auto recs = evaluate("rms_norm_relay_empties_brackets.cpp",
                        {.shapes = {"3"}, .defines = {{"ATTACK_DONE_FIRST", "1"}}});
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << recs[0].error;
-  EXPECT_NE(recs[0].error.find("SHA-256 differs"), std::string::npos) << recs[0].error;
+  EXPECT_NE(recs[0].error.find("not the ones the timed call had when its done reached the judge"),
+            std::string::npos)
+      << recs[0].error;
   auto twin = evaluate(
       "rms_norm_relay_empties_brackets.cpp",
       {.shapes = {"3"}, .defines = {{"ATTACK_DONE_FIRST", "1"}, {"ATTACK_SLOWDOWN", "1"}}});

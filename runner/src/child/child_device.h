@@ -141,14 +141,15 @@ class ChildDevice {
   virtual std::string timing_method() const = 0;
   // Whether the judge's brackets hold the work of a timed call on this backend (issue 14;
   // docs/evaluation.md "The judge"): the child applies the splice the judge's go names to the
-  // call's inputs only after the go, inside the bracket, and sends with its done the SHA-256 of
-  // the outputs as the call returned (judge_messages.h); the judge holds that digest against the
-  // outputs it re-checks and bounds the claimed time with the brackets it so verified only.
-  // cpu: yes (host memory: the splice is a few memcpys, the digest a hash of the outputs in
-  // place). cuda and hip: no, they splice by call number before the bracket as before and send
-  // no digest (applying the splice at go time on the device broke honest kernels' input checks
-  // in an earlier attempt, and a device digest would sit inside the event window); there every
-  // bracket bounds the claim, and a relay that empties brackets is not refuted.
+  // call's inputs only after the go, inside the bracket, and keeps the outputs in the shared
+  // memfd's arena (protocol/shared_layout.h), where the judge reads them itself when the done
+  // reaches it; the judge holds what it read against the outputs it re-checks and bounds the
+  // claimed time with the brackets it so verified only. cpu: yes (host memory: the splice is a
+  // few memcpys, the outputs live in the arena). cuda and hip: no, they splice by call number
+  // before the bracket as before and the outputs stay on the device (applying the splice at go
+  // time on the device broke honest kernels' input checks in an earlier attempt, and a device
+  // copy at the done would sit inside the event window); there every bracket bounds the claim,
+  // and a relay that empties brackets is not refuted.
   virtual bool brackets_hold_work() const { return false; }
   // Graph-replay timing (cuda_timer.h). Backends without graphs leave `unsupported` set.
   // capture_timed: records `batch` times (`before`, flush, timed call); replay_timed appends their

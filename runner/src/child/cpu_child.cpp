@@ -91,8 +91,8 @@ class CpuDevice final : public ChildDevice {
     return ok();
   }
   // The hooks sit right around the steady_clock window, the flush before them: of the harness's
-  // work only the splice named by the go and the outputs' digest are inside a bracket, and the
-  // judge adds the digest's cost itself (judge.cpp).
+  // work only the splice named by the go is inside a bracket (the judge reads the outputs after
+  // it stamped the done: judge.cpp read_done_outputs).
   Status bracket_overhead(const std::function<Status()>& reset, double& us) override {
     (void)reset;
     us = 0;

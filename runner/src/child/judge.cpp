@@ -3,6 +3,8 @@
 #include "judge.h"
 
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -22,11 +24,11 @@
 
 #include <fmt/format.h>
 
-#include "atrex/common/hash.h"
 #include "atrex/common/process/seccomp.h"
 #include "atrex/common/wire/reader.h"
 #include "child_runner.h"
 #include "protocol/judge_messages.h"
+#include "protocol/shared_layout.h"
 #include "shape_run_support.h"
 
 namespace atrex::runner {
@@ -85,6 +87,11 @@ class Judge {
         int shared_fd, int ping_fd, int pong_fd)
       : task_(task), dev_(dev), verdict_fd_(verdict_fd), in_(in_fd), out_(out_fd),
         shared_(shared_fd), ping_(ping_fd), pong_(pong_fd) {}
+  ~Judge() {
+    if (arena_map_) ::munmap(const_cast<uint8_t*>(arena_map_), arena_map_bytes_);
+  }
+  Judge(const Judge&) = delete;
+  Judge& operator=(const Judge&) = delete;
 
   int run();
 
@@ -117,19 +124,22 @@ class Judge {
   bool choose_recheck(int calls);
   // Where the brackets hold the work: a check of spliced inputs is one of the last bracket's
   // call (a re-check, or the last timed call's outputs after timing); its splice must be the one
-  // the go named. Returns the failure's words when the published outputs are not the ones whose
-  // digest came with that call's done ("" when they are).
+  // the go named. Returns the failure's words when the published outputs are not the ones the
+  // judge read in the arena at that call's done ("" when they are).
   std::string check_bracket(const child::SetKey& key, const std::string& context);
   void call_begin(ObjectReader& r);
   void call_end(const Json& message);
-  // What the outputs' digest (judge_messages.h buffers_sha256) costs per timed call inside a
-  // bracket, at the least: this shape's output bytes at kFastestDigestBytesPerUs (microseconds).
-  // Not a measurement: the judge's own SHA-256 timed under load overstated it 3x (51 ms for the
-  // 33 MB of rms_norm shape 3, where `openssl speed` says 18 ms) and let a 100x bent clock through,
-  // and a candidate could load the host while the judge measures. A lower bound only leaves the
-  // rest of the digest inside the bracket, which the latency allowance absorbs.
-  double digest_cost_us() const;
-  static constexpr double kFastestDigestBytesPerUs = 4000;  // 4 GB/s; 1.9 here with SHA-NI
+  // At a done, where the brackets hold the work: reads the outputs in the shared memfd's arena
+  // (protocol/shared_layout.h) into done_read_, whole when they total at most kWholeReadBytes,
+  // else kReadLines lines of kLineBytes at places drawn now from rng_ (each output's lines in
+  // proportion to its size). The candidate's threads may still be running: what a thread
+  // finishes after this read differs from it at the drawn places with a probability that grows
+  // with the work left (unfinished 1% of the lines: 1 - 0.99^4096, all but certain), and which
+  // places are drawn is known only in this process. The digest the child used to send with its
+  // done was taken in the candidate's own process, sequentially: a spinning thread of the
+  // candidate's stayed just ahead of it (attack round 5, docs/measurements).
+  void read_done_outputs();
+  static constexpr size_t kWholeReadBytes = size_t{1} << 20, kReadLines = 4096, kLineBytes = 64;
   std::string compare(InputSet& set, const std::string& context);
   void finish_shape(EvalStatus claimed);
   void write_verdict(const JudgeVerdict& v);
@@ -177,12 +187,22 @@ class Judge {
   int64_t timed_calls_ = 0, recheck_after_calls_ = 0;
   bool recheck_pending_ = false;
   Clock::time_point bracket_start_;
-  // Per bracket of the shape: the splice its go named and the digest its done carried.
+  // Per bracket of the shape: the splice its go named.
   struct Bracket {
     int64_t splice = -1;
-    std::string outputs_sha256;
   };
   std::vector<Bracket> brackets_;
+  // What read_done_outputs read at the last bracket's done: per output, the byte offsets of the
+  // lines read (empty with `whole`: all of it) and their bytes, one after the other.
+  struct DoneRead {
+    bool whole = false;
+    std::vector<std::vector<uint64_t>> at;
+    std::vector<std::vector<uint8_t>> bytes;
+  };
+  DoneRead done_read_;
+  SharedLayout layout_;                 // the shape's (enter_shape)
+  const uint8_t* arena_map_ = nullptr;  // the shared memfd, mapped read-only on first use
+  size_t arena_map_bytes_ = 0;
   int64_t go_splice_ = -1;  // the open bracket's
   bool last_bracket_checked_ = false;
 };
@@ -258,6 +278,7 @@ void Judge::enter_shape() {
   if (!resolved) throw Stop{true, "a check of a shape that does not resolve: " +
                                       resolved.error().message};
   shape_ = std::move(*resolved);
+  layout_ = shared_layout(shape_);
   atol_ = def_->atol.value_or(task_.atol);
   rtol_ = def_->rtol.value_or(task_.rtol);
   buffers_ = std::make_unique<Buffers>(dev_);
@@ -641,7 +662,6 @@ void Judge::handle(const Json& message) {
       return ok();
     };
     device(dev_.bracket_overhead(reset, verdict_.bracket_overhead_us), "calibrating timing");
-    if (verdict_.brackets_hold_work) verdict_.bracket_overhead_us += digest_cost_us();
     verdict_.bracket_latency_us = wake_up_latency_us(ping_, pong_);
     in_timing_ = true;
     timed_calls_ = 0;
@@ -676,13 +696,78 @@ std::string Judge::check_bracket(const child::SetKey& key, const std::string& co
     throw Stop{true, fmt::format("a check of timed-call inputs spliced with {} where the judge's "
                                  "last go named {}",
                                  key.variant, brackets_.empty() ? -1 : brackets_.back().splice)};
-  std::vector<std::pair<const void*, size_t>> outputs;
-  for (const auto& b : host_out_) outputs.emplace_back(b.data(), b.size());
-  if (sha256_hex_of_buffers(outputs) == brackets_.back().outputs_sha256) return {};
+  size_t read = 0, differ = 0;
+  for (size_t i = 0; i < host_out_.size(); ++i) {
+    const std::vector<uint8_t>& published = host_out_[i];
+    const std::vector<uint8_t>& then = done_read_.bytes[i];
+    if (done_read_.whole) {
+      for (size_t at = 0; at < published.size(); at += kLineBytes, ++read) {
+        const size_t n = std::min(kLineBytes, published.size() - at);
+        differ += std::memcmp(published.data() + at, then.data() + at, n) != 0;
+      }
+      continue;
+    }
+    size_t from = 0;
+    for (uint64_t at : done_read_.at[i]) {
+      const size_t n = std::min<size_t>(kLineBytes, published.size() - at);
+      differ += std::memcmp(published.data() + at, then.data() + from, n) != 0;
+      from += n;
+      ++read;
+    }
+  }
+  if (differ == 0) return {};
   return context +
-         "the outputs checked are not the ones the timed call had when it returned (their "
-         "SHA-256 differs from the one sent with the call's done): work finished outside the "
-         "judge's bracket, e.g. by a thread after the call returned";
+         fmt::format("the outputs checked are not the ones the timed call had when its done "
+                     "reached the judge ({} of the {} lines of {} bytes the judge read then "
+                     "differ): work finished outside the judge's bracket, e.g. by a thread after "
+                     "the call returned",
+                     differ, read, kLineBytes);
+}
+
+void Judge::read_done_outputs() {
+  if (!arena_map_) {
+    struct stat st {};
+    if (::fstat(shared_, &st) != 0) throw Stop{false, "judge: the shared memfd: " + std::string(std::strerror(errno))};
+    arena_map_bytes_ = static_cast<size_t>(st.st_size);
+    void* m = arena_map_bytes_ ? ::mmap(nullptr, arena_map_bytes_, PROT_READ, MAP_SHARED, shared_, 0)
+                               : MAP_FAILED;
+    if (m == MAP_FAILED)
+      throw Stop{false, "judge: mapping the shared memfd: " + std::string(std::strerror(errno))};
+    arena_map_ = static_cast<const uint8_t*>(m);
+  }
+  if (layout_.total > arena_map_bytes_)
+    throw Stop{false, fmt::format("judge: the shared memfd holds {} bytes, the output arena ends "
+                                  "at byte {}",
+                                  arena_map_bytes_, layout_.total)};
+  const size_t n = shape_.outputs.size();
+  uint64_t total = 0;
+  for (const auto& t : shape_.outputs) total += t.bytes();
+  done_read_.whole = total <= kWholeReadBytes;
+  done_read_.at.assign(n, {});
+  done_read_.bytes.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* out = arena_map_ + layout_.output[i];
+    const size_t bytes = shape_.outputs[i].bytes();
+    std::vector<uint8_t>& into = done_read_.bytes[i];
+    if (done_read_.whole) {
+      into.assign(out, out + bytes);
+      continue;
+    }
+    into.clear();
+    if (bytes == 0) continue;
+    // This output's share of the lines (at least one), at places drawn now.
+    const uint64_t lines = (bytes + kLineBytes - 1) / kLineBytes;
+    const uint64_t share = std::max<uint64_t>(
+        1, static_cast<uint64_t>(static_cast<double>(kReadLines) * static_cast<double>(bytes) /
+                                 static_cast<double>(total)));
+    into.reserve(share * kLineBytes);
+    for (uint64_t k = 0; k < share; ++k) {
+      const uint64_t at = (rng_() % lines) * kLineBytes;
+      const size_t len = std::min<size_t>(kLineBytes, bytes - at);
+      done_read_.at[i].push_back(at);
+      into.insert(into.end(), out + at, out + at + len);
+    }
+  }
 }
 
 void Judge::call_begin(ObjectReader& r) {
@@ -699,10 +784,6 @@ void Judge::call_end(const Json& message) {
   auto m = judge_call_end_from_json(message, "a call_end to the judge");
   if (!m) throw Stop{true, m.error().message};
   if (!bracket_open_) throw Stop{true, "a timed call ended that never began"};
-  if (verdict_.brackets_hold_work == m->outputs_sha256.empty())
-    throw Stop{true, verdict_.brackets_hold_work
-                         ? "a timed call's done without the digest of its outputs"
-                         : "a timed call's done with a digest this backend does not take"};
   // A bracket holds one call, or one graph replay of the batch the child captures
   // (shape_measure.cpp: clamp(min_iterations, 1, 50)); on cpu, where each bracket's work is
   // checked, always one. Any other count is the child's invention (attack round 3: relays that
@@ -717,16 +798,11 @@ void Judge::call_end(const Json& message) {
   verdict_.bracket_us.push_back(
       std::chrono::duration<double, std::micro>(now - bracket_start_).count());
   verdict_.bracket_calls.push_back(m->calls);
-  brackets_.push_back(Bracket{go_splice_, m->outputs_sha256});
+  brackets_.push_back(Bracket{go_splice_});
+  if (verdict_.brackets_hold_work) read_done_outputs();
   last_bracket_checked_ = false;
   recheck_pending_ = choose_recheck(m->calls);
   reply(to_json(JudgeCallEndReply{recheck_pending_}));
-}
-
-double Judge::digest_cost_us() const {
-  double bytes = 0;
-  for (const auto& b : host_out_) bytes += static_cast<double>(b.size());
-  return bytes / kFastestDigestBytesPerUs;
 }
 
 // Twice the median round trip of kJudgeStartPings (15) one-byte pings to the runner's echo

@@ -37,25 +37,37 @@ JudgeLink::~JudgeLink() {
   if (map_) ::munmap(map_, map_bytes_);
 }
 
+Status JudgeLink::map(ChildDevice& dev) {
+  if (shared_ < 0) return io_error("no judge: the child was started without --shared-fd");
+  if (map_) return ok();
+  struct stat st {};
+  if (::fstat(shared_, &st) != 0)
+    return io_error(fmt::format("the shared memfd: {}", std::strerror(errno)));
+  map_bytes_ = static_cast<size_t>(st.st_size);
+  if (map_bytes_ == 0) return ok();
+  void* m = ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, shared_, 0);
+  if (m == MAP_FAILED)
+    return io_error(fmt::format("mapping the shared memfd: {}", std::strerror(errno)));
+  map_ = static_cast<uint8_t*>(m);
+  // Every check copies the shape's tensors from the device into this mapping.
+  if (dev.pin_host(map_, map_bytes_)) pinned_by_ = &dev;
+  return ok();
+}
+
+Result<uint8_t*> JudgeLink::output_arena(ChildDevice& dev, const SharedLayout& layout) {
+  ATREX_TRY(map(dev));
+  if (layout.total > map_bytes_)
+    return io_error(fmt::format("the shared memfd holds {} bytes, the shape's output arena ends at "
+                                "byte {}",
+                                map_bytes_, layout.total));
+  return map_;
+}
+
 // Mapped, not written: RLIMIT_FSIZE (64 MiB) bounds write(2) offsets even inside a file's size,
 // and a shape's buffers are often larger. The runner sized the memfd for the largest shape.
 Status JudgeLink::publish(ChildDevice& dev,
                           const std::vector<std::pair<const void*, size_t>>& buffers) {
-  if (shared_ < 0) return io_error("no judge: the child was started without --shared-fd");
-  if (!map_) {
-    struct stat st {};
-    if (::fstat(shared_, &st) != 0)
-      return io_error(fmt::format("the shared memfd: {}", std::strerror(errno)));
-    map_bytes_ = static_cast<size_t>(st.st_size);
-    if (map_bytes_ > 0) {
-      void* m = ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, shared_, 0);
-      if (m == MAP_FAILED)
-        return io_error(fmt::format("mapping the shared memfd: {}", std::strerror(errno)));
-      map_ = static_cast<uint8_t*>(m);
-      // Every check copies the shape's tensors from the device into this mapping.
-      if (dev.pin_host(map_, map_bytes_)) pinned_by_ = &dev;
-    }
-  }
+  ATREX_TRY(map(dev));
   size_t offset = 0;
   for (const auto& [ptr, bytes] : buffers) {
     if (offset + bytes > map_bytes_)
@@ -165,11 +177,12 @@ int64_t JudgeLink::call_begin() {
 }
 
 // Waits for the judge's acknowledgement: this process then sleeps while the judge takes its
-// timestamp, so the judge wakes at once (a hand-off) instead of waiting for a busy CPU, which
-// on a loaded host added milliseconds to every bracket.
-void JudgeLink::call_end(int calls, const std::string& outputs_sha256) {
+// timestamp (and, on cpu, reads the outputs in the arena), so the judge wakes at once (a
+// hand-off) instead of waiting for a busy CPU, which on a loaded host added milliseconds to
+// every bracket; and the harness touches no output before the judge has read them.
+void JudgeLink::call_end(int calls) {
   if (!sticky_.empty()) return;
-  Status s = send(to_json(JudgeCallEnd{calls, outputs_sha256}));
+  Status s = send(to_json(JudgeCallEnd{calls}));
   if (s) {
     auto reply = receive();
     if (!reply) {

@@ -8,13 +8,14 @@
 // Messages are JSON lines, child -> judge: {"op":"prepare","shape_id","seed","kind","variant"},
 // {"op":"check","shape_id","seed","kind","variant","context"},
 // {"op":"timing_begin","shape_id"}, {"op":"call_begin"},
-// {"op":"call_end","calls","outputs_sha256"}, {"op":"timing_end"},
+// {"op":"call_end","calls"}, {"op":"timing_end"},
 // {"op":"shape_end","shape_id","status"}; judge -> child: {"pass","error"} after a check,
 // {"go":true} after timing_begin, {"go":true,"splice"} after call_begin,
 // {"go":true,"check":bool} after call_end: `check` true when the judge chose to re-check that
 // timed call (its own randomness, after the call): the child's next message must be the check
 // of that call's outputs. The three messages of a bracket are typed in
-// protocol/judge_messages.h (the splice the go names, the outputs' digest the done carries).
+// protocol/judge_messages.h (the splice the go names; on cpu the judge reads the outputs in the
+// shared memfd's arena, protocol/shared_layout.h, before it answers the done).
 // `kind` is usual | range_probe | edge_case (shape_run_support.h SetKey); `variant` -1, or the
 // timed call whose splice the inputs carry.
 //
@@ -32,6 +33,7 @@
 #include "atrex/common/json_io.h"
 #include "atrex/common/wire/eval_record.h"
 #include "child_device.h"
+#include "protocol/shared_layout.h"
 #include "shape_run_support.h"
 
 namespace atrex::runner::child {
@@ -49,6 +51,10 @@ class JudgeLink {
   // Writes `buffers` (device pointers of `dev`, with byte sizes) one after the other from
   // offset 0 of the shared memfd.
   Status publish(ChildDevice& dev, const std::vector<std::pair<const void*, size_t>>& buffers);
+  // The shared memfd's mapping, where `layout.output` places the outputs of a backend whose
+  // brackets hold the work (cpu): the judge reads them there at every timed call's done.
+  // kIo when there is no judge or the memfd is smaller than layout.total.
+  Result<uint8_t*> output_arena(ChildDevice& dev, const SharedLayout& layout);
   // Tells the judge which input set comes next, so that it draws it and runs the reference
   // while this process draws the same inputs and calls the candidate (no answer awaited).
   Status prepare(const std::string& shape_id, const SetKey& key);
@@ -58,12 +64,11 @@ class JudgeLink {
                             const std::string& context);
   Status timing_begin(const std::string& shape_id);
   // Bracket one timed call (calls = 1) or a replay batch (calls = its samples). call_begin
-  // returns the splice the judge's go names (-1 after an error); `outputs_sha256`: the digest
-  // of the call's outputs as it returned ("" on backends whose brackets do not hold the work:
-  // ChildDevice::brackets_hold_work). Errors stick (failed()) because the hooks of
-  // ChildDevice::time_call return nothing.
+  // returns the splice the judge's go names (-1 after an error); call_end waits for the judge's
+  // answer (on cpu the judge reads the outputs in the arena before it answers). Errors stick
+  // (failed()) because the hooks of ChildDevice::time_call return nothing.
   int64_t call_begin();
-  void call_end(int calls, const std::string& outputs_sha256);
+  void call_end(int calls);
   Status timing_end();
   Status shape_end(const std::string& shape_id, EvalStatus claimed);
   // The first error of call_begin/call_end ("" while none).
@@ -73,6 +78,7 @@ class JudgeLink {
   bool take_recheck() { return std::exchange(recheck_, false); }
 
  private:
+  Status map(ChildDevice& dev);
   Status send(const Json& message);
   Result<Json> receive();
   Status expect_go();

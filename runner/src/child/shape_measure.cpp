@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "atrex/common/hash.h"
 #include "kernel_checks.h"
 #include "protocol/judge_messages.h"
 #include "shape_run.h"
@@ -62,8 +61,9 @@ Status ShapeRun::prepare_timed_call(int64_t t) {
   return ok();
 }
 
-// Inside the judge's bracket: nothing the call needs is known before the go (the splice), and the
-// digest leaves with the done, before any thread of the candidate's can touch the outputs again.
+// Inside the judge's bracket: nothing the call needs is known before the go (the splice), and
+// on cpu the judge reads the outputs in its arena when the done reaches it, before any step of
+// the harness's touches them again (end_timed_call waits for its answer).
 void ShapeRun::begin_timed_call() {
   const int64_t splice = judge_.call_begin();
   if (!dev_.brackets_hold_work() || splice < 0 || !hook_error_.empty()) return;
@@ -89,15 +89,7 @@ void ShapeRun::begin_timed_call() {
   key_.variant = splice;
 }
 
-void ShapeRun::end_timed_call() {
-  std::string digest;
-  if (dev_.brackets_hold_work() && dev_.host_memory()) {
-    std::vector<std::pair<const void*, size_t>> outputs;
-    for (size_t i = 0; i < out_.size(); ++i) outputs.emplace_back(out_[i], shape_.outputs[i].bytes());
-    digest = sha256_hex_of_buffers(outputs);
-  }
-  judge_.call_end(1, digest);
-}
+void ShapeRun::end_timed_call() { judge_.call_end(1); }
 
 std::optional<Failure> ShapeRun::restore_rotation_set(int k) {
   const auto& set = rotation_in_[static_cast<size_t>(k)];
@@ -244,7 +236,7 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
       const size_t before = samples.size();
       (void)judge_.call_begin();  // the captured splices stand (no backend with graphs splices at go)
       const Status replayed = dev_.replay_timed(samples);
-      judge_.call_end(static_cast<int>(samples.size() - before), "");
+      judge_.call_end(static_cast<int>(samples.size() - before));
       if (auto f = device_error(replayed, "graph replay")) return f;
       if (auto f = check_guards("a graph replay of the timed calls")) return f;
       // The replay's last sample left its outputs (key_: the last captured call's set).

@@ -147,13 +147,28 @@ std::optional<Failure> ShapeRun::allocate() {
     if (auto f = take(bytes, pristine_in_, "inputs")) return f;
   }
   work_base_ = work_in_;
-  // Each output sits between two guard regions of one allocation (check_guards).
-  std::vector<void*> whole;
-  for (const auto& d : shape_.outputs) {
-    if (auto f = take(d.bytes() + 2 * kGuardBytes, whole, "outputs")) return f;
-    auto* base = static_cast<uint8_t*>(whole.back());
-    out_.push_back(base + kGuardBytes);
-    guards_.emplace_back(base, base + kGuardBytes + d.bytes());
+  // Each output sits between two guard regions (check_guards): on a backend whose brackets hold
+  // the work (cpu), in the shared memfd's output arena (protocol/shared_layout.h), where the
+  // judge reads the outputs itself at every timed call's done; elsewhere in one allocation each.
+  if (dev_.host_memory() && dev_.brackets_hold_work()) {
+    const SharedLayout layout = shared_layout(shape_);
+    auto arena = judge_.output_arena(dev_, layout);
+    if (!arena)
+      return Failure{EvalStatus::kCrashed,
+                     "allocating outputs in the judge's arena: " + arena.error().message};
+    for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+      uint8_t* at = *arena + layout.output[i];
+      out_.push_back(at);
+      guards_.emplace_back(at - kGuardBytes, at + shape_.outputs[i].bytes());
+    }
+  } else {
+    std::vector<void*> whole;
+    for (const auto& d : shape_.outputs) {
+      if (auto f = take(d.bytes() + 2 * kGuardBytes, whole, "outputs")) return f;
+      auto* base = static_cast<uint8_t*>(whole.back());
+      out_.push_back(base + kGuardBytes);
+      guards_.emplace_back(base, base + kGuardBytes + d.bytes());
+    }
   }
   {
     std::vector<void*> canary;

@@ -80,8 +80,8 @@ class ShapeRun {
   Status prepare_timed_call(int64_t t);
   // The timing hooks around each eager timed call (ChildDevice::set_timing_hooks): the judge's
   // go, then (brackets that hold the work) the splice it names applied to the work inputs and
-  // to the in-place outputs that start from them; after the call, the done with the SHA-256 of
-  // the outputs as the call left them. An error of the splice sticks in hook_error_.
+  // to the in-place outputs that start from them; after the call, the done (the judge reads the
+  // outputs in its arena before it answers). An error of the splice sticks in hook_error_.
   void begin_timed_call();
   void end_timed_call();
   // Whether input i's work buffer is held twice in a row for the window splice

@@ -18,6 +18,7 @@
 #include "atrex/problems/numeric.h"
 #include "atrex/problems/operator.h"
 #include "child_device.h"
+#include "protocol/shared_layout.h"
 
 namespace atrex::runner::child {
 
@@ -28,8 +29,9 @@ inline constexpr uint64_t kEdgeCaseSeedMix = 0x4544474543415345ull;  // seeds[0]
 inline constexpr uint64_t kTimingSeedMix = 0x9E3779B97F4A7C15ull;    // seeds.back() ^ this (set 1)
 
 // Guard regions around every output buffer (ShapeRun::check_guards): this many bytes before and
-// after, a multiple of every alignment a candidate may rely on (256 B for CUDA vector loads).
-inline constexpr size_t kGuardBytes = 4096;
+// after, a multiple of every alignment a candidate may rely on (256 B for CUDA vector loads); the
+// same in the judge's output arena (protocol/shared_layout.h).
+inline constexpr size_t kGuardBytes = kOutputGuardBytes;
 inline constexpr uint64_t kGuardSeedMix = 0x4755415244ull;  // seeds[0] ^ this: the canary
 
 // The timed calls rotate over up to this many input sets (docs/evaluation.md "Checks around

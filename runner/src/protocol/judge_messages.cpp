@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "atrex/common/hash.h"
 #include "atrex/common/wire/reader.h"
 
 namespace atrex::runner {
@@ -31,7 +30,7 @@ Result<JudgeCallGo> judge_call_go_from_json(const Json& j, const std::string& so
 }
 
 Json to_json(const JudgeCallEnd& m) {
-  return Json{{"op", "call_end"}, {"calls", m.calls}, {"outputs_sha256", m.outputs_sha256}};
+  return Json{{"op", "call_end"}, {"calls", m.calls}};
 }
 
 Result<JudgeCallEnd> judge_call_end_from_json(const Json& j, const std::string& source) {
@@ -39,12 +38,9 @@ Result<JudgeCallEnd> judge_call_end_from_json(const Json& j, const std::string& 
   ATREX_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::open(JsonField(j, source)));
   ATREX_TRY(r.constant("op", "call_end"));
   ATREX_TRY(r.required("calls", m.calls));
-  ATREX_TRY(r.required("outputs_sha256", m.outputs_sha256));
   ATREX_TRY(r.finish());
   if (m.calls < 1 || m.calls > 100000)
     return JsonField(j, source).fail(fmt::format("a bracket of {} calls", m.calls));
-  if (!m.outputs_sha256.empty() && !is_sha256_hex(m.outputs_sha256))
-    return JsonField(j, source).fail("outputs_sha256 is not 64 lower-case hex digits");
   return m;
 }
 

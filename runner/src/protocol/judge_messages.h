@@ -7,13 +7,17 @@
 // kernels/faults/rms_norm_relay_empties_brackets.cpp emptied every bracket by forging the go):
 //   child -> judge  {"op":"call_begin"}
 //   judge -> child  {"go":true,"splice":N}          JudgeCallGo: N drawn by the judge now
-//   (the child applies splice N to the call's inputs, runs the call, hashes its outputs)
-//   child -> judge  {"op":"call_end","calls":n,"outputs_sha256":"<64 hex>"}   JudgeCallEnd
+//   (the child applies splice N to the call's inputs and runs the call)
+//   child -> judge  {"op":"call_end","calls":n}      JudgeCallEnd
+//   (the judge stamps the bracket's end, then, where the outputs live in the shared memfd's
+//   arena (protocol/shared_layout.h: cpu), reads them there itself: the whole outputs, or lines
+//   at places it draws now, while the child waits for the reply)
 //   judge -> child  {"go":true,"check":bool}        JudgeCallEndReply
 // On backends whose brackets hold the work (ChildDevice::brackets_hold_work: cpu) the call's
-// inputs carry splice N, which nobody knew before the go, and the digest is taken the moment the
-// call returned; the judge holds the digest against the outputs of that call when it re-checks
-// it. Elsewhere (cuda, hip) the child splices by call number as before and sends "".
+// inputs carry splice N, which nobody knew before the go, and what the judge read at the done is
+// held against the outputs of that call when it checks it: work finished after the done (a
+// thread of the candidate's racing on after the call returned) fails. Elsewhere (cuda, hip) the
+// child splices by call number as before and the outputs stay on the device.
 #pragma once
 
 #include <cstddef>
@@ -38,9 +42,6 @@ Result<JudgeCallGo> judge_call_go_from_json(const Json& j, const std::string& so
 
 struct JudgeCallEnd {
   int calls = 1;  // timed samples the bracket holds: 1 (eager) or a graph replay's batch
-  // Lower-case hex SHA-256 of the call's outputs (common/hash.h sha256_hex_of_buffers over every output, in
-  // the shape's order), taken as the call returned; "" where the backend does not take it.
-  std::string outputs_sha256;
 };
 Json to_json(const JudgeCallEnd& m);
 Result<JudgeCallEnd> judge_call_end_from_json(const Json& j, const std::string& source);

@@ -1,20 +1,20 @@
-// ATTACKS the timed sample by moving the work into the harness's digest (attack round 3): on cpu
-// the child times the call alone with steady_clock, then, still inside the judge's bracket,
-// hashes the outputs for the done (shape_measure.cpp end_timed_call -> common/hash.h
-// sha256_hex_of_buffers -> OpenSSL's EVP_DigestInit_ex, called through the child executable's
-// GOT). On its first call the candidate redirects two slots of that GOT (the real functions from
-// dlsym): write, to see the harness send {"op":"call_begin"} on fd 6 (the next call is a timed
-// one), and EVP_DigestInit_ex. A timed call then returns at once, doing nothing (the sample is
-// ~1 us), and the hooked EVP_DigestInit_ex computes that call's outputs before the real digest
-// starts: the digest, the re-checks and the check of the last timed call all see finished,
-// correct outputs. Every other call computes in the call. Nothing bends the child's clock; the
-// work just leaves the sample for the part of the bracket the sample does not cover.
+// ATTACKS the timed sample by moving the work past the call's return, into the harness's own
+// steps before the done (attack round 3, where it was the harness's digest of the outputs, since
+// removed): on cpu the child times the call alone with steady_clock and then sends the done
+// {"op":"call_end",...} on fd 6, which ends the judge's bracket. On its first call the candidate
+// redirects the `write` slot of the child executable's GOT (the real function from dlsym): it
+// sees the harness send {"op":"call_begin"} (the next call is a timed one), and a timed call
+// then returns at once, doing nothing (the sample is ~1 us); the hooked write computes that
+// call's outputs before it lets the done go: the judge reads finished, correct outputs at the
+// done, and the re-checks and the check of the last timed call pass. Every other call computes
+// in the call. Nothing bends the child's clock; the work just leaves the sample for the part of
+// the bracket the sample does not cover.
 // Expected: like a bent clock, refuted by the judge's clock where the call is longer than the
 // latency allowance (rms_norm shape 3, ~50 ms: `rejected: timing refuted by the judge's clock`);
 // unrefuted below it (the documented open row: calls under ~25 ms on cpu).
 // ATTACK_MIN_US t: a deferred call spins t us before it returns (the claim then clears the
 // impossible-speed rule, 0.8x T_roofline, on the short shapes the judge cannot refute).
-//   ATTACK_DEFER 0: the honest twin: the same hooks, every call computed in the call.
+//   ATTACK_DEFER 0: the honest twin: the same hook, every call computed in the call.
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
@@ -51,9 +51,7 @@ static std::string g_message;
 ATREX_CANDIDATE_EXPORT const char* atrex_candidate_error_message() { return g_message.c_str(); }
 
 using WriteFn = ssize_t (*)(int, const void*, size_t);
-using DigestInitFn = int (*)(void*, const void*, void*);
 static WriteFn g_real_write = nullptr;
-static DigestInitFn g_real_digest_init = nullptr;
 static int g_patched = 0;
 
 static bool g_timed_next = false;  // the harness has just sent call_begin
@@ -85,16 +83,12 @@ static void rms_norm(const uint16_t* xs, const uint16_t* ws, uint16_t* os, int64
 extern "C" ssize_t attack_write(int fd, const void* buf, size_t n) {
   if (fd == 6 && n > 0 && ::memmem(buf, n, "\"op\":\"call_begin\"", 17) != nullptr)
     g_timed_next = true;
-  return g_real_write(fd, buf, n);
-}
-
-extern "C" int attack_digest_init(void* ctx, const void* type, void* engine) {
-  if (g_pending.set) {
+  if (fd == 6 && n > 0 && g_pending.set && ::memmem(buf, n, "\"op\":\"call_end\"", 15) != nullptr) {
     const Pending p = g_pending;
     g_pending.set = false;
     rms_norm(p.x, p.w, p.out, p.rows, p.hidden, p.eps);
   }
-  return g_real_digest_init(ctx, type, engine);
+  return g_real_write(fd, buf, n);
 }
 
 static uintptr_t dyn_ptr(const ElfW(Dyn) * d, ElfW(Addr) base) {
@@ -138,8 +132,6 @@ static int patch_main(struct dl_phdr_info* info, size_t, void* done) {
       const char* name = strtab + symtab[ELF64_R_SYM(r.r_info)].st_name;
       void* hook = nullptr;
       if (std::strcmp(name, "write") == 0) hook = reinterpret_cast<void*>(&attack_write);
-      if (std::strcmp(name, "EVP_DigestInit_ex") == 0)
-        hook = reinterpret_cast<void*>(&attack_digest_init);
       if (!hook) continue;
       auto* slot = reinterpret_cast<void**>(info->dlpi_addr + r.r_offset);
       const uintptr_t at = reinterpret_cast<uintptr_t>(slot) & ~static_cast<uintptr_t>(page - 1);
@@ -158,11 +150,10 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   if (!installed) {
     installed = true;
     g_real_write = reinterpret_cast<WriteFn>(dlsym(RTLD_DEFAULT, "write"));
-    g_real_digest_init = reinterpret_cast<DigestInitFn>(dlsym(RTLD_DEFAULT, "EVP_DigestInit_ex"));
     bool done = false;
-    if (g_real_write && g_real_digest_init) dl_iterate_phdr(patch_main, &done);
-    if (g_patched != 2) {
-      g_message = "found " + std::to_string(g_patched) + " of the 2 GOT slots to patch";
+    if (g_real_write) dl_iterate_phdr(patch_main, &done);
+    if (g_patched < 1) {
+      g_message = "found no GOT slot of write to patch";
       return 9;
     }
   }

@@ -1,0 +1,48 @@
+// The layout of the memfd the evaluation child shares with its judge, for one shape (judge.h,
+// child/judge_link.h; docs/evaluation.md "The judge"), computed alike by the runner (which sizes
+// the memfd for the task's largest shape), the child and the judge:
+//   [0, published)            what the child publishes for a check: the shape's inputs, then its
+//                             outputs, one after the other (JudgeLink::publish);
+//   [arena, total)            from the next 4 KiB boundary, the output arena: where the cpu child
+//                             keeps the outputs the candidate writes, each between two guard
+//                             regions of kOutputGuardBytes (slots 4 KiB aligned), so that the judge
+//                             reads them itself, in its own process, the moment a timed call's
+//                             done reaches it (where the brackets hold the work: cpu).
+// The memfd's pages are allocated only when touched, so backends that keep their outputs on a
+// device (cuda, hip) pay nothing for the arena.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "atrex/problems/operator.h"
+
+namespace atrex::runner {
+
+// The guard regions before and after every output (docs/evaluation.md "Guard regions").
+inline constexpr uint64_t kOutputGuardBytes = 4096;
+
+struct SharedLayout {
+  uint64_t published = 0;        // bytes of the published area, from offset 0
+  uint64_t arena = 0;            // offset of the output arena (4 KiB aligned)
+  std::vector<uint64_t> output;  // offset of each output's first byte (after its front guard)
+  uint64_t total = 0;            // bytes the memfd needs for this shape
+};
+
+inline SharedLayout shared_layout(const problems::ResolvedShape& shape) {
+  constexpr uint64_t kPage = 4096;
+  auto up = [](uint64_t n) { return (n + kPage - 1) / kPage * kPage; };
+  SharedLayout l;
+  for (const auto& t : shape.inputs) l.published += t.bytes();
+  for (const auto& t : shape.outputs) l.published += t.bytes();
+  l.arena = up(l.published);
+  uint64_t at = l.arena;
+  for (const auto& t : shape.outputs) {
+    l.output.push_back(at + kOutputGuardBytes);
+    at = up(at + kOutputGuardBytes + t.bytes() + kOutputGuardBytes);
+  }
+  l.total = at;
+  return l;
+}
+
+}  // namespace atrex::runner
