@@ -83,7 +83,8 @@ std::string random_suffix() {
 // key covers the backend, the site (interpreter, version, libpython, sys.path, torch, triton)
 // and the source.
 Result<CompileOutcome> compile_python(const fs::path& dir, const CandidateRef& cand,
-                                      double timeout_s) {
+                                      double timeout_s, const fs::path& bwrap,
+                                      const fs::path& include_dir) {
   const auto t0 = std::chrono::steady_clock::now();
   ATREX_ASSIGN_OR_RETURN(std::string interpreter, python_interpreter());
   ATREX_ASSIGN_OR_RETURN(PythonSite site, probe_python_site(interpreter));
@@ -93,8 +94,10 @@ Result<CompileOutcome> compile_python(const fs::path& dir, const CandidateRef& c
     return invalid_input(fmt::format("candidate file name \"{}\": a plain file name", site.module));
   }
   CompileOutcome out;
-  out.key = sha256_hex(fmt::format("python\n{}\n{}\n{}", backend_name(cand.backend),
-                                   to_json(site).dump(), cand.source));
+  // Sandboxed or not is in the key, as for compiled candidates (CompileCache::compile).
+  out.key = sha256_hex(fmt::format("python\n{}\n{}\ncompile sandbox: {}\n{}",
+                                   backend_name(cand.backend), to_json(site).dump(),
+                                   bwrap.empty() ? "none" : "bwrap", cand.source));
   const fs::path sub = dir / out.key.substr(0, 2);
   const fs::path art = sub / (out.key + ".py.d");
   const fs::path fail = sub / (out.key + ".fail");
@@ -114,7 +117,8 @@ Result<CompileOutcome> compile_python(const fs::path& dir, const CandidateRef& c
     const std::string suffix = random_suffix();
     ATREX_ASSIGN_OR_RETURN(PythonCompile c,
                            check_python_module(site, cand.source, site.module,
-                                               sub / (out.key + "." + suffix + ".py"), timeout_s));
+                                               sub / (out.key + "." + suffix + ".check"),
+                                               timeout_s, bwrap, include_dir));
     if (!c.ok) {
       out.log = c.log;
       ATREX_TRY(write_text_file_atomic(fail, out.log));
@@ -141,7 +145,7 @@ Result<CompileOutcome> compile_python(const fs::path& dir, const CandidateRef& c
 
 Result<CompileOutcome> CompileCache::compile(const CandidateRef& cand, const std::string& arch,
                                              double timeout_s) {
-  if (is_python_candidate(cand)) return compile_python(dir_, cand, timeout_s);
+  if (is_python_candidate(cand)) return compile_python(dir_, cand, timeout_s, bwrap_, include_dir_);
   const auto t0 = std::chrono::steady_clock::now();
   const Toolchain& tc = toolchain(cand.backend);
   const std::string& compiler = tc.compiler();

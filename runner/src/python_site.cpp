@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include "atrex/common/json_io.h"
+#include "atrex/common/process/sandbox.h"
 #include "atrex/common/process/subprocess.h"
+#include "sandbox/compile_sandbox.h"
 
 namespace atrex::runner {
 namespace fs = std::filesystem;
@@ -161,8 +163,13 @@ std::optional<PythonSite> python_artifact_site(const fs::path& library) {
 }
 
 Result<PythonCompile> check_python_module(const PythonSite& site, const std::string& source,
-                                          const std::string& display, const fs::path& scratch,
-                                          double timeout_s) {
+                                          const std::string& display, const fs::path& work,
+                                          double timeout_s, const fs::path& bwrap,
+                                          const fs::path& include_dir) {
+  std::error_code ec;
+  fs::create_directories(work, ec);
+  if (ec) return io_error(fmt::format("{}: {}", work.string(), ec.message()));
+  const fs::path scratch = work / "candidate.py";
   ATREX_TRY(write_text_file_atomic(scratch, source));
   SubprocessOptions opt;
   // compile() parses and compiles only: no candidate code runs here, outside the sandbox.
@@ -175,11 +182,21 @@ Result<PythonCompile> check_python_module(const PythonSite& site, const std::str
               "    sys.stdout.write(''.join(traceback.format_exception_only(type(e), e)))\n"
               "    sys.exit(1)\n",
               scratch.string(), display};
+  if (!bwrap.empty()) {
+    if (auto ready = probe_bwrap(bwrap); !ready) {
+      fs::remove_all(work, ec);
+      return tl::unexpected(ready.error());
+    }
+    SandboxedCompile jail = sandboxed_compile(bwrap, opt.argv, work, include_dir);
+    opt.argv = std::move(jail.argv);
+    opt.env = std::move(jail.env);
+  }
+  opt.policies.push_back(&compile_limits());
   opt.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   opt.output_tail_bytes = 8192;
   ATREX_ASSIGN_OR_RETURN(SubprocessResult r, run_subprocess(opt));
-  std::error_code ec;
-  fs::remove(scratch, ec);
+  if (!bwrap.empty()) translate_bwrap_exit(r);
+  fs::remove_all(work, ec);
   PythonCompile out;
   out.ok = r.ok();
   out.log = out.ok ? "" : (r.output_tail.empty() ? r.describe() : r.output_tail);

@@ -140,6 +140,44 @@ TEST_F(CompileCacheTest, SandboxedAndUnsandboxedCompilesAreCachedApart) {
   EXPECT_FALSE(b->cache_hit);
 }
 
+// The syntax check of a Python candidate (the interpreter's compile() on untrusted source) runs
+// in the compile sandbox too, under compile_limits(), and sandboxed and unsandboxed checks are
+// cached apart: the error still names the file and the line from inside the sandbox.
+TEST_F(CompileCacheTest, PythonSyntaxCheckRunsInTheCompileSandbox) {
+  if (auto ready = probe_bwrap(bwrap_program()); !ready) GTEST_SKIP() << ready.error().message;
+  // The interpreter as the Python candidate tests take it: $ATREX_PYTHON, else Debian's.
+  const bool set_python = !std::getenv("ATREX_PYTHON") && fs::exists("/usr/bin/python3");
+  if (set_python) ::setenv("ATREX_PYTHON", "/usr/bin/python3", 1);
+  struct Unset {
+    bool on;
+    ~Unset() {
+      if (on) ::unsetenv("ATREX_PYTHON");
+    }
+  } unset{set_python};
+  auto module = [](const std::string& file) {
+    CandidateRef c = candidate("python/" + file, "cpu");
+    c.file_name = "generated_kernel.py";
+    return c;
+  };
+  CompileCache plain(dir_, ATREX_TEST_INCLUDE_DIR);
+  auto a = plain.compile(module("rms_norm_syntax_error.py"), "native", 60);
+  if (!a && a.error().code == ErrorCode::kUnavailable) GTEST_SKIP() << a.error().message;
+  CompileCache jailed(dir_, ATREX_TEST_INCLUDE_DIR);
+  jailed.sandbox_with(bwrap_program());
+  auto b = jailed.compile(module("rms_norm_syntax_error.py"), "native", 60);
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_FALSE(a->ok);
+  EXPECT_FALSE(b->ok);
+  EXPECT_NE(a->key, b->key);
+  EXPECT_FALSE(b->cache_hit);
+  EXPECT_NE(b->log.find("SyntaxError"), std::string::npos) << b->log;
+  EXPECT_NE(b->log.find("generated_kernel.py\", line 6"), std::string::npos) << b->log;
+  auto honest = jailed.compile(module("rms_norm_torch.py"), "native", 60);
+  ASSERT_TRUE(honest) << honest.error().message;
+  EXPECT_TRUE(honest->ok) << honest->log;
+}
+
 // A compiler outside /usr binds its tree's toolchain folders, never the tree: ~/bin/g++ must not
 // bring the home folder's .ssh or ~/.cache/atrex into the sandbox (the compile-sandbox attack of
 // 2026-12-06 read a planted key through CXX=<home>/bin/g++).

@@ -37,13 +37,19 @@ std::optional<PythonSite> python_artifact_site(const std::filesystem::path& libr
 
 // Compile gate for a Python module: `source` is checked by the site's compile() (no candidate
 // code runs); a SyntaxError becomes a failed outcome whose log is Python's message (file name
-// `display`, line, caret). On success the artifact folder `dir` holds `display` and site.json.
+// `display`, line, caret). `work`: a private folder the check may write (the source goes there,
+// and it is all of the cache the sandbox shows). `bwrap`: the interpreter runs in the compile
+// sandbox (sandbox/compile_sandbox.h, `include_dir` bound read-only as for a compiler); empty:
+// unsandboxed. Either way it gets compile_limits(): the parser of an untrusted source is a
+// compiler like any other (deep nesting, huge literals).
 struct PythonCompile {
   bool ok = false;
   std::string log;
 };
 Result<PythonCompile> check_python_module(const PythonSite& site, const std::string& source,
                                           const std::string& display,
-                                          const std::filesystem::path& scratch, double timeout_s);
+                                          const std::filesystem::path& work, double timeout_s,
+                                          const std::filesystem::path& bwrap = {},
+                                          const std::filesystem::path& include_dir = {});
 
 }  // namespace atrex::runner
