@@ -7,8 +7,8 @@
 // On its first call the candidate puts two relays of its own in the child:
 //   - fd 6 (the harness's pipe to the judge): every call_end goes on with "calls":ATTACK_CALLS
 //     instead of 1; every other message, in order, unchanged (the judge's go and its check
-//     requests come back on fd 7, untouched: the splice, the judge's read at the done and the re-checks all run
-//     honestly, and so does the candidate's computation).
+//     requests come back on fd 7, untouched: the splice, the judge's read at the done and the
+//     re-checks all run honestly, and so does the candidate's computation).
 //   - fd 4 (the child's result line to the runner): each timed sample divided by
 //     ATTACK_SLOWDOWN (a bent clock, as rms_norm_slows_clock.cpp's, without touching the clock)
 //     and repeated ATTACK_CALLS times, so that n equals the brackets' sum; median, quartiles,
@@ -16,9 +16,9 @@
 // With ATTACK_CALLS 1 and ATTACK_SLOWDOWN 100 this is rms_norm_relay_forges_timing.cpp's
 // ATTACK_KEEP_COUNT 1: refuted by the judge's clock on a shape whose calls lie well past the cpu
 // allowance (rms_norm shape 40, ~36 ms a call). With ATTACK_CALLS 1000 each checked bracket's
-// bound was divided by 1000: a claim 100x under the true time is never refuted, on any shape, and S_j is
-// 100x the honest one. The impossible-speed rule only bounds the claim from below at 0.8x the
-// roofline.
+// bound was divided by 1000: a claim 100x under the true time is never refuted, on any shape, and
+// S_j is 100x the honest one. The impossible-speed rule only bounds the claim from below at 0.8x
+// the roofline.
 // ATTACK_SPINNERS N > 0 (with ATTACK_CALLS 1): the latency allowance instead. The judge allows
 // max(20 ms, twice the median of 15 ping round trips it measures when timing_begin comes) per
 // bracket (judge.cpp wake_up_latency_us, timing_check.h); the relay releases N busy threads just
@@ -30,6 +30,10 @@
 // 20 ms floor, and the bend is refuted. The candidate's own load alone does not widen it here;
 // load it does not control (other work on the host) does, at a moment it can choose to add to.
 //   ATTACK_CALLS 1, ATTACK_SLOWDOWN 1: the honest twin (both relays forward unchanged).
+// ATTACK_PASSES k: every call computes its output k times over (an honest, slow kernel), so that
+// a shape of modest size has calls past the cpu judge's 20 ms allowance: the spinners above slow
+// every byte the judge moves while they run, so the shape's size, not its call, sets the test's
+// time.
 #include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -51,6 +55,7 @@
 #define ATTACK_CALLS 1000
 #define ATTACK_SLOWDOWN 100
 #define ATTACK_SPINNERS 0
+#define ATTACK_PASSES 1
 
 static float bf16_to_float(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -251,16 +256,18 @@ ATREX_CANDIDATE_EXPORT int atrex_candidate_run(const AtrexLaunch* launch) {
   const auto* xs = static_cast<const uint16_t*>(x->data);
   const auto* ws = static_cast<const uint16_t*>(w->data);
   auto* os = static_cast<uint16_t*>(out->data);
-  for (int64_t r = 0; r < rows; ++r) {
-    float ss = 0;
-    for (int64_t h = 0; h < hidden; ++h) {
-      const float v = bf16_to_float(xs[r * hidden + h]);
-      ss += v * v;
-    }
-    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + eps);
-    for (int64_t h = 0; h < hidden; ++h) {
-      os[r * hidden + h] =
-          float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
+  for (int pass = 0; pass < ATTACK_PASSES; ++pass) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float ss = 0;
+      for (int64_t h = 0; h < hidden; ++h) {
+        const float v = bf16_to_float(xs[r * hidden + h]);
+        ss += v * v;
+      }
+      const float inv = 1.0f / std::sqrt(ss / static_cast<float>(hidden) + eps);
+      for (int64_t h = 0; h < hidden; ++h) {
+        os[r * hidden + h] =
+            float_to_bf16(bf16_to_float(xs[r * hidden + h]) * inv * bf16_to_float(ws[h]));
+      }
     }
   }
   return 0;

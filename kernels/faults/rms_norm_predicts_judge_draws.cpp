@@ -169,8 +169,9 @@ struct Solver {
 // before a timed call (prepare_timed_call, outside the judge's bracket, before the flush), the hook
 // writes the correct answer for the predicted window instead. The call itself then only spins
 // ATTACK_FRAC x the honest in-call time (measured on the shape's untimed calls) and returns: the
-// outputs are right (the judge's read at the done, re-checks, last-call check all pass), the bracket holds no work, so
-// the judge's bound is ~0 on every shape. A call whose go does not match the prediction computes.
+// outputs are right (the judge's read at the done, re-checks, last-call check all pass), the
+// bracket holds no work, so the judge's bound is ~0 on every shape. A call whose go does not
+// match the prediction computes.
 // ATTACK 0: the honest twin: the same hooks, tracking and solver; every call computes in the call.
 #include <dlfcn.h>
 #include <elf.h>

@@ -60,6 +60,7 @@ class AttackRound3 : public ::testing::Test {
     int max_iterations = 5;
     int unseen_shapes = 0;
     SandboxMode sandbox = SandboxMode::kBwrap;
+    double shape_timeout_s = 120;
   };
 
   std::vector<EvalRecord> evaluate_unseen(const std::string& file, Run run) {
@@ -90,7 +91,7 @@ class AttackRound3 : public ::testing::Test {
     t.settings.min_iterations = run.min_iterations;
     t.settings.max_iterations = run.max_iterations;
     t.settings.min_time_s = 0;
-    t.settings.shape_timeout_s = 120;
+    t.settings.shape_timeout_s = run.shape_timeout_s;
     t.settings.unseen_shapes = run.unseen_shapes;
     EvaluatorOptions o;
     o.suite = suite_;
@@ -155,7 +156,8 @@ TEST_F(AttackRound3, InflatedBracketCallsHideABentClock) {
   EXPECT_EQ(control[0].error.rfind("timing refuted by the judge's clock", 0), 0u)
       << describe(control[0]);
   auto twin = evaluate("rms_norm_inflates_bracket_calls.cpp",
-                       {.shapes = {kLongCallShape}, .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SLOWDOWN", "1"}}});
+                       {.shapes = {kLongCallShape},
+                        .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SLOWDOWN", "1"}}});
   ASSERT_EQ(twin.size(), 1u);
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
 }
@@ -196,13 +198,23 @@ TEST_F(AttackRound3, TimedCallsCannotSkipTheirWorkAfterTheLastRecheck) {
 // waits for those pings): spinning on cue no longer widens the allowance, whatever the host's
 // scheduler does with the spinners.
 TEST_F(AttackRound3, LoadDuringTheJudgesCalibrationWidensItsAllowance) {
-  auto recs = evaluate("rms_norm_inflates_bracket_calls.cpp",
-                       {.shapes = {kLongCallShape}, .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SPINNERS", "256"}}});
+  // With 256 spinners the attack's evaluation is slow (on kLongCallShape 150-400 s two tests
+  // at a time, past its 120 s limit). Shape 3 with each call computed three times over (~40 ms
+  // a call) keeps the call past the allowance at 40% of the bytes; the whole test still took
+  // 370 s two at a time (145 s on average before, one pass on shape 3), so the attack's
+  // evaluation gets 600 s (ctest's limit is 900 s a test).
+  auto recs = evaluate(
+      "rms_norm_inflates_bracket_calls.cpp",
+      {.shapes = {"3"},
+       .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SPINNERS", "256"}, {"ATTACK_PASSES", "3"}},
+       .shape_timeout_s = 600});
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].status, EvalStatus::kRejected) << describe(recs[0]);
   EXPECT_EQ(recs[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << describe(recs[0]);
-  auto twin = evaluate("rms_norm_inflates_bracket_calls.cpp",
-                       {.shapes = {kLongCallShape}, .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SLOWDOWN", "1"}}});
+  auto twin = evaluate(
+      "rms_norm_inflates_bracket_calls.cpp",
+      {.shapes = {"3"},
+       .defines = {{"ATTACK_CALLS", "1"}, {"ATTACK_SLOWDOWN", "1"}, {"ATTACK_PASSES", "3"}}});
   ASSERT_EQ(twin.size(), 1u);
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
 }
@@ -347,7 +359,8 @@ TEST_F(AttackRound3, WorkMovedPastTheReturnIsRefutedByTheJudgesClock) {
   EXPECT_EQ(recs[0].error.rfind("timing refuted by the judge's clock", 0), 0u) << describe(recs[0]);
   EXPECT_FALSE(recs[0].s_j);
   auto twin =
-      evaluate("rms_norm_works_before_the_done.cpp", {.shapes = {kLongCallShape}, .defines = {{"ATTACK_DEFER", "0"}}});
+      evaluate("rms_norm_works_before_the_done.cpp",
+               {.shapes = {kLongCallShape}, .defines = {{"ATTACK_DEFER", "0"}}});
   ASSERT_EQ(twin.size(), 1u);
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
   EXPECT_TRUE(twin[0].s_j);

@@ -727,10 +727,12 @@ std::string Judge::check_bracket(const child::SetKey& key, const std::string& co
 void Judge::read_done_outputs() {
   if (!arena_map_) {
     struct stat st {};
-    if (::fstat(shared_, &st) != 0) throw Stop{false, "judge: the shared memfd: " + std::string(std::strerror(errno))};
+    if (::fstat(shared_, &st) != 0)
+      throw Stop{false, "judge: the shared memfd: " + std::string(std::strerror(errno))};
     arena_map_bytes_ = static_cast<size_t>(st.st_size);
-    void* m = arena_map_bytes_ ? ::mmap(nullptr, arena_map_bytes_, PROT_READ, MAP_SHARED, shared_, 0)
-                               : MAP_FAILED;
+    void* m = arena_map_bytes_
+                  ? ::mmap(nullptr, arena_map_bytes_, PROT_READ, MAP_SHARED, shared_, 0)
+                  : MAP_FAILED;
     if (m == MAP_FAILED)
       throw Stop{false, "judge: mapping the shared memfd: " + std::string(std::strerror(errno))};
     arena_map_ = static_cast<const uint8_t*>(m);
