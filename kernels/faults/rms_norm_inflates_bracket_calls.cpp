@@ -102,8 +102,11 @@ static bool write_all(int fd, const std::string& s) {
 // ATTACK_SPINNERS: busy threads from the harness's timing_begin (the judge measures its wake-up
 // latency when it gets it) to the first call_begin. They are started parked at the first call
 // (64 KiB stacks) and released all at once; timing_begin goes on once they all spin.
-static std::mutex g_spin_mu;
-static std::condition_variable g_spin_cv;
+// Never destroyed: at exit glibc's pthread_cond_destroy waits for the spinners parked on it,
+// which never wake, and the child hung until the runner's shape limit killed it (120 s of every
+// run of this attack).
+static std::mutex& g_spin_mu = *new std::mutex;
+static std::condition_variable& g_spin_cv = *new std::condition_variable;
 static std::atomic<bool> g_spin{false};
 static std::atomic<int> g_spinning{0}, g_spinners{0};
 static void spinner() {

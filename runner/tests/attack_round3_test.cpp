@@ -366,6 +366,24 @@ TEST_F(AttackRound3, WorkMovedPastTheReturnIsRefutedByTheJudgesClock) {
   EXPECT_TRUE(twin[0].s_j);
 }
 
+// DEFENDED (attack round 6, 2026-12-07): the round-5 race against the judge's own read of the
+// outputs at the done. A timed call returns after 20% of its rows; two spinning threads finish
+// the rest while the done travels and the judge reads 4096 lines it draws then. The attacker's
+// runs: `wrong_result` on both shapes every time (2917-3273 of the lines differed); the twin
+// (ATTACK_FRAC 1.0, the same threads) passes.
+TEST_F(AttackRound3, ARaceWithTheJudgesReadAtTheDoneFails) {
+  auto recs = evaluate("rms_norm_races_the_done_read.cpp", {.shapes = {"0"}});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << describe(recs[0]);
+  EXPECT_NE(recs[0].error.find("not the ones the timed call had when its done reached the judge"),
+            std::string::npos)
+      << describe(recs[0]);
+  auto twin = evaluate("rms_norm_races_the_done_read.cpp",
+                       {.shapes = {"0"}, .defines = {{"ATTACK_FRAC", "1.0"}}});
+  ASSERT_EQ(twin.size(), 1u);
+  EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
+}
+
 // DEFENDED: the sandbox seen from inside, looking for a way out: no descriptor beyond 0-2 and
 // the protocol's 4-8, nothing under /proc (outside the per-process folders and /proc/sys) that
 // opens for writing but the PSI trigger files, nothing under /sys/devices/system/cpu, bwrap's
