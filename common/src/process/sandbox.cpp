@@ -128,6 +128,24 @@ std::string resolved_search_path(std::string_view list) {
 
 }  // namespace
 
+std::vector<fs::path> resolved_folders_of(const char* var) {
+  std::vector<fs::path> out;
+  const char* v = std::getenv(var);
+  if (!v) return out;
+  std::string_view list(v);
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(':', start), list.size());
+    const fs::path item(list.substr(start, end - start));
+    start = end + 1;
+    if (item.empty() || !item.is_absolute()) continue;
+    std::error_code ec;
+    const fs::path c = fs::canonical(item, ec);
+    out.push_back(ec ? item : c);
+  }
+  return out;
+}
+
 std::map<std::string, std::string> clean_child_environment(const fs::path& scratch) {
   std::map<std::string, std::string> env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
                                             {"HOME", scratch.string()},

@@ -4,7 +4,6 @@
 
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -193,9 +192,8 @@ class Judge {
   };
   std::vector<Bracket> brackets_;
   // What read_done_outputs read at the last bracket's done: per output, the byte offsets of the
-  // lines read (empty with `whole`: all of it) and their bytes, one after the other.
+  // lines read (every line when it read them whole) and their bytes, one after the other.
   struct DoneRead {
-    bool whole = false;
     std::vector<std::vector<uint64_t>> at;
     std::vector<std::vector<uint8_t>> bytes;
   };
@@ -700,13 +698,6 @@ std::string Judge::check_bracket(const child::SetKey& key, const std::string& co
   for (size_t i = 0; i < host_out_.size(); ++i) {
     const std::vector<uint8_t>& published = host_out_[i];
     const std::vector<uint8_t>& then = done_read_.bytes[i];
-    if (done_read_.whole) {
-      for (size_t at = 0; at < published.size(); at += kLineBytes, ++read) {
-        const size_t n = std::min(kLineBytes, published.size() - at);
-        differ += std::memcmp(published.data() + at, then.data() + at, n) != 0;
-      }
-      continue;
-    }
     size_t from = 0;
     for (uint64_t at : done_read_.at[i]) {
       const size_t n = std::min<size_t>(kLineBytes, published.size() - at);
@@ -726,16 +717,10 @@ std::string Judge::check_bracket(const child::SetKey& key, const std::string& co
 
 void Judge::read_done_outputs() {
   if (!arena_map_) {
-    struct stat st {};
-    if (::fstat(shared_, &st) != 0)
-      throw Stop{false, "judge: the shared memfd: " + std::string(std::strerror(errno))};
-    arena_map_bytes_ = static_cast<size_t>(st.st_size);
-    void* m = arena_map_bytes_
-                  ? ::mmap(nullptr, arena_map_bytes_, PROT_READ, MAP_SHARED, shared_, 0)
-                  : MAP_FAILED;
-    if (m == MAP_FAILED)
-      throw Stop{false, "judge: mapping the shared memfd: " + std::string(std::strerror(errno))};
-    arena_map_ = static_cast<const uint8_t*>(m);
+    auto m = map_shared_memfd(shared_, false);
+    if (!m) throw Stop{false, "judge: " + m.error().message};
+    arena_map_ = m->data;
+    arena_map_bytes_ = m->bytes;
   }
   if (layout_.total > arena_map_bytes_)
     throw Stop{false, fmt::format("judge: the shared memfd holds {} bytes, the output arena ends "
@@ -744,30 +729,27 @@ void Judge::read_done_outputs() {
   const size_t n = shape_.outputs.size();
   uint64_t total = 0;
   for (const auto& t : shape_.outputs) total += t.bytes();
-  done_read_.whole = total <= kWholeReadBytes;
+  const bool whole = total <= kWholeReadBytes;
   done_read_.at.assign(n, {});
-  done_read_.bytes.resize(n);
+  done_read_.bytes.assign(n, {});
   for (size_t i = 0; i < n; ++i) {
     const uint8_t* out = arena_map_ + layout_.output[i];
     const size_t bytes = shape_.outputs[i].bytes();
-    std::vector<uint8_t>& into = done_read_.bytes[i];
-    if (done_read_.whole) {
-      into.assign(out, out + bytes);
-      continue;
-    }
-    into.clear();
-    if (bytes == 0) continue;
-    // This output's share of the lines (at least one), at places drawn now.
     const uint64_t lines = (bytes + kLineBytes - 1) / kLineBytes;
-    const uint64_t share = std::max<uint64_t>(
-        1, static_cast<uint64_t>(static_cast<double>(kReadLines) * static_cast<double>(bytes) /
-                                 static_cast<double>(total)));
-    into.reserve(share * kLineBytes);
-    for (uint64_t k = 0; k < share; ++k) {
-      const uint64_t at = (rng_() % lines) * kLineBytes;
+    if (lines == 0) continue;
+    // Every line in order, or this output's share of the lines (at least one) at places drawn
+    // now.
+    const uint64_t count =
+        whole ? lines
+              : std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(kReadLines) *
+                                                            static_cast<double>(bytes) /
+                                                            static_cast<double>(total)));
+    done_read_.bytes[i].reserve(whole ? bytes : count * kLineBytes);
+    for (uint64_t k = 0; k < count; ++k) {
+      const uint64_t at = (whole ? k : rng_() % lines) * kLineBytes;
       const size_t len = std::min<size_t>(kLineBytes, bytes - at);
       done_read_.at[i].push_back(at);
-      into.insert(into.end(), out + at, out + at + len);
+      done_read_.bytes[i].insert(done_read_.bytes[i].end(), out + at, out + at + len);
     }
   }
 }

@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,17 +39,11 @@ JudgeLink::~JudgeLink() {
 Status JudgeLink::map(ChildDevice& dev) {
   if (shared_ < 0) return io_error("no judge: the child was started without --shared-fd");
   if (map_) return ok();
-  struct stat st {};
-  if (::fstat(shared_, &st) != 0)
-    return io_error(fmt::format("the shared memfd: {}", std::strerror(errno)));
-  map_bytes_ = static_cast<size_t>(st.st_size);
-  if (map_bytes_ == 0) return ok();
-  void* m = ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, shared_, 0);
-  if (m == MAP_FAILED)
-    return io_error(fmt::format("mapping the shared memfd: {}", std::strerror(errno)));
-  map_ = static_cast<uint8_t*>(m);
+  ATREX_ASSIGN_OR_RETURN(MemfdMapping m, map_shared_memfd(shared_, true));
+  map_ = m.data;
+  map_bytes_ = m.bytes;
   // Every check copies the shape's tensors from the device into this mapping.
-  if (dev.pin_host(map_, map_bytes_)) pinned_by_ = &dev;
+  if (map_ && dev.pin_host(map_, map_bytes_)) pinned_by_ = &dev;
   return ok();
 }
 

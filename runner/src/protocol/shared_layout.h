@@ -12,9 +12,17 @@
 // device (cuda, hip) pay nothing for the arena.
 #pragma once
 
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "atrex/common/error.h"
 #include "atrex/problems/operator.h"
 
 namespace atrex::runner {
@@ -43,6 +51,26 @@ inline SharedLayout shared_layout(const problems::ResolvedShape& shape) {
   }
   l.total = at;
   return l;
+}
+
+// The whole memfd `fd` (its size now) mapped shared, read-write for the child, read-only for
+// the judge; {nullptr, 0} for an empty one. kIo naming the failing call.
+struct MemfdMapping {
+  uint8_t* data = nullptr;
+  size_t bytes = 0;
+};
+inline Result<MemfdMapping> map_shared_memfd(int fd, bool writable) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    return io_error(fmt::format("the shared memfd: {}", std::strerror(errno)));
+  MemfdMapping m{nullptr, static_cast<size_t>(st.st_size)};
+  if (m.bytes == 0) return m;
+  void* p = ::mmap(nullptr, m.bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
+                   fd, 0);
+  if (p == MAP_FAILED)
+    return io_error(fmt::format("mapping the shared memfd: {}", std::strerror(errno)));
+  m.data = static_cast<uint8_t*>(p);
+  return m;
 }
 
 }  // namespace atrex::runner

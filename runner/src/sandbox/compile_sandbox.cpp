@@ -59,19 +59,10 @@ SandboxedCompile sandboxed_compile(const fs::path& bwrap, const std::vector<std:
   view.read_only.push_back("/etc/alternatives");
   const fs::path inc = fs::canonical(include_dir, ec);
   view.read_only.push_back(ec ? include_dir : inc);
-  if (const char* lib = std::getenv("LD_LIBRARY_PATH")) {
-    std::stringstream ss(lib);
-    for (std::string dir; std::getline(ss, dir, ':');) {
-      if (dir.empty() || !fs::path(dir).is_absolute()) continue;
-      // At its resolved path, the one the compiler's LD_LIBRARY_PATH names
-      // (clean_child_environment): bwrap cannot make a mount point through a link of a tree
-      // bound read-only (LD_LIBRARY_PATH=/usr/local/cuda/lib64 on a CUDA image, where
-      // /usr/local/cuda is a link: "Can't mkdir /usr/local/cuda/lib64" failed every compile on
-      // the GPU host on 2026-12-07).
-      const fs::path c = fs::canonical(dir, ec);
-      view.read_only.push_back(ec ? fs::path(dir) : c);
-    }
-  }
+  // Resolved ("Can't mkdir /usr/local/cuda/lib64" failed every compile on the GPU host on
+  // 2026-12-07 while they were bound as named).
+  for (fs::path& dir : resolved_folders_of("LD_LIBRARY_PATH"))
+    view.read_only.push_back(std::move(dir));
   view.read_write.push_back(work);
   view.scratch_bytes = 2ull << 30;
   SandboxedCompile out;

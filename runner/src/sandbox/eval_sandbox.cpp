@@ -4,32 +4,12 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <sstream>
 #include <thread>
 
 #include "atrex/runner/python_site.h"
 
 namespace atrex::runner {
 namespace fs = std::filesystem;
-
-namespace {
-
-void add_path_list(const char* var, std::vector<fs::path>& out) {
-  const char* v = std::getenv(var);
-  if (!v) return;
-  std::stringstream ss(v);
-  std::string item;
-  while (std::getline(ss, item, ':')) {
-    if (item.empty() || !fs::path(item).is_absolute()) continue;
-    // Bound at its resolved path, the one the child's LD_LIBRARY_PATH names
-    // (clean_child_environment): a symlink on the way may point outside the bound trees.
-    std::error_code ec;
-    const fs::path c = fs::canonical(item, ec);
-    out.push_back(ec ? fs::path(item) : c);
-  }
-}
-
-}  // namespace
 
 SandboxView eval_sandbox_view(Backend backend, const fs::path& child_binary,
                               const fs::path& library) {
@@ -63,8 +43,8 @@ SandboxView eval_sandbox_view(Backend backend, const fs::path& child_binary,
     bind("/etc/alternatives");
     for (const auto& p : site->sys_path) bind(p);
   }
-  add_path_list("LD_LIBRARY_PATH", v.read_only);
-  add_path_list("ATREX_SANDBOX_BIND", v.read_only);
+  for (const char* var : {"LD_LIBRARY_PATH", "ATREX_SANDBOX_BIND"})
+    for (fs::path& p : resolved_folders_of(var)) v.read_only.push_back(std::move(p));
   if (backend == Backend::kCpu) {
     v.read_only.emplace_back("/sys/devices/system/cpu");
     return v;

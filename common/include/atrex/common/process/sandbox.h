@@ -54,6 +54,13 @@ std::vector<std::string> bwrap_argv(const std::filesystem::path& bwrap, const Sa
 // seccomp profile, no bwrap) otherwise.
 Status probe_bwrap(const std::filesystem::path& bwrap);
 
+// The absolute folders of the colon-separated list in environment variable `var` (none when it
+// is unset), each at its resolved path: bwrap binds a folder at the path the sandboxed program
+// will use (clean_child_environment resolves LD_LIBRARY_PATH alike), and it cannot make a mount
+// point through a link inside a tree it binds read-only (/usr/local/cuda/lib64 on a CUDA image,
+// /usr/local/cuda and lib64 links: "Can't mkdir /usr/local/cuda/lib64").
+std::vector<std::filesystem::path> resolved_folders_of(const char* var);
+
 // bwrap exits 128 + N when the sandboxed command died of signal N: give the result that signal,
 // so that records say "killed by signal 11 (SIGSEGV)" as without a sandbox.
 void translate_bwrap_exit(SubprocessResult& r);
