@@ -163,24 +163,39 @@ fi
 
 if want refs; then
   echo "=== reference candidates: correctness on the 2 smallest and the largest shape of every operator"
-  for src in kernels/reference/*/naive.cu; do
+  # REFS_JOBS=N evaluates N operators at once (correctness only, --no-perf: nothing is timed, so
+  # sharing the GPU changes no figure but the wall times); each block is appended whole.
+  ref_one() {
+    local op=$1 sel=$2 tag="$1-${2%%:*}" t0 t1 r shapes
+    t0=$(date +%s.%N)
+    timeout 150 "$atrex" eval "$src_dir/$op/naive.cu" --operator "$op" --shapes "$sel" --seeds 2 --no-perf --timeout 120 \
+      --out "$out/refs-$tag.jsonl" > "$out/refs-$tag.txt" 2>&1
+    r=$?
+    t1=$(date +%s.%N)
+    shapes=$(grep -E '^ +[0-9]+ ' "$out/refs-$tag.txt" | awk '{printf "%s:%s ", $1, $2}')
+    {
+      printf '%-30s %-10s rc=%d %6.1fs  %s\n' "$op" "$sel" "$r" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" "$shapes"
+      [ $r -ne 0 ] && grep -v '^ *[0-9]* ' "$out/refs-$tag.txt" | tail -3 | sed 's/^/    | /'
+      python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    j=json.loads(l); print("    shape", j.get("shape_id"), j.get("status"), "sandbox", j.get("sandbox"), "wall_s", round(j.get("wall_s",0),2), "phases_s", {k: round(v,2) for k,v in (j.get("phases_s") or {}).items()})' "$out/refs-$tag.jsonl" 2>/dev/null
+    } > "$out/refs-$tag.block"
+    cat "$out/refs-$tag.block" >> "$out/refs.txt"
+    cat "$out/refs-$tag.block"
+    [ -n "${OUT:-}" ] && cp "$out/refs.txt" "$OUT/"
+    return $r
+  }
+  src_dir=kernels/reference
+  jobs=${REFS_JOBS:-1}
+  for src in "$src_dir"/*/naive.cu; do
     op=$(basename "$(dirname "$src")")
     if [ -n "${REFS_OPS:-}" ] && ! [[ " $REFS_OPS " == *" $op "* ]]; then continue; fi
     for sel in ${REFS_SELECT:-smallest:2 largest:1}; do
-      t0=$(date +%s.%N)
-      timeout 150 "$atrex" eval "$src" --operator "$op" --shapes "$sel" --seeds 2 --no-perf --timeout 120 \
-        --out "$out/refs-$op-${sel%%:*}.jsonl" > "$out/refs-$op-${sel%%:*}.txt" 2>&1
-      r=$?
-      [ $r -ne 0 ] && rc=1
-      t1=$(date +%s.%N)
-      shapes=$(grep -E '^ +[0-9]+ ' "$out/refs-$op-${sel%%:*}.txt" | awk '{printf "%s:%s ", $1, $2}')
-      printf '%-30s %-10s rc=%d %6.1fs  %s\n' "$op" "$sel" "$r" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" "$shapes" | tee -a "$out/refs.txt"
-      python3 -c 'import json,sys
-for l in open(sys.argv[1]):
-    j=json.loads(l); print("    shape", j.get("shape_id"), j.get("status"), "wall_s", round(j.get("wall_s",0),2), "phases_s", {k: round(v,2) for k,v in (j.get("phases_s") or {}).items()})' "$out/refs-$op-${sel%%:*}.jsonl" 2>/dev/null | tee -a "$out/refs.txt"
-      [ -n "${OUT:-}" ] && cp "$out/refs.txt" "$OUT/"
+      while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || rc=1; done
+      ref_one "$op" "$sel" &
     done
   done
+  while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || rc=1; done
   [ -n "${OUT:-}" ] && cp "$out/refs.txt" "$OUT/"
 fi
 

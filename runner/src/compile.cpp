@@ -32,7 +32,10 @@ fs::path default_include_dir() {
 
 CompileCache::CompileCache(fs::path dir, fs::path include_dir,
                            std::optional<std::string> native_target)
-    : dir_(std::move(dir)), include_dir_(std::move(include_dir)) {
+    // Absolute from here on: the compiler runs in the sandbox's own working folder, where a
+    // relative cache or include folder (ATREX_CACHE_DIR=.cache) names nothing.
+    : dir_(dir.empty() ? dir : fs::absolute(dir)),
+      include_dir_(include_dir.empty() ? include_dir : fs::absolute(include_dir)) {
   toolchains_[Backend::kCpu] = make_cxx_toolchain(std::move(native_target));
   toolchains_[Backend::kCuda] = make_nvcc_toolchain();
   toolchains_[Backend::kHip] = make_hipcc_toolchain();

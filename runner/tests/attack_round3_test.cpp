@@ -370,13 +370,20 @@ TEST_F(AttackRound3, WorkMovedPastTheReturnIsRefutedByTheJudgesClock) {
 // outputs at the done. A timed call returns after 20% of its rows; two spinning threads finish
 // the rest while the done travels and the judge reads 4096 lines it draws then. The attacker's
 // runs: `wrong_result` on both shapes every time (2917-3273 of the lines differed); the twin
-// (ATTACK_FRAC 1.0, the same threads) passes.
+// (ATTACK_FRAC 1.0, the same threads) passes. Which check names the failure depends on the
+// threads' speed: finished by the re-check, the outputs differ from the judge's read at the done;
+// starved (CI's 2 loaded cores, stop 29), they are still unfinished when the re-check compares
+// them with the reference. Both are the race failing. The read at the done is pinned on its own,
+// deterministically, by JudgeBracket.*FinishedAfterTheDoneFailTheCheck*.
 TEST_F(AttackRound3, ARaceWithTheJudgesReadAtTheDoneFails) {
   auto recs = evaluate("rms_norm_races_the_done_read.cpp", {.shapes = {"0"}});
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].status, EvalStatus::kWrongResult) << describe(recs[0]);
-  EXPECT_NE(recs[0].error.find("not the ones the timed call had when its done reached the judge"),
-            std::string::npos)
+  const std::string& e = recs[0].error;
+  EXPECT_TRUE(e.find("not the ones the timed call had when its done reached the judge") !=
+                  std::string::npos ||
+              e.find("re-check of timed call") != std::string::npos ||
+              e.find("last timed call") != std::string::npos)
       << describe(recs[0]);
   auto twin = evaluate("rms_norm_races_the_done_read.cpp",
                        {.shapes = {"0"}, .defines = {{"ATTACK_FRAC", "1.0"}}});

@@ -224,6 +224,21 @@ TEST_F(CompileCacheTest, ALibraryPathThroughALinkDoesNotBreakTheSandbox) {
   EXPECT_TRUE(r->ok) << "LD_LIBRARY_PATH=" << linked << ": " << r->log;
 }
 
+// A relative cache folder (ATREX_CACHE_DIR=.gpu-bundle/cache, as deploy/gpu/bundle.sh used it)
+// made every sandboxed compile fail with "cc1plus: fatal error: <file>: No such file or directory":
+// the compiler runs in the sandbox's working folder, where the relative path names nothing.
+TEST_F(CompileCacheTest, ARelativeCacheFolderStillCompilesInTheSandbox) {
+  if (auto ready = probe_bwrap(bwrap_program()); !ready) GTEST_SKIP() << ready.error().message;
+  const fs::path relative = fs::relative(dir_);
+  ASSERT_TRUE(relative.is_relative()) << relative;
+  CompileCache cache(relative, ATREX_TEST_INCLUDE_DIR);
+  cache.sandbox_with(bwrap_program());
+  auto r = cache.compile(candidate("rms_norm_correct.cpp", "cpu"), "native", 120);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->ok) << "cache folder " << relative << ": " << r->log;
+  EXPECT_TRUE(r->library.is_absolute()) << r->library;
+}
+
 TEST(NativeCpuTarget, NamesTheCpuModelAndTheResolvedMarch) {
   std::string model;
   std::ifstream in("/proc/cpuinfo");
