@@ -45,6 +45,12 @@ void apply_child_response(EvalRecord& r, const ChildShapeResponse& c) {
 
 namespace {
 
+// How long a child may take to exit once its last record is in (a CUDA context's teardown takes
+// about a second): past it the child is killed and its records kept. A candidate that parks the
+// process at exit (kernels/faults/rms_norm_hangs_at_exit.cpp) held the runner's slot for the
+// whole shape limit before.
+constexpr auto kChildExitGrace = std::chrono::seconds(10);
+
 // The record of the shape a child was working on when it ended without a verdict.
 EvalRecord lost_shape_record(const BatchContext& ctx, const problems::Shape& shape,
                              const Result<SubprocessResult>& proc, double since_last_s) {
@@ -434,8 +440,19 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
       return true;
     };
     if (sandboxed) opt.stop_signal = 0;
-    opt.should_abort = [&] { return channel.tampered(); };
+    bool lingered = false;
+    opt.should_abort = [&] {
+      if (channel.tampered()) return true;
+      lingered = channel.accepted() == ids.size() &&
+                 std::chrono::steady_clock::now() - last_line_at > kChildExitGrace;
+      return lingered;
+    };
     auto proc = run_subprocess(opt);
+    if (lingered) {
+      spdlog::warn("task {} ({}): the evaluation child was still running {} s after its last "
+                   "record; killed, its records kept",
+                   task.task_id, task.operator_name, kChildExitGrace.count());
+    }
     if (proc && sandboxed) translate_bwrap_exit(*proc);
     if (proc && cgroup->oom_killed()) {
       proc->output_tail += fmt::format("\n[atrex] the child's cgroup memory limit ({} MiB) was "

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -364,6 +365,26 @@ TEST_F(AttackRound3, WorkMovedPastTheReturnIsRefutedByTheJudgesClock) {
   ASSERT_EQ(twin.size(), 1u);
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
   EXPECT_TRUE(twin[0].s_j);
+}
+
+// CONTAINED: a correct candidate whose process parks itself at exit (a static destructor that
+// never returns) once its last record is written. The runner used to wait out the whole shape
+// limit for it; now the child is killed kChildExitGrace (10 s) after its last record and the
+// record stands. The limit is 300 s here: a runner that waits for it fails the bound. The twin
+// (ATTACK_HANG 0) passes the same way.
+TEST_F(AttackRound3, AChildParkedAtExitKeepsItsRecordAndFreesTheSlot) {
+  for (const char* hang : {"1", "0"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto recs = evaluate("rms_norm_hangs_at_exit.cpp", {.shapes = {"15"},
+                                                        .defines = {{"ATTACK_HANG", hang}},
+                                                        .shape_timeout_s = 300});
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_EQ(recs.size(), 1u) << "ATTACK_HANG " << hang;
+    EXPECT_EQ(recs[0].status, EvalStatus::kOk) << "ATTACK_HANG " << hang << ": " << describe(recs[0]);
+    EXPECT_TRUE(recs[0].s_j) << "ATTACK_HANG " << hang;
+    EXPECT_LT(wall_s, 150) << "ATTACK_HANG " << hang << ": the runner waited for the shape limit";
+  }
 }
 
 // DEFENDED (attack round 6, 2026-12-07): the round-5 race against the judge's own read of the

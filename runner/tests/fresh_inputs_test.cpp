@@ -217,20 +217,22 @@ TEST_F(FreshInputs, TheJudgeRefutesAChildThatSkipsTheEdgeSet) {
                     {"seed", 11},
                     {"kind", "usual"},
                     {"variant", -1},
-                    {"context", ""}});
+                    {"context", ""},
+                    {"inputs", true}});
     Json r = judge.reply();
     ASSERT_EQ(r.value("pass", false), true) << r.dump();
     if (!skip) {
       const uint64_t edge_seed = 11 ^ child::kEdgeCaseSeedMix;
       auto edge = problems::run_reference_host(*resolved, edge_seed, true);
       ASSERT_TRUE(edge) << edge.error().message;
-      judge.publish(*edge);
+      judge.publish(*edge, false);
       judge.send(Json{{"op", "check"},
                       {"shape_id", "3"},
                       {"seed", edge_seed},
                       {"kind", "edge_case"},
                       {"variant", -1},
-                      {"context", "edge case: "}});
+                      {"context", "edge case: "},
+                      {"inputs", false}});
       r = judge.reply();
       ASSERT_EQ(r.value("pass", false), true) << r.dump();
     }

@@ -64,8 +64,10 @@ class JudgeBracket : public ::testing::Test {
     ASSERT_TRUE(answer->check) << "min_iterations 1: the first timed call is re-checked";
   }
   Json recheck(int64_t splice) const {
-    return Json{{"op", "check"},   {"shape_id", id_},     {"seed", kSeed},
-                {"kind", "usual"}, {"variant", splice}, {"context", "re-check: "}};
+    // The shape's first check: it carries the inputs (judge.cpp inputs_due_).
+    return Json{{"op", "check"},        {"shape_id", id_},          {"seed", kSeed},
+                {"kind", "usual"},      {"variant", splice},        {"context", "re-check: "},
+                {"inputs", true}};
   }
   // The outputs with `every`-th line of 64 bytes (from line `first`) still 0xFF: what the
   // harness poisons before a timed call, left where the work is unfinished at the done.
@@ -153,6 +155,55 @@ TEST_F(JudgeBracket, LargeOutputsFinishedAfterTheDoneFailTheCheckAtTheLinesDrawn
   const Json in_time = recheck_after(run_.outputs);
   EXPECT_EQ(in_time.value("error", std::string()).find(kFinishedAfter), std::string::npos)
       << in_time.dump();
+}
+
+// The inputs travel with a shape's first check and the first after its timed calls, no other
+// (judge.cpp inputs_due_): left out of the first, or carried by a later one, is tampering; the
+// honest order passes both checks.
+TEST_F(JudgeBracket, TheInputsGoWithTheFirstCheckAndNoOther) {
+  load("15");
+  auto check = [&](bool inputs) {
+    return Json{{"op", "check"}, {"shape_id", id_}, {"seed", kSeed}, {"kind", "usual"},
+                {"variant", -1}, {"context", ""},   {"inputs", inputs}};
+  };
+  {
+    JudgeProcess judge(task_);
+    judge.publish(run_, true);
+    judge.send(check(true));
+    EXPECT_EQ(judge.reply().value("pass", false), true);
+    judge.publish(run_, false);
+    judge.send(check(false));
+    EXPECT_EQ(judge.reply().value("pass", false), true);
+    judge.send(Json{{"op", "shape_end"}, {"shape_id", id_}, {"status", "ok"}});
+    const JudgeVerdict v = judge.verdict();
+    EXPECT_TRUE(v.tampering.empty()) << v.tampering;
+    EXPECT_EQ(v.checks, 2);
+  }
+  {
+    JudgeProcess judge(task_);
+    judge.publish(run_, false);
+    judge.send(check(false));
+    (void)judge.reply();
+    const JudgeVerdict v = judge.verdict();
+    EXPECT_EQ(v.status, EvalStatus::kRejected);
+    EXPECT_NE(v.tampering.find("without the candidate's inputs where the judge needs them"),
+              std::string::npos)
+        << v.tampering;
+  }
+  {
+    JudgeProcess judge(task_);
+    judge.publish(run_, true);
+    judge.send(check(true));
+    EXPECT_EQ(judge.reply().value("pass", false), true);
+    judge.publish(run_, true);
+    judge.send(check(true));
+    (void)judge.reply();
+    const JudgeVerdict v = judge.verdict();
+    EXPECT_EQ(v.status, EvalStatus::kRejected);
+    EXPECT_NE(v.tampering.find("with the candidate's inputs where the judge does not take them"),
+              std::string::npos)
+        << v.tampering;
+  }
 }
 
 TEST_F(JudgeBracket, AnOpTheProtocolHasNotIsTampering) {

@@ -116,13 +116,14 @@ Status JudgeLink::prepare(const std::string& shape_id, const SetKey& key) {
 }
 
 Result<std::string> JudgeLink::check(const std::string& shape_id, const SetKey& key,
-                                     const std::string& context) {
+                                     const std::string& context, bool inputs) {
   ATREX_TRY(send(Json{{"op", "check"},
                       {"shape_id", shape_id},
                       {"seed", key.seed},
                       {"kind", set_kind_name(key.kind)},
                       {"variant", key.variant},
-                      {"context", context}}));
+                      {"context", context},
+                      {"inputs", inputs}}));
   ATREX_ASSIGN_OR_RETURN(Json reply, receive());
   if (!reply.is_object() || !reply.contains("pass") || !reply["pass"].is_boolean())
     return io_error("the judge's reply to a check has no pass: " + reply.dump());

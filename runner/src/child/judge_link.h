@@ -1,12 +1,13 @@
 // The evaluation child's side of the judge (judge.h; docs/evaluation.md "The judge"). The child
 // no longer holds any reference output: after each checked call it publishes the candidate's
-// inputs and outputs (host bytes, inputs then outputs in the shape's order) into a memfd it
+// outputs (host bytes in the shape's order, after the inputs in the same order on a shape's
+// first check and on the first after its timed calls: `inputs` true, no other) into a memfd it
 // shares with the judge and asks the judge, on a pipe, to compare them with the input set it
 // names (seed, range probe or not); the judge answers pass, or the failure's message. Around
 // every timed call (or graph replay batch) it lets the judge's clock bracket the call.
 //
 // Messages are JSON lines, child -> judge: {"op":"prepare","shape_id","seed","kind","variant"},
-// {"op":"check","shape_id","seed","kind","variant","context"},
+// {"op":"check","shape_id","seed","kind","variant","context","inputs"},
 // {"op":"timing_begin","shape_id"}, {"op":"call_begin"},
 // {"op":"call_end","calls"}, {"op":"timing_end"},
 // {"op":"shape_end","shape_id","status"}; judge -> child: {"pass","error"} after a check,
@@ -59,9 +60,11 @@ class JudgeLink {
   // while this process draws the same inputs and calls the candidate (no answer awaited).
   Status prepare(const std::string& shape_id, const SetKey& key);
   // The judge's comparison of what was published with input set `key`: "" when it passed, else
-  // the failure's message (context included). kIo when the judge cannot be reached.
+  // the failure's message (context included). `inputs`: the inputs were published ahead of
+  // the outputs (the judge says when they must be: a mismatch is tampering). kIo when the
+  // judge cannot be reached.
   Result<std::string> check(const std::string& shape_id, const SetKey& key,
-                            const std::string& context);
+                            const std::string& context, bool inputs);
   Status timing_begin(const std::string& shape_id);
   // Bracket one timed call (calls = 1) or a replay batch (calls = its samples). call_begin
   // returns the splice the judge's go names (-1 after an error); call_end waits for the judge's

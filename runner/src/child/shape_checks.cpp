@@ -1,10 +1,12 @@
 // ShapeRun (shape_run.h): checked calls. Outputs are poisoned before the call; after it the
-// candidate's inputs and outputs go to the judge (judge_link.h), which holds the reference of
-// the input set and says whether the inputs are unchanged and the outputs within tolerance.
+// candidate's outputs (with its inputs on the shape's first check and the first after timing)
+// go to the judge (judge_link.h), which holds the reference of the input set and says whether
+// the inputs are unchanged and the outputs within tolerance.
 // This process never sees a reference output.
 #include "shape_run.h"
 
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -110,13 +112,16 @@ std::optional<Failure> ShapeRun::check_outputs(ChildShapeResponse& resp, double 
   (void)resp, (void)atol, (void)rtol;
   auto phase = phases_.scope("check");
   std::vector<std::pair<const void*, size_t>> published;
-  for (size_t i = 0; i < shape_.inputs.size(); ++i)
+  // The inputs go along on the shape's first check and the first after timing (judge.cpp
+  // inputs_due_); the other checks publish the outputs alone.
+  const bool inputs = std::exchange(inputs_due_, false);
+  for (size_t i = 0; inputs && i < shape_.inputs.size(); ++i)
     published.emplace_back(work_in_[i], shape_.inputs[i].bytes());
   for (size_t i = 0; i < shape_.outputs.size(); ++i)
     published.emplace_back(out_[i], shape_.outputs[i].bytes());
   if (auto f = device_error(judge_.publish(dev_, published), "publishing outputs to the judge"))
     return f;
-  auto verdict = judge_.check(item_.shape_id, key_, context);
+  auto verdict = judge_.check(item_.shape_id, key_, context, inputs);
   if (!verdict) return Failure{EvalStatus::kCrashed, "judge: " + verdict.error().message};
   if (!verdict->empty()) return Failure{EvalStatus::kWrongResult, *verdict};
   return std::nullopt;

@@ -262,6 +262,7 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   if (!hook_error_.empty()) return Failure{EvalStatus::kCrashed, hook_error_};
   if (auto f = device_error(judge_.timing_end(), "closing the judge's timing"))
     return Failure{EvalStatus::kCrashed, f->error};
+  inputs_due_ = true;
   timing_phase.reset();
   std::string method = cupti   ? "cupti_kernel_span_l2_flush"
                        : graph ? dev_.graph_timing_method()

@@ -110,6 +110,9 @@ class ShapeRun {
   AtrexCandidateRunFn entry_ = nullptr;
   AtrexCandidateErrorFn error_fn_ = nullptr;
   bool python_ = false;  // a Python module through the embedding layer (loader.h)
+  // Whether the next check publishes the inputs too: the shape's first check and the first
+  // after timing (the judge's rule, judge.cpp inputs_due_).
+  bool inputs_due_ = true;
   std::unique_ptr<LaunchBuilder> launch_;
   PhaseClock phases_;
   // The timed calls' input sets (see measure): rotation_in_[0] is pristine_in_ (the last
