@@ -62,6 +62,7 @@ class AttackRound3 : public ::testing::Test {
     int unseen_shapes = 0;
     SandboxMode sandbox = SandboxMode::kBwrap;
     double shape_timeout_s = 120;
+    int seeds = 2;
   };
 
   std::vector<EvalRecord> evaluate_unseen(const std::string& file, Run run) {
@@ -88,7 +89,7 @@ class AttackRound3 : public ::testing::Test {
     t.candidate.backend = Backend::kCpu;
     t.candidate.agent = "test";
     t.candidate.file_name = file;
-    t.settings.seeds = 2;
+    t.settings.seeds = run.seeds;
     t.settings.min_iterations = run.min_iterations;
     t.settings.max_iterations = run.max_iterations;
     t.settings.min_time_s = 0;
@@ -365,6 +366,40 @@ TEST_F(AttackRound3, WorkMovedPastTheReturnIsRefutedByTheJudgesClock) {
   ASSERT_EQ(twin.size(), 1u);
   EXPECT_EQ(twin[0].status, EvalStatus::kOk) << describe(twin[0]);
   EXPECT_TRUE(twin[0].s_j);
+}
+
+// DEFENDED (attack round 7, 2026-12-07): a correct kernel that writes its result back into its
+// input x on the calls the judge was not expected to look at. When only a shape's first check and
+// the first after its timed calls carried the inputs, both modes passed: 1 (every checked call
+// but the first, before timing) and 2 (every timed call; the attacker's version spared the
+// predictable last one). Now the judge asks for the inputs after a check with probability 1/4
+// and takes them with every re-checked timed call: mode 1 meets 30 such draws over these six
+// shapes (5 seeds: 4 later seeds and the range probe each), so it passes on all six with
+// probability (3/4)^30 = 2e-4 (on one shape with (3/4)^5: the operator is then not correct);
+// mode 2 is caught on every shape (re-checks, and the first check after timing). The twin
+// (mode 0) passes.
+TEST_F(AttackRound3, AKernelThatWritesItsInputsIsCaughtOnTheChecksTheJudgeDraws) {
+  const std::vector<std::string> shapes = {"15", "41", "46", "47", "28", "32"};
+  for (const char* mode : {"1", "2"}) {
+    auto recs = evaluate("rms_norm_writes_its_inputs.cpp",
+                         {.shapes = shapes, .defines = {{"ATTACK_MODE", mode}}, .seeds = 5});
+    ASSERT_EQ(recs.size(), shapes.size()) << "ATTACK_MODE " << mode;
+    // Mode 2 writes in the last timed call too: every shape fails at the first check after
+    // timing. Mode 1 meets 5 draws a shape: a shape passes with probability (3/4)^5, all six 2e-4.
+    int caught = 0;
+    for (const auto& r : recs) {
+      if (std::string(mode) == "2") {
+        EXPECT_NE(r.status, EvalStatus::kOk) << "ATTACK_MODE 2: " << describe(r);
+      }
+      caught += r.status == EvalStatus::kWrongResult &&
+                r.error.find("modified its input x") != std::string::npos;
+    }
+    EXPECT_GE(caught, 1) << "ATTACK_MODE " << mode;
+  }
+  auto twin = evaluate("rms_norm_writes_its_inputs.cpp",
+                       {.shapes = shapes, .defines = {{"ATTACK_MODE", "0"}}, .seeds = 5});
+  ASSERT_EQ(twin.size(), shapes.size());
+  for (const auto& r : twin) EXPECT_EQ(r.status, EvalStatus::kOk) << describe(r);
 }
 
 // CONTAINED: a correct candidate whose process parks itself at exit (a static destructor that

@@ -233,7 +233,7 @@ TEST_F(FreshInputs, TheJudgeRefutesAChildThatSkipsTheEdgeSet) {
                       {"variant", -1},
                       {"context", "edge case: "},
                       {"inputs", false}});
-      r = judge.reply();
+      r = judge.check_answer(*edge);
       ASSERT_EQ(r.value("pass", false), true) << r.dump();
     }
     judge.send(Json{{"op", "shape_end"}, {"shape_id", "3"}, {"status", "ok"}});

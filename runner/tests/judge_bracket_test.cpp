@@ -157,10 +157,13 @@ TEST_F(JudgeBracket, LargeOutputsFinishedAfterTheDoneFailTheCheckAtTheLinesDrawn
       << in_time.dump();
 }
 
-// The inputs travel with a shape's first check and the first after its timed calls, no other
-// (judge.cpp inputs_due_): left out of the first, or carried by a later one, is tampering; the
-// honest order passes both checks.
-TEST_F(JudgeBracket, TheInputsGoWithTheFirstCheckAndNoOther) {
+// The inputs travel with a shape's first check (and the first after its timed calls, and a
+// re-checked timed call: judge.cpp inputs_due_); left out of the first, or carried by a later
+// one, is tampering. At the other checks the judge asks for them after the check came, about
+// one time in four (kInputCheckOdds): 40 such checks, where 2 to 24 requests cover all but
+// 2e-4 of the draws. Asked, inputs that differ from the judge's draw fail the check, and
+// another message than the inputs' is tampering.
+TEST_F(JudgeBracket, TheInputsGoWhereTheJudgeSaysAndItAsksForThemAtRandom) {
   load("15");
   auto check = [&](bool inputs) {
     return Json{{"op", "check"}, {"shape_id", id_}, {"seed", kSeed}, {"kind", "usual"},
@@ -171,13 +174,69 @@ TEST_F(JudgeBracket, TheInputsGoWithTheFirstCheckAndNoOther) {
     judge.publish(run_, true);
     judge.send(check(true));
     EXPECT_EQ(judge.reply().value("pass", false), true);
-    judge.publish(run_, false);
-    judge.send(check(false));
-    EXPECT_EQ(judge.reply().value("pass", false), true);
+    int asked = 0;
+    for (int i = 0; i < 40; ++i) {
+      judge.publish(run_, false);
+      judge.send(check(false));
+      bool a = false;
+      EXPECT_EQ(judge.check_answer(run_, &a).value("pass", false), true) << "check " << i;
+      asked += a;
+    }
+    EXPECT_GE(asked, 2);
+    EXPECT_LE(asked, 24);
     judge.send(Json{{"op", "shape_end"}, {"shape_id", id_}, {"status", "ok"}});
     const JudgeVerdict v = judge.verdict();
     EXPECT_TRUE(v.tampering.empty()) << v.tampering;
-    EXPECT_EQ(v.checks, 2);
+    EXPECT_EQ(v.checks, 41);
+  }
+  {
+    // Inputs written by the candidate, published when the judge asks: the check fails.
+    JudgeProcess judge(task_);
+    judge.publish(run_, true);
+    judge.send(check(true));
+    EXPECT_EQ(judge.reply().value("pass", false), true);
+    auto written = run_.inputs;
+    written[0][7] ^= 0x40;
+    Json failed;
+    for (int i = 0; i < 200 && failed.is_null(); ++i) {
+      judge.publish(run_, false);
+      judge.send(check(false));
+      bool a = false;
+      const Json r = judge.check_answer(run_, &a, &written);
+      if (a) {
+        failed = r;
+      } else {
+        EXPECT_EQ(r.value("pass", false), true);
+      }
+    }
+    ASSERT_FALSE(failed.is_null()) << "the judge never asked in 200 checks";
+    EXPECT_EQ(failed.value("pass", true), false);
+    EXPECT_NE(failed.value("error", std::string()).find("modified its input x"), std::string::npos)
+        << failed.dump();
+  }
+  {
+    // Asked, the child answers with something else.
+    JudgeProcess judge(task_);
+    judge.publish(run_, true);
+    judge.send(check(true));
+    EXPECT_EQ(judge.reply().value("pass", false), true);
+    bool asked = false;
+    for (int i = 0; i < 200 && !asked; ++i) {
+      judge.publish(run_, false);
+      judge.send(check(false));
+      const Json r = judge.reply();
+      asked = r == Json{{"inputs", true}};
+      if (!asked) {
+        EXPECT_EQ(r.value("pass", false), true);
+      }
+    }
+    ASSERT_TRUE(asked);
+    judge.send(Json{{"op", "timing_end"}});
+    (void)judge.reply();
+    const JudgeVerdict v = judge.verdict();
+    EXPECT_EQ(v.status, EvalStatus::kRejected);
+    EXPECT_NE(v.tampering.find("asked for the inputs of shape 15 and got"), std::string::npos)
+        << v.tampering;
   }
   {
     JudgeProcess judge(task_);
@@ -201,6 +260,40 @@ TEST_F(JudgeBracket, TheInputsGoWithTheFirstCheckAndNoOther) {
     const JudgeVerdict v = judge.verdict();
     EXPECT_EQ(v.status, EvalStatus::kRejected);
     EXPECT_NE(v.tampering.find("with the candidate's inputs where the judge does not take them"),
+              std::string::npos)
+        << v.tampering;
+  }
+}
+
+// A timed call the judge chose to re-check (drawn after the call) carries its inputs even after
+// the shape's first check did: attack round 7 wrote its inputs in every timed call but the
+// predictable last, unseen while only the first check and the first after timing carried them.
+TEST_F(JudgeBracket, AReCheckedTimedCallCarriesItsInputs) {
+  load("15");
+  for (bool with_inputs : {false, true}) {
+    JudgeProcess judge(task_);
+    judge.publish(run_, true);
+    judge.send(Json{{"op", "check"}, {"shape_id", id_}, {"seed", kSeed}, {"kind", "usual"},
+                    {"variant", -1}, {"context", ""}, {"inputs", true}});
+    EXPECT_EQ(judge.reply().value("pass", false), true);
+    const JudgeCallGo go = open_bracket(judge);
+    judge.write_arena(resolved_, run_.outputs);
+    done(judge);
+    judge.publish(run_, with_inputs);
+    Json m = recheck(go.splice);
+    m["inputs"] = with_inputs;
+    judge.send(m);
+    const Json r = judge.reply();
+    if (with_inputs) {
+      // Outputs of the unspliced inputs against the spliced set's reference: a failed
+      // comparison, but no tampering.
+      EXPECT_EQ(r.value("error", std::string()).find("inputs where the judge"), std::string::npos)
+          << r.dump();
+      continue;
+    }
+    const JudgeVerdict v = judge.verdict();
+    EXPECT_EQ(v.status, EvalStatus::kRejected);
+    EXPECT_NE(v.tampering.find("without the candidate's inputs where the judge needs them"),
               std::string::npos)
         << v.tampering;
   }

@@ -77,6 +77,23 @@ class JudgeProcess {
       }
     }
   }
+  // The judge's answer to a check of `run` sent without the inputs: when it asks for them
+  // ({"inputs":true}), they are published after the outputs (`inputs`, default run's own) and
+  // {"op":"inputs"} sent; `asked` says whether it did.
+  Json check_answer(const problems::HostRun& run, bool* asked = nullptr,
+                    const std::vector<std::vector<uint8_t>>* inputs = nullptr) {
+    Json r = reply();
+    if (asked) *asked = r == Json{{"inputs", true}};
+    if (r != Json{{"inputs", true}}) return r;
+    off_t at = 0;
+    for (const auto& b : run.outputs) at += static_cast<off_t>(b.size());
+    for (const auto& b : inputs ? *inputs : run.inputs) {
+      EXPECT_EQ(::pwrite(shared_, b.data(), b.size(), at), static_cast<ssize_t>(b.size()));
+      at += static_cast<off_t>(b.size());
+    }
+    send(Json{{"op", "inputs"}});
+    return reply();
+  }
   // `outputs` into the output arena (protocol/shared_layout.h), where a cpu child's candidate
   // writes them and the judge reads them at a timed call's done.
   void write_arena(const problems::ResolvedShape& shape,

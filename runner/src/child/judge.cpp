@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "atrex/common/process/seccomp.h"
+#include "atrex/common/text.h"
 #include "atrex/common/wire/reader.h"
 #include "child_runner.h"
 #include "protocol/judge_messages.h"
@@ -206,14 +207,19 @@ class Judge {
   size_t arena_map_bytes_ = 0;
   int64_t go_splice_ = -1;  // the open bracket's
   bool last_bracket_checked_ = false;
-  // Whether the next check must carry the candidate's inputs: a shape's first check and the
-  // first after its timed calls. Publishing every input on every check cost a large shape
-  // several host copies of its tensors per check (fp8_blockscale_fused_moe shape 1: 11 GB of
-  // weights, ~15 checks, most of a 42.85 s check phase on the H100). A kernel that writes its
-  // inputs is caught by the first; a candidate that restores them before the later ones could
-  // as well have published pristine copies (it runs in the publishing process), so checking the
-  // inputs on every check bought nothing against it.
+  // Whether the next check must carry the candidate's inputs (published ahead of its outputs):
+  // a shape's first check, the first after its timed calls and every timed call this judge
+  // chose to re-check (drawn after the call). Any other check carries the outputs alone, and
+  // after it came the judge asks for the inputs as well with probability 1/kInputCheckOdds
+  // (drawn then, after the call returned: a candidate cannot tell which of its calls will have
+  // their inputs looked at). Publishing every input on every check cost a large shape several
+  // host copies of its tensors per check (fp8_blockscale_fused_moe shape 1: 11 GB of weights,
+  // ~15 checks, most of a 42.85 s check phase on the H100). Attack round 7 (2026-12-07) wrote
+  // its inputs on every call but the first, or in every timed call but the predictable last:
+  // with the first two rules alone both passed. A candidate that restores its inputs before
+  // they are published is out of any such check's reach (it runs in the publishing process).
   bool inputs_due_ = true;
+  static constexpr uint64_t kInputCheckOdds = 4;
 };
 
 std::optional<std::string> Judge::read_line() {
@@ -521,8 +527,9 @@ void Judge::check(const child::SetKey& key, const std::string& context, bool inp
   const ChildShape& item = task_.shapes[index_];
   if (inputs != inputs_due_)
     throw Stop{true, fmt::format("a check of shape {} {} the candidate's inputs where the judge "
-                                 "{} them (a shape's first check and the first after its timed "
-                                 "calls carry them, no other)",
+                                 "{} them (a shape's first check, the first after its timed "
+                                 "calls and the re-checks of timed calls carry them; for the "
+                                 "others the judge asks)",
                                  item.shape_id, inputs ? "with" : "without",
                                  inputs_due_ ? "needs" : "does not take")};
   inputs_due_ = false;
@@ -534,7 +541,8 @@ void Judge::check(const child::SetKey& key, const std::string& context, bool inp
   if (verdict_.status == EvalStatus::kWrongResult)
     throw Stop{true, fmt::format("a check of shape {} after a failed one", item.shape_id)};
   InputSet& set = input_set(key);
-  // What the child published: the inputs when it carries them, then the outputs, from offset 0.
+  // What the child published: the inputs when it carries them, then the outputs, from offset 0;
+  // the inputs the judge asks for after the check came follow the outputs.
   off_t offset = 0;
   auto read_into = [&](std::vector<uint8_t>& b) {
     for (size_t done = 0; done < b.size();) {
@@ -552,6 +560,25 @@ void Judge::check(const child::SetKey& key, const std::string& context, bool inp
   if (inputs)
     for (auto& b : host_in_) read_into(b);
   for (auto& b : host_out_) read_into(b);
+  if (!inputs && rng_() % kInputCheckOdds == 0) {
+    reply(Json{{"inputs", true}});
+    const auto line = read_line();
+    if (!line)
+      throw Stop{false, fmt::format("the child ended before publishing the inputs of shape {} the "
+                                    "judge asked for",
+                                    item.shape_id)};
+    Json answer;
+    try {
+      answer = Json::parse(*line);
+    } catch (const Json::exception&) {
+      throw Stop{true, "a message to the judge is not JSON"};
+    }
+    if (answer != Json{{"op", "inputs"}})
+      throw Stop{true, fmt::format("the judge asked for the inputs of shape {} and got {}",
+                                   item.shape_id, printable_text(line->substr(0, 200)))};
+    for (auto& b : host_in_) read_into(b);
+    inputs = true;
+  }
   if (!dev_.host_memory()) {
     for (size_t i = 0; inputs && i < host_in_.size(); ++i)
       device(dev_.from_host(cand_in_[i], host_in_[i].data(), host_in_[i].size()), "copy");
@@ -809,6 +836,7 @@ void Judge::call_end(const Json& message) {
   if (verdict_.brackets_hold_work) read_done_outputs();
   last_bracket_checked_ = false;
   recheck_pending_ = choose_recheck(m->calls);
+  if (recheck_pending_) inputs_due_ = true;
   reply(to_json(JudgeCallEndReply{recheck_pending_}));
 }
 

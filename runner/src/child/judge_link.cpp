@@ -59,9 +59,10 @@ Result<uint8_t*> JudgeLink::output_arena(ChildDevice& dev, const SharedLayout& l
 // Mapped, not written: RLIMIT_FSIZE (64 MiB) bounds write(2) offsets even inside a file's size,
 // and a shape's buffers are often larger. The runner sized the memfd for the largest shape.
 Status JudgeLink::publish(ChildDevice& dev,
-                          const std::vector<std::pair<const void*, size_t>>& buffers) {
+                          const std::vector<std::pair<const void*, size_t>>& buffers,
+                          size_t from) {
   ATREX_TRY(map(dev));
-  size_t offset = 0;
+  size_t offset = from;
   for (const auto& [ptr, bytes] : buffers) {
     if (offset + bytes > map_bytes_)
       return io_error(fmt::format("the shared memfd holds {} bytes, the shape's buffers more",
@@ -116,7 +117,8 @@ Status JudgeLink::prepare(const std::string& shape_id, const SetKey& key) {
 }
 
 Result<std::string> JudgeLink::check(const std::string& shape_id, const SetKey& key,
-                                     const std::string& context, bool inputs) {
+                                     const std::string& context, bool inputs,
+                                     const std::function<Status()>& publish_inputs) {
   ATREX_TRY(send(Json{{"op", "check"},
                       {"shape_id", shape_id},
                       {"seed", key.seed},
@@ -125,6 +127,11 @@ Result<std::string> JudgeLink::check(const std::string& shape_id, const SetKey& 
                       {"context", context},
                       {"inputs", inputs}}));
   ATREX_ASSIGN_OR_RETURN(Json reply, receive());
+  if (!inputs && reply == Json{{"inputs", true}}) {
+    ATREX_TRY(publish_inputs());
+    ATREX_TRY(send(Json{{"op", "inputs"}}));
+    ATREX_ASSIGN_OR_RETURN(reply, receive());
+  }
   if (!reply.is_object() || !reply.contains("pass") || !reply["pass"].is_boolean())
     return io_error("the judge's reply to a check has no pass: " + reply.dump());
   if (reply["pass"].get<bool>()) return std::string();

@@ -1,17 +1,20 @@
 // The evaluation child's side of the judge (judge.h; docs/evaluation.md "The judge"). The child
 // no longer holds any reference output: after each checked call it publishes the candidate's
 // outputs (host bytes in the shape's order, after the inputs in the same order on a shape's
-// first check and on the first after its timed calls: `inputs` true, no other) into a memfd it
+// first check, the first after its timed calls and the re-checks of timed calls: `inputs`
+// true; at other checks the judge may ask for them after the outputs) into a memfd it
 // shares with the judge and asks the judge, on a pipe, to compare them with the input set it
 // names (seed, range probe or not); the judge answers pass, or the failure's message. Around
 // every timed call (or graph replay batch) it lets the judge's clock bracket the call.
 //
 // Messages are JSON lines, child -> judge: {"op":"prepare","shape_id","seed","kind","variant"},
-// {"op":"check","shape_id","seed","kind","variant","context","inputs"},
+// {"op":"check","shape_id","seed","kind","variant","context","inputs"}, {"op":"inputs"} (the
+// inputs the judge asked for, published after the outputs),
 // {"op":"timing_begin","shape_id"}, {"op":"call_begin"},
 // {"op":"call_end","calls"}, {"op":"timing_end"},
 // {"op":"shape_end","shape_id","status"}; judge -> child: {"pass","error"} after a check,
-// {"go":true} after timing_begin, {"go":true,"splice"} after call_begin,
+// {"go":true} after timing_begin, {"inputs":true} after a check without the inputs when the
+// judge wants them too (drawn after the call), {"go":true,"splice"} after call_begin,
 // {"go":true,"check":bool} after call_end: `check` true when the judge chose to re-check that
 // timed call (its own randomness, after the call): the child's next message must be the check
 // of that call's outputs. The three messages of a bracket are typed in
@@ -26,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,8 +54,9 @@ class JudgeLink {
   JudgeLink& operator=(const JudgeLink&) = delete;
 
   // Writes `buffers` (device pointers of `dev`, with byte sizes) one after the other from
-  // offset 0 of the shared memfd.
-  Status publish(ChildDevice& dev, const std::vector<std::pair<const void*, size_t>>& buffers);
+  // byte `from` of the shared memfd.
+  Status publish(ChildDevice& dev, const std::vector<std::pair<const void*, size_t>>& buffers,
+                 size_t from = 0);
   // The shared memfd's mapping, where `layout.output` places the outputs of a backend whose
   // brackets hold the work (cpu): the judge reads them there at every timed call's done.
   // kIo when there is no judge or the memfd is smaller than layout.total.
@@ -61,10 +66,13 @@ class JudgeLink {
   Status prepare(const std::string& shape_id, const SetKey& key);
   // The judge's comparison of what was published with input set `key`: "" when it passed, else
   // the failure's message (context included). `inputs`: the inputs were published ahead of
-  // the outputs (the judge says when they must be: a mismatch is tampering). kIo when the
-  // judge cannot be reached.
+  // the outputs (the judge says when they must be: a mismatch is tampering). Without them the
+  // judge may answer {"inputs":true} instead: then `publish_inputs` publishes them after the
+  // outputs, {"op":"inputs"} tells the judge, and its answer follows. kIo when the judge
+  // cannot be reached.
   Result<std::string> check(const std::string& shape_id, const SetKey& key,
-                            const std::string& context, bool inputs);
+                            const std::string& context, bool inputs,
+                            const std::function<Status()>& publish_inputs);
   Status timing_begin(const std::string& shape_id);
   // Bracket one timed call (calls = 1) or a replay batch (calls = its samples). call_begin
   // returns the splice the judge's go names (-1 after an error); call_end waits for the judge's

@@ -111,17 +111,23 @@ std::optional<Failure> ShapeRun::check_outputs(ChildShapeResponse& resp, double 
                                                const std::string& context) {
   (void)resp, (void)atol, (void)rtol;
   auto phase = phases_.scope("check");
-  std::vector<std::pair<const void*, size_t>> published;
-  // The inputs go along on the shape's first check and the first after timing (judge.cpp
-  // inputs_due_); the other checks publish the outputs alone.
+  // The inputs go ahead of the outputs where the judge needs them (the shape's first check,
+  // the first after timing, a timed call it re-checks: judge.cpp inputs_due_); at any other
+  // check it may ask for them after the call, and they follow the outputs.
   const bool inputs = std::exchange(inputs_due_, false);
-  for (size_t i = 0; inputs && i < shape_.inputs.size(); ++i)
-    published.emplace_back(work_in_[i], shape_.inputs[i].bytes());
-  for (size_t i = 0; i < shape_.outputs.size(); ++i)
+  std::vector<std::pair<const void*, size_t>> published, in;
+  size_t out_bytes = 0;
+  for (size_t i = 0; i < shape_.inputs.size(); ++i)
+    in.emplace_back(work_in_[i], shape_.inputs[i].bytes());
+  if (inputs) published = in;
+  for (size_t i = 0; i < shape_.outputs.size(); ++i) {
     published.emplace_back(out_[i], shape_.outputs[i].bytes());
+    out_bytes += shape_.outputs[i].bytes();
+  }
   if (auto f = device_error(judge_.publish(dev_, published), "publishing outputs to the judge"))
     return f;
-  auto verdict = judge_.check(item_.shape_id, key_, context, inputs);
+  auto verdict = judge_.check(item_.shape_id, key_, context, inputs,
+                              [&] { return judge_.publish(dev_, in, out_bytes); });
   if (!verdict) return Failure{EvalStatus::kCrashed, "judge: " + verdict.error().message};
   if (!verdict->empty()) return Failure{EvalStatus::kWrongResult, *verdict};
   return std::nullopt;

@@ -106,6 +106,7 @@ std::optional<Failure> ShapeRun::restore_rotation_set(int k) {
 
 std::optional<Failure> ShapeRun::recheck_timed_call(ChildShapeResponse& resp, int64_t t) {
   if (auto f = device_error(dev_.synchronize(), "before re-checking a timed call")) return f;
+  inputs_due_ = true;  // a re-checked timed call's inputs go to the judge too (judge.cpp)
   const size_t n = rotation_in_.size();
   return check_outputs(resp, 0, 0,
                        fmt::format("re-check of timed call {} (input set {} of {}, spliced; chosen "

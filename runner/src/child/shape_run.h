@@ -110,8 +110,9 @@ class ShapeRun {
   AtrexCandidateRunFn entry_ = nullptr;
   AtrexCandidateErrorFn error_fn_ = nullptr;
   bool python_ = false;  // a Python module through the embedding layer (loader.h)
-  // Whether the next check publishes the inputs too: the shape's first check and the first
-  // after timing (the judge's rule, judge.cpp inputs_due_).
+  // Whether the next check publishes the inputs ahead of the outputs: the shape's first check,
+  // the first after timing and a re-checked timed call (the judge's rule, judge.cpp
+  // inputs_due_; at other checks the judge may ask for them after the call).
   bool inputs_due_ = true;
   std::unique_ptr<LaunchBuilder> launch_;
   PhaseClock phases_;
