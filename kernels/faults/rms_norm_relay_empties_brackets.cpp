@@ -197,9 +197,10 @@ static void relay() {
       continue;
     }
     write_all(g_judge_out, line);
-    // The messages the judge answers: a check (pass), timing_begin, call_begin (go) and
-    // call_end (go and check).
+    // The messages the judge answers: a check (pass, or a request for the inputs), the inputs
+    // it asked for (pass), timing_begin, call_begin (go) and call_end (go and check).
     if (line.find("\"op\":\"check\"") != std::string::npos ||
+        line.find("\"op\":\"inputs\"") != std::string::npos ||
         line.find("\"op\":\"timing_begin\"") != std::string::npos || begin || end) {
       if (!read_line(g_judge_in, from_judge, reply)) return;
       write_all(g_to_harness, reply);
