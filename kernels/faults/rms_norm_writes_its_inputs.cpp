@@ -1,6 +1,6 @@
 // ATTACKS the judge's look at the inputs (attack round 7, 2026-12-07): a correct rms_norm that
 // also writes its result back into its input x, on calls the judge was expected not to look at.
-// The inputs used to go to the judge with every check; since d29c22e only a shape's first check
+// The inputs used to go to the judge with every check; since 9c9eb21 only a shape's first check
 // and the first after its timed calls carried them, and both of these passed:
 //   ATTACK_MODE 1: every checked call but each shape's first, before the shape's timed calls
 //     (the correctness seeds, the range probe);
