@@ -13,7 +13,8 @@
 #   benchEval: `atrex bench eval` (full evaluation of fused_add_rms_norm and l2_norm, cold and warm
 #            cache); BASELINE_BIN=<another build's bin/> runs the same with that build, side by side;
 #   refs:    every reference candidate (.cu) on its 2 smallest and its largest shape
-#            (REFS_OPS="op1 op2" limits the operators, REFS_SELECT="smallest:2" the shapes).
+#            (REFS_OPS="op1 op2" limits the operators, REFS_SELECT="smallest:2" the shapes,
+#            REFS_JOBS=N evaluates N operators at once: correctness only, nothing is timed).
 # Everything printed is also saved under $OUT (when set) for the issue notes.
 #   dumpcmp: `atrex problems dump` of small shapes on --backend cpu and cuda, cmp of every tensor:
 #            GPU-drawn inputs must be bit-identical (DUMPCMP_SPECS="op=shapes ..." overrides the set).
