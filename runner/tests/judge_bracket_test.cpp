@@ -225,7 +225,7 @@ TEST_F(JudgeBracket, TheInputsGoWhereTheJudgeSaysAndItAsksForThemAtRandom) {
       judge.publish(run_, false);
       judge.send(check(false));
       const Json r = judge.reply();
-      asked = r == Json{{"inputs", true}};
+      asked = r == judge_inputs_request();
       if (!asked) {
         EXPECT_EQ(r.value("pass", false), true);
       }

@@ -15,6 +15,7 @@
 #include "atrex/common/json_io.h"
 #include "atrex/problems/host_run.h"
 #include "protocol/child_protocol.h"
+#include "protocol/judge_messages.h"
 #include "protocol/shared_layout.h"
 
 namespace atrex::runner {
@@ -83,15 +84,15 @@ class JudgeProcess {
   Json check_answer(const problems::HostRun& run, bool* asked = nullptr,
                     const std::vector<std::vector<uint8_t>>* inputs = nullptr) {
     Json r = reply();
-    if (asked) *asked = r == Json{{"inputs", true}};
-    if (r != Json{{"inputs", true}}) return r;
+    if (asked) *asked = r == judge_inputs_request();
+    if (r != judge_inputs_request()) return r;
     off_t at = 0;
     for (const auto& b : run.outputs) at += static_cast<off_t>(b.size());
     for (const auto& b : inputs ? *inputs : run.inputs) {
       EXPECT_EQ(::pwrite(shared_, b.data(), b.size(), at), static_cast<ssize_t>(b.size()));
       at += static_cast<off_t>(b.size());
     }
-    send(Json{{"op", "inputs"}});
+    send(judge_inputs_published());
     return reply();
   }
   // `outputs` into the output arena (protocol/shared_layout.h), where a cpu child's candidate

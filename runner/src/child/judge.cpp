@@ -106,6 +106,8 @@ class Judge {
   };
 
   std::optional<std::string> read_line();
+  // The next message, parsed (not JSON: tampering); nullopt when the child is done or gone.
+  std::optional<Json> read_message();
   void reply(const Json& j);
   void handle(const Json& message);
   // The shape in hand, which `shape_id` must name; `enter`: its buffers allocated (not for a
@@ -238,6 +240,16 @@ std::optional<std::string> Judge::read_line() {
       return std::nullopt;  // the child is done (or gone)
     }
     pending_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+std::optional<Json> Judge::read_message() {
+  const auto line = read_line();
+  if (!line) return std::nullopt;
+  try {
+    return Json::parse(*line);
+  } catch (const Json::exception&) {
+    throw Stop{true, "a message to the judge is not JSON"};
   }
 }
 
@@ -561,21 +573,15 @@ void Judge::check(const child::SetKey& key, const std::string& context, bool inp
     for (auto& b : host_in_) read_into(b);
   for (auto& b : host_out_) read_into(b);
   if (!inputs && rng_() % kInputCheckOdds == 0) {
-    reply(Json{{"inputs", true}});
-    const auto line = read_line();
-    if (!line)
+    reply(judge_inputs_request());
+    const auto answer = read_message();
+    if (!answer)
       throw Stop{false, fmt::format("the child ended before publishing the inputs of shape {} the "
                                     "judge asked for",
                                     item.shape_id)};
-    Json answer;
-    try {
-      answer = Json::parse(*line);
-    } catch (const Json::exception&) {
-      throw Stop{true, "a message to the judge is not JSON"};
-    }
-    if (answer != Json{{"op", "inputs"}})
+    if (*answer != judge_inputs_published())
       throw Stop{true, fmt::format("the judge asked for the inputs of shape {} and got {}",
-                                   item.shape_id, printable_text(line->substr(0, 200)))};
+                                   item.shape_id, printable_text(answer->dump().substr(0, 200)))};
     for (auto& b : host_in_) read_into(b);
     inputs = true;
   }
@@ -887,15 +893,9 @@ int Judge::run() {
   begin_verdict();
   try {
     for (;;) {
-      auto line = read_line();
-      if (!line) return 0;
-      Json message;
-      try {
-        message = Json::parse(*line);
-      } catch (const Json::exception&) {
-        throw Stop{true, "a message to the judge is not JSON"};
-      }
-      handle(message);
+      const auto message = read_message();
+      if (!message) return 0;
+      handle(*message);
       if (verdict_broken_) return 1;
     }
   } catch (const Stop& stop) {

@@ -127,9 +127,9 @@ Result<std::string> JudgeLink::check(const std::string& shape_id, const SetKey& 
                       {"context", context},
                       {"inputs", inputs}}));
   ATREX_ASSIGN_OR_RETURN(Json reply, receive());
-  if (!inputs && reply == Json{{"inputs", true}}) {
+  if (!inputs && reply == judge_inputs_request()) {
     ATREX_TRY(publish_inputs());
-    ATREX_TRY(send(Json{{"op", "inputs"}}));
+    ATREX_TRY(send(judge_inputs_published()));
     ATREX_ASSIGN_OR_RETURN(reply, receive());
   }
   if (!reply.is_object() || !reply.contains("pass") || !reply["pass"].is_boolean())

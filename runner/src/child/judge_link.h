@@ -9,7 +9,8 @@
 //
 // Messages are JSON lines, child -> judge: {"op":"prepare","shape_id","seed","kind","variant"},
 // {"op":"check","shape_id","seed","kind","variant","context","inputs"}, {"op":"inputs"} (the
-// inputs the judge asked for, published after the outputs),
+// inputs the judge asked for, published after the outputs; typed with the request in
+// protocol/judge_messages.h),
 // {"op":"timing_begin","shape_id"}, {"op":"call_begin"},
 // {"op":"call_end","calls"}, {"op":"timing_end"},
 // {"op":"shape_end","shape_id","status"}; judge -> child: {"pass","error"} after a check,

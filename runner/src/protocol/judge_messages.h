@@ -52,5 +52,13 @@ struct JudgeCallEndReply {
 Json to_json(const JudgeCallEndReply& m);
 Result<JudgeCallEndReply> judge_call_end_reply_from_json(const Json& j, const std::string& source);
 
+// The judge's request for a checked call's inputs, after a check that came without them
+// (judge.cpp inputs_due_, kInputCheckOdds), and the child's answer once it has published them
+// after the outputs. Both are exact: anything else in their place is tampering.
+//   judge -> child  {"inputs":true}
+//   child -> judge  {"op":"inputs"}
+inline Json judge_inputs_request() { return Json{{"inputs", true}}; }
+inline Json judge_inputs_published() { return Json{{"op", "inputs"}}; }
+
 
 }  // namespace atrex::runner
