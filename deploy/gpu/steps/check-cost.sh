@@ -17,7 +17,7 @@ specs="fp8_blockscale_fused_moe:dequant_mma:1 unified_attention:flash_mma:13"
 bins="$root/build/release/bin"
 [ -n "${BASELINE_BIN:-}" ] && bins="$BASELINE_BIN $bins"
 rc=0
-export ATREX_CACHE_DIR=/tmp/atrex-check-cost-cache
+export ATREX_CACHE_DIR=${ATREX_CACHE_DIR:-/tmp/atrex-check-cost-cache}
 # Compiled first, so that no run's wall time holds nvcc (both builds share the compile cache).
 for spec in $specs; do
   IFS=: read -r op tpl shapes <<< "$spec"
