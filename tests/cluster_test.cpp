@@ -192,13 +192,18 @@ TEST_F(ClusterSweep, EvaluationThatKillsEveryRunnerIsDeadLetteredAndTheSweepComp
   // two die on the poisoned evaluation's two deliveries, the third dead-letters it on its next
   // claim and evaluates the correct candidate. Only without the evaluation sandbox can a
   // candidate reach its runner (in it, its parent is bwrap's init: see the next test), so the
-  // runners the launcher starts get ATREX_NO_SANDBOX=1 from this environment.
-  ::setenv("ATREX_NO_SANDBOX", "1", 1);
+  // sweep is submitted with --no-sandbox. The runners are started without it (nor
+  // $ATREX_NO_SANDBOX): they take it from the manifest's cluster.sandbox.
   auto [rc, out] = atrex({"sweep", "submit", (dir_ / "fx" / "poison_sweep.yaml").string(),
                           "--redis", url_, "--out", (dir_ / "out").string(), "--runners", "3",
-                          "--agent-workers", "1", "--lease-timeout", "3", "--max-deliveries", "2"});
-  ::unsetenv("ATREX_NO_SANDBOX");
+                          "--agent-workers", "1", "--lease-timeout", "3", "--max-deliveries", "2",
+                          "--no-sandbox"});
   ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(manifest()["cluster"]["sandbox"], "none") << manifest().dump();
+  for (const auto& p : manifest()["workers"]["processes"]) {
+    const auto& args = p["args"];
+    EXPECT_EQ(std::find(args.begin(), args.end(), "--no-sandbox"), args.end()) << p.dump();
+  }
   auto [wrc, wout] = atrex({"sweep", "wait", (dir_ / "out").string(), "--timeout", "120"});
   ASSERT_EQ(wrc, 0) << wout;
   auto report = read_json_file(dir_ / "out" / "report.json");
@@ -226,6 +231,11 @@ TEST_F(ClusterSweep, EvaluationThatKillsEveryRunnerIsDeadLetteredAndTheSweepComp
       << s.dump();
   auto [trc, text] = atrex({"sweep", "status", (dir_ / "out").string()});
   EXPECT_NE(text.find("dead-lettered eval task"), std::string::npos) << text;
+  EXPECT_NE(text.find("sandbox: none (submitted with --no-sandbox"), std::string::npos) << text;
+  // Every record says how its child ran.
+  const std::string results = read_text(dir_ / "out" / "results.jsonl");
+  EXPECT_NE(results.find("\"sandbox\":\"none\""), std::string::npos);
+  EXPECT_EQ(results.find("\"sandbox\":\"bwrap\""), std::string::npos) << results.substr(0, 2000);
 }
 
 // The same candidate in the sandbox: its parent is bwrap's init in the PID namespace, which the
@@ -247,6 +257,9 @@ TEST_F(ClusterSweep, CandidateThatKillsItsParentCannotReachTheRunnerInTheSandbox
   EXPECT_NE(results.find("\"status\":\"timeout\""), std::string::npos) << results.substr(0, 2000);
   EXPECT_NE(results.find("\"runner\":\"runner-0\""), std::string::npos);
   EXPECT_EQ(results.find("\"sandbox\":\"none\""), std::string::npos);
+  EXPECT_EQ(manifest()["cluster"]["sandbox"], "bwrap") << manifest().dump();
+  auto [trc, text] = atrex({"sweep", "status", (dir_ / "out").string()});
+  EXPECT_EQ(text.find("sandbox: none"), std::string::npos) << text;
 }
 
 TEST_F(ClusterSweep, DeadLetteredAgentTaskIsReportedAndNotReenqueuedByResume) {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "atrex/common/progress.h"
+#include "atrex/runner/evaluator.h"
 
 #include "atrex/scheduler/lifecycle.h"
 #include "atrex/scoring/report.h"
@@ -44,6 +45,7 @@ struct SubmitArgs {
   std::string redis_url;
   std::string launcher = "local";
   std::string kernels_from;
+  bool no_sandbox = false;  // --no-sandbox: the manifest's cluster.sandbox, read by every runner
   ClusterOptions cluster;  // the flags' values; only the flags given override the sweep file
   std::vector<std::pair<CLI::Option*, const char*>> cluster_flags;  // flag -> its manifest key
 };
@@ -61,6 +63,7 @@ Result<ClusterOptions> cluster_options(const SubmitArgs& a, const SweepSpecClust
   ATREX_ASSIGN_OR_RETURN(o, cluster_options_from_json(JsonField(given, "the command line"), o));
   if (!o.job_template.empty()) o.job_template = fs::absolute(o.job_template);  // resume elsewhere
   if (!o.metrics_targets.empty()) o.metrics_targets = fs::absolute(o.metrics_targets);
+  if (a.no_sandbox) o.sandbox = SandboxMode::kNone;
   return o;
 }
 
@@ -92,6 +95,10 @@ int submit(const GlobalOptions& g, SubmitArgs& a) {
   if (!cluster) return fail(cluster.error());
   // Runners run elsewhere (GPU nodes): this machine need not have the sweep's device.
   ov.remote_runners = cluster->launcher != Launcher::kLocal;
+  // Local runners would each exit 3 where the sandbox cannot start: refuse before submitting.
+  if (!ov.remote_runners) {
+    if (auto ready = runner::sandbox_ready(cluster->sandbox); !ready) return fail(ready.error());
+  }
   auto resolved = scheduler::resolve_sweep(*spec, ov);
   if (!resolved) return fail(resolved.error());
   auto say = [](const std::string& line) { fmt::print(stderr, "atrex: {}\n", line); };
@@ -134,7 +141,9 @@ int status(const GlobalOptions& g, const std::string& dir) {
                             {"eval_queue", q(st->eval)},
                             {"agent_queue", q(st->agent)},
                             {"dead_letters", dead},
-                            {"workers_alive", st->workers_alive}}
+                            {"workers_alive", st->workers_alive},
+                            {"sandbox", sandbox_mode_name(m.cluster ? m.cluster->sandbox
+                                                                    : SandboxMode::kBwrap)}}
                            .dump(2));
     return 0;
   }
@@ -150,6 +159,9 @@ int status(const GlobalOptions& g, const std::string& dir) {
                d.candidate.empty() ? "" : " " + d.candidate, d.deliveries, d.error);
   }
   fmt::print("  workers: {}\n", st->workers_text);
+  if (m.cluster && m.cluster->sandbox == SandboxMode::kNone) {
+    fmt::print("  sandbox: none (submitted with --no-sandbox: candidates run unsandboxed)\n");
+  }
   return 0;
 }
 
@@ -320,6 +332,12 @@ void add_cluster_commands(CLI::App& sweep, GlobalOptions& g, int& rc) {
                "slurm: job script template replacing the built-in deploy/slurm/worker.sbatch")
            ->check(CLI::ExistingFile),
        "job_template");
+  add_no_sandbox_flag(*submit_cmd, a.no_sandbox,
+                      "Every runner of the sweep runs candidates WITHOUT the evaluation sandbox "
+                      "(no namespaces, no seccomp: they can reach the runner user's files and the "
+                      "network; the manifest's cluster.sandbox: none), for nodes where bwrap cannot "
+                      "make user namespaces. Default from $ATREX_NO_SANDBOX=1. Records say "
+                      "`sandbox: none`");
   submit_cmd->add_flag("--json", g.json, "Machine-readable output");
   submit_cmd->callback([&] { rc = submit(g, a); });
 

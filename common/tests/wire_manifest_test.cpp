@@ -62,5 +62,29 @@ TEST(Wire, PartialClusterOptionsKeepTheBaseAndAreRangeChecked) {
   EXPECT_NE(b.error().message.find("cluster.prefetch"), std::string::npos) << b.error().message;
 }
 
+// `atrex sweep submit --no-sandbox` travels to every runner in the manifest's cluster.sandbox; a
+// manifest written before the member existed ran sandboxed and reads so; a bad value names itself.
+TEST(Wire, ClusterSandboxRoundTripsAndIsBwrapInAnOlderManifest) {
+  Manifest m;
+  m.sweep_id = "0123456789ab";
+  m.name = "s";
+  m.cluster = ClusterOptions{};
+  m.cluster->sandbox = SandboxMode::kNone;
+  Json j = to_json(m);
+  EXPECT_EQ(j["cluster"]["sandbox"], "none");
+  auto back = manifest_from_json(j, "manifest.json");
+  ASSERT_TRUE(back && back->cluster) << (back ? "" : back.error().message);
+  EXPECT_EQ(back->cluster->sandbox, SandboxMode::kNone);
+  j["cluster"].erase("sandbox");
+  auto older = manifest_from_json(j, "manifest.json");
+  ASSERT_TRUE(older && older->cluster) << (older ? "" : older.error().message);
+  EXPECT_EQ(older->cluster->sandbox, SandboxMode::kBwrap);
+  j["cluster"]["sandbox"] = "off";
+  auto bad = manifest_from_json(j, "manifest.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("cluster.sandbox"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("off"), std::string::npos) << bad.error().message;
+}
+
 }  // namespace
 }  // namespace atrex

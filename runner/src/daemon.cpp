@@ -24,10 +24,18 @@ int run_runner_daemon(const RedisEndpoint& redis, const std::string& sweep_id, i
                       const std::string& name, const std::atomic<bool>& stop,
                       const std::optional<metrics::ListenAddress>& metrics_listen,
                       SandboxMode sandbox) {
-  if (auto ready = sandbox_ready(sandbox); !ready) return fail(ready.error());
   auto m = fetch_manifest(redis, sweep_id);
   if (!m) return fail(m.error());
   const ClusterOptions co = m->cluster.value_or(ClusterOptions{});
+  // The sweep's submitter may have said --no-sandbox (the manifest's cluster.sandbox), and so
+  // may whoever started this runner; either is the user's explicit choice.
+  if (co.sandbox == SandboxMode::kNone && sandbox != SandboxMode::kNone) {
+    spdlog::warn("runner {}: sweep {} was submitted with --no-sandbox: its candidates run "
+                 "without the evaluation sandbox (records say sandbox: none)",
+                 name, sweep_id);
+    sandbox = SandboxMode::kNone;
+  }
+  if (auto ready = sandbox_ready(sandbox); !ready) return fail(ready.error());
   auto store = SweepStore::open(redis, sweep_id, queue_options(co));
   if (!store) return fail(store.error());
   auto suite = problems::load_suite_or_bundled(m->suite);

@@ -72,6 +72,14 @@ TEST(SweepSpec, ClusterMetricsIsAListenAddressAndItsTargetsFolderIsRelativeToThe
   EXPECT_NE(bad.error().message.find("node1:9100"), std::string::npos) << bad.error().message;
 }
 
+// Running candidates unsandboxed is the submitting user's explicit flag, never a sweep file's.
+TEST(SweepSpec, ASweepFileCannotTurnTheSandboxOff) {
+  auto s = parse_sweep("name: x\ncluster: {sandbox: none}\n", "s.yaml", providers());
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kInvalidInput);
+  EXPECT_NE(s.error().message.find("sandbox"), std::string::npos) << s.error().message;
+}
+
 TEST(SweepSpec, UnsupportedProviderIsRejected) {
   auto s = parse_sweep("name: x\nagents: [{name: a, provider: gpt}]\n", "s.yaml", providers());
   ASSERT_FALSE(s);

@@ -34,7 +34,8 @@ Json to_json(const ClusterOptions& o) {
               {"max_deliveries", o.max_deliveries},
               {"prefetch", o.prefetch},
               {"metrics", o.metrics},
-              {"metrics_targets", o.metrics_targets.string()}};
+              {"metrics_targets", o.metrics_targets.string()},
+              {"sandbox", sandbox_mode_name(o.sandbox)}};
 }
 
 namespace {
@@ -84,6 +85,8 @@ Result<ClusterOptions> cluster_options_from_json(const JsonField& f, const Clust
   ATREX_TRY(int_member(r, c, "prefetch", o.prefetch, 0, 16));
   ATREX_TRY(member(r, c, "metrics", o.metrics));
   ATREX_TRY(path_member(r, c, "metrics_targets", o.metrics_targets));
+  // Optional even in a manifest: one written before the member existed ran sandboxed.
+  ATREX_TRY(r.optional("sandbox", o.sandbox));
   ATREX_TRY(r.finish());
   return o;
 }

@@ -19,7 +19,9 @@ namespace atrex::runner {
 // not hold or a bad --metrics-listen, 3 when Redis cannot be reached, 1 otherwise.
 // `metrics_listen` (--metrics-listen) overrides the manifest's cluster.metrics; with either,
 // the runner serves /metrics and writes its target file (removed when it returns).
-// `sandbox` (--no-sandbox): a runner whose sandbox cannot start here exits 3 at once, naming why.
+// `sandbox` (--no-sandbox), or the manifest's cluster.sandbox when the sweep was submitted with
+// --no-sandbox: either kNone runs the children without the sandbox. A runner whose sandbox
+// cannot start here exits 3 after reading the manifest, naming why.
 int run_runner_daemon(const RedisEndpoint& redis, const std::string& sweep_id, int device,
                       const std::string& name, const std::atomic<bool>& stop,
                       const std::optional<metrics::ListenAddress>& metrics_listen = std::nullopt,

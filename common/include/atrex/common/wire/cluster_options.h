@@ -11,6 +11,7 @@
 #include "atrex/common/error.h"
 #include "atrex/common/json_io.h"
 #include "atrex/common/wire/eval_settings.h"  // Completeness
+#include "atrex/common/wire/sandbox_mode.h"
 
 namespace atrex {
 
@@ -49,6 +50,12 @@ struct ClusterOptions {
   // A folder a site's Prometheus watches (file_sd_configs), shared by sweeps: the target files
   // go there instead, named <sweep id>-<worker>.json. Empty: <results>/metrics/targets.
   std::filesystem::path metrics_targets;
+  // How the runners run evaluation children: kNone only when the user passed `atrex sweep submit
+  // --no-sandbox` (or $ATREX_NO_SANDBOX=1 there); a runner started with --no-sandbox itself runs
+  // without it too. Not a key of a sweep file's `cluster` section: turning the sandbox off is the
+  // submitting user's explicit choice. A manifest without it (written before it existed) reads
+  // as kBwrap. docs/evaluation.md "Sandbox".
+  SandboxMode sandbox = SandboxMode::kBwrap;
 };
 Json to_json(const ClusterOptions& o);
 // `base` with the members `f` sets (kPartial: a sweep file's section or the flags given) or
