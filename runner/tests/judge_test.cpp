@@ -161,6 +161,74 @@ TEST(JudgeMessages, BracketMessagesRoundTripAndAnythingElseIsRefused) {
   }
 }
 
+// Every other message of the pipe is typed in the same header: each round-trips, and the judge's
+// read refuses an unknown op, a missing or extra member, a kind or variant out of range.
+TEST(JudgeMessages, EveryChildMessageRoundTripsAndIsReadStrictly) {
+  const SetKey key{0xabcdef, SetKind::kEdgeCase, 3};
+  const std::vector<Json> sent = {
+      to_json(JudgePrepare{"15", key}),
+      to_json(JudgeCheck{"15", key, "re-check of timed call 3: ", true}),
+      judge_inputs_published(),
+      to_json(JudgeTimingBegin{"15"}),
+      to_json(JudgeCallBegin{}),
+      to_json(JudgeCallEnd{1}),
+      to_json(JudgeTimingEnd{}),
+      to_json(JudgeShapeEnd{"15", EvalStatus::kOk})};
+  for (size_t i = 0; i < sent.size(); ++i) {
+    auto m = judge_message_from_json(sent[i], "message");
+    ASSERT_TRUE(m) << sent[i].dump() << ": " << m.error().message;
+    EXPECT_EQ(m->index(), i) << sent[i].dump();
+  }
+  auto check = judge_message_from_json(sent[1], "message");
+  const auto& c = std::get<JudgeCheck>(*check);
+  EXPECT_EQ(c.key, key);
+  EXPECT_EQ(c.context, "re-check of timed call 3: ");
+  EXPECT_TRUE(c.inputs);
+  EXPECT_EQ(std::get<JudgeShapeEnd>(*judge_message_from_json(sent[7], "m")).status, EvalStatus::kOk);
+  EXPECT_EQ(sent[0], Json::parse(R"({"op":"prepare","shape_id":"15","seed":11259375,)"
+                                 R"("kind":"edge_case","variant":3})"));
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"op":"replay"})", "unknown op \"replay\""},
+           {R"({"shape_id":"15"})", "op"},
+           {R"({"op":"prepare","shape_id":"15","seed":1,"kind":"usual"})", "variant"},
+           {R"({"op":"prepare","shape_id":"15","seed":1,"kind":"cached","variant":-1})",
+            "usual, range_probe or edge_case"},
+           {R"({"op":"prepare","shape_id":"15","seed":1,"kind":"usual","variant":-2})", "variant"},
+           {R"({"op":"check","shape_id":"15","seed":1,"kind":"usual","variant":1099511627776,)"
+            R"("context":"","inputs":false})",
+            "variant"},
+           {R"({"op":"check","shape_id":"15","seed":1,"kind":"usual","variant":-1,"context":""})",
+            "inputs"},
+           {R"({"op":"check","shape_id":"15","seed":1,"kind":"usual","variant":-1,"context":"",)"
+            R"("inputs":"yes"})",
+            "inputs"},
+           {R"({"op":"timing_end","shape_id":"15"})", "shape_id"},
+           {R"({"op":"inputs","bytes":10})", "bytes"},
+           {R"({"op":"shape_end","shape_id":"15","status":"great"})", "status"},
+           {R"({"op":"call_end","calls":0})", "0 calls"},
+       }) {
+    auto bad = judge_message_from_json(Json::parse(text), "message");
+    ASSERT_FALSE(bad) << text;
+    EXPECT_NE(bad.error().message.find(why), std::string::npos) << text << ": "
+                                                               << bad.error().message;
+  }
+}
+
+// The judge's answer to a check: pass and error, or its stop (never a go).
+TEST(JudgeMessages, TheCheckReplyIsAPassOrAStop) {
+  auto pass = judge_check_reply_from_json(to_json(JudgeCheckReply{true, ""}), "reply");
+  ASSERT_TRUE(pass && pass->pass);
+  auto stop = judge_check_reply_from_json(judge_stop("tampering: x"), "reply");
+  ASSERT_TRUE(stop) << stop.error().message;
+  EXPECT_FALSE(stop->pass);
+  EXPECT_EQ(stop->error, "tampering: x");
+  for (const char* text : {R"({"pass":true})", R"({"pass":"yes","error":""})",
+                           R"({"pass":false,"error":"","go":true})", R"({"go":true})",
+                           R"({"pass":true,"error":"","extra":1})"}) {
+    EXPECT_FALSE(judge_check_reply_from_json(Json::parse(text), "reply")) << text;
+  }
+}
+
 ChildShapeResponse child_line(EvalStatus status, int n = 3) {
   ChildShapeResponse c;
   c.shape_id = "15";

@@ -109,6 +109,8 @@ class Judge {
   // The next message, parsed (not JSON: tampering); nullopt when the child is done or gone.
   std::optional<Json> read_message();
   void reply(const Json& j);
+  // One message of the child's (judge_messages.h), read strictly: anything malformed, or out of
+  // its place in the protocol, is tampering.
   void handle(const Json& message);
   // The shape in hand, which `shape_id` must name; `enter`: its buffers allocated (not for a
   // shape the child ends without checks: one that does not resolve, a candidate that does not
@@ -123,7 +125,6 @@ class Judge {
   // A check of the published outputs against the reference of `key`; `inputs`: whether the
   // child published the candidate's inputs ahead of them (inputs_due_ says when it must).
   void check(const child::SetKey& key, const std::string& context, bool inputs);
-  child::SetKey read_key(ObjectReader& r);
   // The reply to a call_end: whether to re-check that call (this process's randomness).
   bool choose_recheck(int calls);
   // Where the brackets hold the work: a check of spliced inputs is one of the last bracket's
@@ -131,8 +132,9 @@ class Judge {
   // the go named. Returns the failure's words when the published outputs are not the ones the
   // judge read in the arena at that call's done ("" when they are).
   std::string check_bracket(const child::SetKey& key, const std::string& context);
-  void call_begin(ObjectReader& r);
-  void call_end(const Json& message);
+  void call_begin();
+  // `now`: when the done arrived (the bracket's end).
+  void call_end(const JudgeCallEnd& m, Clock::time_point now);
   // At a done, where the brackets hold the work: reads the outputs in the shared memfd's arena
   // (protocol/shared_layout.h) into done_read_, whole when they total at most kWholeReadBytes,
   // else kReadLines lines of kLineBytes at places drawn now from rng_ (each output's lines in
@@ -506,22 +508,6 @@ bool Judge::legit_set(const child::SetKey& key) {
   return own_seed && key.kind == SetKind::kUsual && key.variant < 0;
 }
 
-child::SetKey Judge::read_key(ObjectReader& r) {
-  child::SetKey key;
-  std::string kind;
-  auto need = [&](const Status& s) {
-    if (!s) throw Stop{true, s.error().message};
-  };
-  need(r.required("seed", key.seed));
-  need(r.required("kind", kind));
-  need(r.required("variant", key.variant));
-  const auto k = child::set_kind_from_name(kind);
-  if (!k) throw Stop{true, fmt::format("a message to the judge with input set kind \"{}\"", kind)};
-  if (key.variant < -1) throw Stop{true, fmt::format("an input set variant {}", key.variant)};
-  key.kind = *k;
-  return key;
-}
-
 bool Judge::choose_recheck(int calls) {
   const bool first = verdict_.timed_rechecks == 0 && timed_calls_ <= recheck_after_calls_ &&
                      timed_calls_ + calls > recheck_after_calls_;
@@ -608,7 +594,7 @@ void Judge::check(const child::SetKey& key, const std::string& context, bool inp
   if (!failure.empty()) {
     verdict_.status = EvalStatus::kWrongResult;
     verdict_.error = failure;
-    reply(Json{{"pass", false}, {"error", failure}});
+    reply(to_json(JudgeCheckReply{false, failure}));
     return;
   }
   if (own_seed && !verdict_.timed && !in_timing_) passed_seeds_.insert(key.seed);
@@ -619,7 +605,7 @@ void Judge::check(const child::SetKey& key, const std::string& context, bool inp
     for (const auto& name : def_->range_probe.inputs) scaled += (scaled.empty() ? "" : ", ") + name;
     verdict_.range_probe = fmt::format("{} scaled by 2^{}", scaled, def_->range_probe.exponent);
   }
-  reply(Json{{"pass", true}, {"error", ""}});
+  reply(to_json(JudgeCheckReply{true, ""}));
 }
 
 void Judge::finish_shape(EvalStatus claimed) {
@@ -665,45 +651,28 @@ void Judge::finish_shape(EvalStatus claimed) {
 }
 
 void Judge::handle(const Json& message) {
-  auto r = ObjectReader::open(JsonField(message, "a message to the judge"));
-  if (!r) throw Stop{true, r.error().message};
-  std::string op;
-  auto need = [&](const Status& s) {
-    if (!s) throw Stop{true, s.error().message};
-  };
-  need(r->required("op", op));
+  const auto arrived = Clock::now();  // a call_end's bracket ends here, before the parse
+  auto parsed = judge_message_from_json(message, "a message to the judge");
+  if (!parsed) throw Stop{true, parsed.error().message};
   // After the judge asked to re-check a timed call, only that check may come.
-  if (recheck_pending_ && op != "check" && op != "shape_end")
+  if (recheck_pending_ && !std::holds_alternative<JudgeCheck>(*parsed) &&
+      !std::holds_alternative<JudgeShapeEnd>(*parsed))
     throw Stop{true, fmt::format("the timed call the judge chose to re-check was not published "
                                  "(\"{}\" came instead)",
-                                 op)};
-  if (op == "prepare") {
-    std::string shape_id;
-    need(r->required("shape_id", shape_id));
-    const child::SetKey key = read_key(*r);
-    need(r->finish());
-    current(shape_id);
+                                 message.value("op", std::string()))};
+  if (const auto* prep = std::get_if<JudgePrepare>(&*parsed)) {
+    current(prep->shape_id);
     if (in_timing_) throw Stop{true, "an input set prepared inside the timed calls"};
-    legit_set(key);
-    input_set(key);
-  } else if (op == "check") {
-    std::string shape_id, context;
-    bool inputs = false;
-    need(r->required("shape_id", shape_id));
-    const child::SetKey key = read_key(*r);
-    need(r->required("context", context));
-    need(r->required("inputs", inputs));
-    need(r->finish());
-    current(shape_id);
+    legit_set(prep->key);
+    input_set(prep->key);
+  } else if (const auto* chk = std::get_if<JudgeCheck>(&*parsed)) {
+    current(chk->shape_id);
     if (in_timing_ && !recheck_pending_) throw Stop{true, "a check inside the timed calls"};
-    check(key, context, inputs);
-  } else if (op == "timing_begin") {
-    std::string shape_id;
-    need(r->required("shape_id", shape_id));
-    need(r->finish());
-    const ChildShape& item = current(shape_id);
+    check(chk->key, chk->context, chk->inputs);
+  } else if (const auto* begin = std::get_if<JudgeTimingBegin>(&*parsed)) {
+    const ChildShape& item = current(begin->shape_id);
     if (!item.performance || in_timing_ || verdict_.timed)
-      throw Stop{true, fmt::format("timed calls of shape {} not asked for, or twice", shape_id)};
+      throw Stop{true, fmt::format("timed calls of shape {} not asked for, or twice", begin->shape_id)};
     // The calibration: one timed sample's cost beyond the call, on this process's device and
     // clock, with this shape's output reset (and input copy) standing in for the child's.
     InputSet* from = sets_[0].filled ? &sets_[0] : sets_[1].filled ? &sets_[1] : nullptr;
@@ -720,27 +689,22 @@ void Judge::handle(const Json& message) {
     timed_calls_ = 0;
     recheck_after_calls_ = static_cast<int64_t>(
         rng_() % static_cast<uint64_t>(std::max(1, task_.timing.min_iterations)));
-    reply(Json{{"go", true}});
-  } else if (op == "call_begin") {
-    call_begin(*r);
-  } else if (op == "call_end") {
-    call_end(message);
-  } else if (op == "timing_end") {
-    need(r->finish());
+    reply(judge_go());
+  } else if (std::holds_alternative<JudgeCallBegin>(*parsed)) {
+    call_begin();
+  } else if (const auto* done = std::get_if<JudgeCallEnd>(&*parsed)) {
+    call_end(*done, arrived);
+  } else if (std::holds_alternative<JudgeTimingEnd>(*parsed)) {
     if (!in_timing_ || bracket_open_) throw Stop{true, "timed calls ended that never began"};
     in_timing_ = false;
     inputs_due_ = true;
     verdict_.timed = true;
-  } else if (op == "shape_end") {
-    std::string shape_id;
-    EvalStatus claimed = EvalStatus::kCrashed;
-    need(r->required("shape_id", shape_id));
-    need(r->required("status", claimed));
-    need(r->finish());
-    current(shape_id, false);
-    finish_shape(claimed);
+  } else if (const auto* end = std::get_if<JudgeShapeEnd>(&*parsed)) {
+    current(end->shape_id, false);
+    finish_shape(end->status);
   } else {
-    throw Stop{true, fmt::format("a message to the judge with op \"{}\"", op)};
+    // JudgeInputsPublished: only ever an answer to the judge's request (check()).
+    throw Stop{true, "inputs published that the judge did not ask for"};
   }
 }
 
@@ -810,8 +774,7 @@ void Judge::read_done_outputs() {
   }
 }
 
-void Judge::call_begin(ObjectReader& r) {
-  if (auto s = r.finish(); !s) throw Stop{true, s.error().message};
+void Judge::call_begin() {
   if (!in_timing_ || bracket_open_) throw Stop{true, "a timed call outside the timed calls"};
   bracket_open_ = true;
   go_splice_ = static_cast<int64_t>(rng_() % static_cast<uint64_t>(kJudgeSpliceLimit));
@@ -819,10 +782,8 @@ void Judge::call_begin(ObjectReader& r) {
   reply(to_json(JudgeCallGo{go_splice_}));
 }
 
-void Judge::call_end(const Json& message) {
-  const auto now = Clock::now();
-  auto m = judge_call_end_from_json(message, "a call_end to the judge");
-  if (!m) throw Stop{true, m.error().message};
+void Judge::call_end(const JudgeCallEnd& end, Clock::time_point now) {
+  const JudgeCallEnd* m = &end;
   if (!bracket_open_) throw Stop{true, "a timed call ended that never began"};
   // A bracket holds one call, or one graph replay of the batch the child captures
   // (shape_measure.cpp: clamp(min_iterations, 1, 50)); on cpu, where each bracket's work is
@@ -910,7 +871,7 @@ int Judge::run() {
     }
     write_verdict(v);
     // The child waits for an answer: a failed check, so that it stops the shape.
-    reply(Json{{"pass", false}, {"error", stop.why}, {"go", false}});
+    reply(judge_stop(stop.why));
     fmt::print(stderr, "{}\n", stop.why);
     if (!stop.tampering) std::_Exit(3);  // the device may be unusable
     return 0;

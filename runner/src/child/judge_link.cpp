@@ -104,43 +104,32 @@ Result<Json> JudgeLink::receive() {
 
 Status JudgeLink::expect_go() {
   ATREX_ASSIGN_OR_RETURN(Json reply, receive());
-  if (reply != Json{{"go", true}}) return io_error("the judge did not answer go: " + reply.dump());
+  if (reply != judge_go()) return io_error("the judge did not answer go: " + reply.dump());
   return ok();
 }
 
 Status JudgeLink::prepare(const std::string& shape_id, const SetKey& key) {
-  return send(Json{{"op", "prepare"},
-                   {"shape_id", shape_id},
-                   {"seed", key.seed},
-                   {"kind", set_kind_name(key.kind)},
-                   {"variant", key.variant}});
+  return send(to_json(JudgePrepare{shape_id, key}));
 }
 
 Result<std::string> JudgeLink::check(const std::string& shape_id, const SetKey& key,
                                      const std::string& context, bool inputs,
                                      const std::function<Status()>& publish_inputs) {
-  ATREX_TRY(send(Json{{"op", "check"},
-                      {"shape_id", shape_id},
-                      {"seed", key.seed},
-                      {"kind", set_kind_name(key.kind)},
-                      {"variant", key.variant},
-                      {"context", context},
-                      {"inputs", inputs}}));
+  ATREX_TRY(send(to_json(JudgeCheck{shape_id, key, context, inputs})));
   ATREX_ASSIGN_OR_RETURN(Json reply, receive());
   if (!inputs && reply == judge_inputs_request()) {
     ATREX_TRY(publish_inputs());
     ATREX_TRY(send(judge_inputs_published()));
     ATREX_ASSIGN_OR_RETURN(reply, receive());
   }
-  if (!reply.is_object() || !reply.contains("pass") || !reply["pass"].is_boolean())
-    return io_error("the judge's reply to a check has no pass: " + reply.dump());
-  if (reply["pass"].get<bool>()) return std::string();
-  std::string error = reply.value("error", std::string("the judge's check failed"));
-  return error.empty() ? std::string("the judge's check failed") : error;
+  auto answer = judge_check_reply_from_json(reply, "the judge's reply to a check");
+  if (!answer) return io_error(answer.error().message);
+  if (answer->pass) return std::string();
+  return answer->error.empty() ? std::string("the judge's check failed") : answer->error;
 }
 
 Status JudgeLink::timing_begin(const std::string& shape_id) {
-  ATREX_TRY(send(Json{{"op", "timing_begin"}, {"shape_id", shape_id}}));
+  ATREX_TRY(send(to_json(JudgeTimingBegin{shape_id})));
   return expect_go();
 }
 
@@ -161,7 +150,7 @@ void JudgeLink::spin_for_reply() {
 
 int64_t JudgeLink::call_begin() {
   if (!sticky_.empty()) return -1;
-  Status s = send(Json{{"op", "call_begin"}});
+  Status s = send(to_json(JudgeCallBegin{}));
   if (s) {
     spin_for_reply();
     auto reply = receive();
@@ -197,11 +186,10 @@ void JudgeLink::call_end(int calls) {
   if (!s) sticky_ = s.error().message;
 }
 
-Status JudgeLink::timing_end() { return send(Json{{"op", "timing_end"}}); }
+Status JudgeLink::timing_end() { return send(to_json(JudgeTimingEnd{})); }
 
 Status JudgeLink::shape_end(const std::string& shape_id, EvalStatus claimed) {
-  return send(
-      Json{{"op", "shape_end"}, {"shape_id", shape_id}, {"status", eval_status_name(claimed)}});
+  return send(to_json(JudgeShapeEnd{shape_id, claimed}));
 }
 
 }  // namespace atrex::runner::child

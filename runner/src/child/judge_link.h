@@ -7,22 +7,10 @@
 // names (seed, range probe or not); the judge answers pass, or the failure's message. Around
 // every timed call (or graph replay batch) it lets the judge's clock bracket the call.
 //
-// Messages are JSON lines, child -> judge: {"op":"prepare","shape_id","seed","kind","variant"},
-// {"op":"check","shape_id","seed","kind","variant","context","inputs"}, {"op":"inputs"} (the
-// inputs the judge asked for, published after the outputs; typed with the request in
-// protocol/judge_messages.h),
-// {"op":"timing_begin","shape_id"}, {"op":"call_begin"},
-// {"op":"call_end","calls"}, {"op":"timing_end"},
-// {"op":"shape_end","shape_id","status"}; judge -> child: {"pass","error"} after a check,
-// {"go":true} after timing_begin, {"inputs":true} after a check without the inputs when the
-// judge wants them too (drawn after the call), {"go":true,"splice"} after call_begin,
-// {"go":true,"check":bool} after call_end: `check` true when the judge chose to re-check that
-// timed call (its own randomness, after the call): the child's next message must be the check
-// of that call's outputs. The three messages of a bracket are typed in
-// protocol/judge_messages.h (the splice the go names; on cpu the judge reads the outputs in the
-// shared memfd's arena, protocol/shared_layout.h, before it answers the done).
-// `kind` is usual | range_probe | edge_case (shape_run_support.h SetKey); `variant` -1, or the
-// timed call whose splice the inputs carry.
+// The messages (JSON lines both ways) are typed, each with its place in the protocol, in
+// protocol/judge_messages.h: prepare, check (and the inputs the judge may ask for after it),
+// timing_begin, the bracket of every timed call (call_begin, the judge's go with its splice,
+// call_end, the judge's answer saying whether it re-checks that call), timing_end, shape_end.
 //
 // The candidate runs in this process and can write anything on these fds; the judge reads them as
 // untrusted (judge.cpp). Nothing here is a secret: the judge's verdict goes to the runner on a

@@ -18,6 +18,7 @@
 #include "atrex/problems/numeric.h"
 #include "atrex/problems/operator.h"
 #include "child_device.h"
+#include "protocol/judge_messages.h"
 #include "protocol/shared_layout.h"
 
 namespace atrex::runner::child {
@@ -59,33 +60,12 @@ inline int rotation_sets(const problems::ResolvedShape& shape) {
   return static_cast<int>(std::clamp(1.0 + std::floor(extra), 2.0, double{kMaxRotationSets}));
 }
 
-// Which input set of a shape: a correctness seed's (or a timing seed's) usual draw, the range
-// probe's (some inputs scaled by a power of two), or the edge-case set (some inputs rewritten
-// into the operator's edge cases, operator.h EdgeCase). `variant` >= 0: the usual draw with the
-// splice of that timed call (splice_inputs), which changes a few values per call.
-enum class SetKind { kUsual, kRangeProbe, kEdgeCase };
-inline const char* set_kind_name(SetKind k) {
-  switch (k) {
-    case SetKind::kRangeProbe: return "range_probe";
-    case SetKind::kEdgeCase: return "edge_case";
-    default: return "usual";
-  }
-}
-inline std::optional<SetKind> set_kind_from_name(const std::string& s) {
-  if (s == "usual") return SetKind::kUsual;
-  if (s == "range_probe") return SetKind::kRangeProbe;
-  if (s == "edge_case") return SetKind::kEdgeCase;
-  return std::nullopt;
-}
-struct SetKey {
-  uint64_t seed = 0;
-  SetKind kind = SetKind::kUsual;
-  int64_t variant = -1;
-  bool operator==(const SetKey&) const = default;
-};
-// Timed-call variants above this are tampering (far more timed calls than max_iterations allow;
-// the judge's splices are below it too: judge_messages.h kJudgeSpliceLimit).
-inline constexpr int64_t kMaxVariant = int64_t{1} << 40;
+// Which input set of a shape (SetKind, SetKey, kMaxVariant): typed with the messages that name
+// them, protocol/judge_messages.h.
+using runner::kMaxVariant;
+using runner::set_kind_name;
+using runner::SetKey;
+using runner::SetKind;
 
 // What the edge-case set of `def` rewrites, for the record ("" when the operator has none).
 inline std::string edge_case_description(const problems::OperatorDef& def) {
