@@ -1,5 +1,7 @@
 #include "atrex/common/json_io.h"
 
+#include "atrex/common/untrusted_json.h"
+
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -91,13 +93,47 @@ Json yaml_to_json(const YAML::Node& node) {
   return nullptr;
 }
 
+// At most 80 characters of `v`; a value too deep to serialise safely is described instead.
 std::string short_value(const Json& v) {
+  if (json_deeper_than(v, kUntrustedJsonDepth))
+    return fmt::format("{} nested deeper than {} levels", v.is_array() ? "an array" : "an object",
+                       kUntrustedJsonDepth);
   std::string s = v.dump();
   if (s.size() > 80) s = s.substr(0, 77) + "...";
   return s;
 }
 
 }  // namespace
+
+bool json_deeper_than(const Json& v, int limit) {
+  std::vector<std::pair<const Json*, int>> todo{{&v, 0}};
+  while (!todo.empty()) {
+    const auto [j, depth] = todo.back();
+    todo.pop_back();
+    if (!j->is_structured()) continue;
+    if (depth + 1 > limit) return true;
+    for (const auto& child : *j) todo.emplace_back(&child, depth + 1);
+  }
+  return false;
+}
+
+Result<Json> parse_untrusted_json(std::string_view text, int max_depth) {
+  bool too_deep = false;
+  // The callback sees every value with its depth (0: the root); one past the limit is dropped
+  // (returning false discards it) and remembered.
+  const Json::parser_callback_t limit = [&](int depth, Json::parse_event_t, Json&) {
+    if (depth > max_depth) too_deep = true;
+    return depth <= max_depth;
+  };
+  Json j;
+  try {
+    j = Json::parse(text.begin(), text.end(), limit);
+  } catch (const Json::exception&) {
+    return invalid_input("not JSON");
+  }
+  if (too_deep) return invalid_input(fmt::format("nested deeper than {} levels", max_depth));
+  return j;
+}
 
 Result<Json> parse_yaml_to_json(std::string_view text, const std::string& source) {
   try {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "atrex/common/untrusted_json.h"
 #include "atrex/common/json_io.h"
 
 namespace atrex {
@@ -50,4 +51,30 @@ TEST(ReadJsonFile, MissingFileIsNotFound) {
 }
 
 }  // namespace
+// Text another process wrote (attack round 9): JSON nested 400000 deep parsed, and the first
+// dump() of it (an error message quoting it) overflowed the stack. It is refused at the parse, and
+// an error quoting such a value describes it instead of serialising it.
+TEST(UntrustedJson, DeepNestingIsRefusedAtTheParseAndNeverSerialised) {
+  const std::string deep = std::string(400000, '[') + std::string(400000, ']');
+  auto r = parse_untrusted_json(deep);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "nested deeper than 32 levels");
+  EXPECT_FALSE(parse_untrusted_json("{\"a\": [1, 2").has_value());
+  EXPECT_EQ(parse_untrusted_json("{\"a\": [1, 2").error().message, "not JSON");
+  auto shallow = parse_untrusted_json(R"({"nonce":"x","timing":{"samples_us":[1.5,2.5]}})");
+  ASSERT_TRUE(shallow) << shallow.error().message;
+  EXPECT_EQ((*shallow)["timing"]["samples_us"][1], 2.5);
+  EXPECT_TRUE(parse_untrusted_json(std::string(32, '[') + std::string(32, ']')));
+  EXPECT_FALSE(parse_untrusted_json(std::string(34, '[') + std::string(34, ']')));
+
+  const Json nested = Json::parse(deep);  // what a trusted-looking parse still builds
+  EXPECT_TRUE(json_deeper_than(nested, 32));
+  EXPECT_FALSE(json_deeper_than(Json::parse("[[1]]"), 2));
+  EXPECT_TRUE(json_deeper_than(Json::parse("[[1]]"), 1));
+  auto f = JsonField(nested, "line").as_string();
+  ASSERT_FALSE(f);
+  EXPECT_NE(f.error().message.find("an array nested deeper than 32 levels"), std::string::npos)
+      << f.error().message.substr(0, 200);
+}
+
 }  // namespace atrex

@@ -515,4 +515,30 @@ TEST_F(AttackRound3, TheJudgesDrawsCannotBePredicted) {
 }
 
 }  // namespace
+// SUCCEEDED in attack round 9 (2026-12-07, a fresh attacker against the typed protocol), FIXED
+// since: JSON nested 400000 deep (kernels/faults/rms_norm_deep_json.cpp). Written in place of the
+// child's result line (nonce copied by a `write` hook), it killed the runner's own process
+// (SIGSEGV in nlohmann's recursive dump() of the value an error message quoted): every record of
+// the task was lost, and in a runner daemon the daemon with it. Written to the judge's pipe, it
+// killed the judge (`crashed` instead of `rejected: tampering`). Now the runner and the judge
+// refuse such a line at the parse (parse_untrusted_json): tampering. Before the fix this test
+// binary died of SIGSEGV in mode 1.
+TEST_F(AttackRound3, DeeplyNestedJsonIsTamperingNotACrash) {
+  for (const char* mode : {"1", "2"}) {
+    auto recs = evaluate("rms_norm_deep_json.cpp",
+                         {.shapes = {"3", "15"}, .defines = {{"ATTACK_DEEP", mode}}});
+    ASSERT_EQ(recs.size(), 2u) << "ATTACK_DEEP " << mode;
+    for (const auto& r : recs) {
+      EXPECT_EQ(r.status, EvalStatus::kRejected) << "ATTACK_DEEP " << mode << ": " << describe(r);
+      EXPECT_EQ(r.error.rfind("tampering: ", 0), 0u) << "ATTACK_DEEP " << mode << ": " << r.error;
+      EXPECT_NE(r.error.find("nested deeper than 32 levels"), std::string::npos)
+          << "ATTACK_DEEP " << mode << ": " << r.error;
+    }
+  }
+  auto twin = evaluate("rms_norm_deep_json.cpp",
+                       {.shapes = {"3", "15"}, .defines = {{"ATTACK_DEEP", "0"}}});
+  ASSERT_EQ(twin.size(), 2u);
+  for (const auto& r : twin) EXPECT_EQ(r.status, EvalStatus::kOk) << describe(r);
+}
+
 }  // namespace atrex::runner

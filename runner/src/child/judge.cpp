@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "atrex/common/untrusted_json.h"
 #include "atrex/common/process/seccomp.h"
 #include "atrex/common/text.h"
 #include "atrex/common/wire/reader.h"
@@ -248,11 +249,12 @@ std::optional<std::string> Judge::read_line() {
 std::optional<Json> Judge::read_message() {
   const auto line = read_line();
   if (!line) return std::nullopt;
-  try {
-    return Json::parse(*line);
-  } catch (const Json::exception&) {
-    throw Stop{true, "a message to the judge is not JSON"};
+  auto parsed = parse_untrusted_json(*line);
+  if (!parsed) {
+    const std::string& why = parsed.error().message;
+    throw Stop{true, "a message to the judge is " + (why == "not JSON" ? why : "JSON " + why)};
   }
+  return std::move(*parsed);
 }
 
 void Judge::reply(const Json& j) {

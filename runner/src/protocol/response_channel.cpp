@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "atrex/common/untrusted_json.h"
+
 namespace atrex::runner {
 
 std::string make_nonce() {
@@ -60,13 +62,14 @@ void ResponseChannel::take(std::string_view line, std::vector<ChildShapeResponse
                        shape_ids_.size());
     return;
   }
-  Json j;
-  try {
-    j = Json::parse(line);
-  } catch (const Json::exception&) {
-    why_ = fmt::format("line {} on the result channel is not JSON", n);
+  auto parsed = parse_untrusted_json(line);
+  if (!parsed) {
+    why_ = fmt::format("line {} on the result channel is {}", n,
+                       parsed.error().message == "not JSON" ? parsed.error().message
+                                                            : "JSON " + parsed.error().message);
     return;
   }
+  Json& j = *parsed;
   // The nonce first: a line without it says nothing else worth reading.
   if (!j.is_object() || !j.contains("nonce") || j["nonce"] != nonce_) {
     why_ = fmt::format("line {} on the result channel does not carry the child's nonce", n);
@@ -118,13 +121,14 @@ void JudgeChannel::finish() {
 
 void JudgeChannel::take(std::string_view line, std::vector<JudgeVerdict>& out) {
   const size_t n = accepted_ + 1;
-  Json j;
-  try {
-    j = Json::parse(line);
-  } catch (const Json::exception&) {
-    why_ = fmt::format("judge's line {} is not JSON", n);
+  auto parsed = parse_untrusted_json(line);
+  if (!parsed) {
+    why_ = fmt::format("judge's line {} is {}", n,
+                       parsed.error().message == "not JSON" ? parsed.error().message
+                                                            : "JSON " + parsed.error().message);
     return;
   }
+  Json& j = *parsed;
   if (!j.is_object() || !j.contains("nonce") || j["nonce"] != nonce_) {
     why_ = fmt::format("judge's line {} does not carry the judge's nonce", n);
     return;
