@@ -11,7 +11,6 @@
 
 #include "atrex/common/progress.h"
 #include "atrex/runner/evaluator.h"
-
 #include "atrex/scheduler/lifecycle.h"
 #include "atrex/scoring/report.h"
 #include "cli.h"

@@ -1,13 +1,13 @@
 #include "atrex/common/json_io.h"
 
-#include "atrex/common/untrusted_json.h"
-
 #include <fstream>
 #include <random>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
+
+#include "atrex/common/untrusted_json.h"
 
 namespace atrex {
 namespace fs = std::filesystem;

@@ -23,10 +23,9 @@
 
 #include <fmt/format.h>
 
-#include "atrex/common/untrusted_json.h"
 #include "atrex/common/process/seccomp.h"
 #include "atrex/common/text.h"
-#include "atrex/common/wire/reader.h"
+#include "atrex/common/untrusted_json.h"
 #include "child_runner.h"
 #include "protocol/judge_messages.h"
 #include "protocol/shared_layout.h"
@@ -784,27 +783,26 @@ void Judge::call_begin() {
   reply(to_json(JudgeCallGo{go_splice_}));
 }
 
-void Judge::call_end(const JudgeCallEnd& end, Clock::time_point now) {
-  const JudgeCallEnd* m = &end;
+void Judge::call_end(const JudgeCallEnd& m, Clock::time_point now) {
   if (!bracket_open_) throw Stop{true, "a timed call ended that never began"};
   // A bracket holds one call, or one graph replay of the batch the child captures
   // (shape_measure.cpp: clamp(min_iterations, 1, 50)); on cpu, where each bracket's work is
   // checked, always one. Any other count is the child's invention (attack round 3: relays that
   // claimed 1000 calls a bracket divided every bracket's bound by 1000 and bent the clock 850x).
   const int batch = std::clamp(task_.timing.min_iterations, 1, 50);
-  if (m->calls != 1 && (verdict_.brackets_hold_work || m->calls != batch))
+  if (m.calls != 1 && (verdict_.brackets_hold_work || m.calls != batch))
     throw Stop{true, fmt::format("a timed call's done claims {} calls in its bracket (1{} "
                                  "expected)",
-                                 m->calls,
+                                 m.calls,
                                  verdict_.brackets_hold_work ? "" : fmt::format(" or {}", batch))};
   bracket_open_ = false;
   verdict_.bracket_us.push_back(
       std::chrono::duration<double, std::micro>(now - bracket_start_).count());
-  verdict_.bracket_calls.push_back(m->calls);
+  verdict_.bracket_calls.push_back(m.calls);
   brackets_.push_back(Bracket{go_splice_});
   if (verdict_.brackets_hold_work) read_done_outputs();
   last_bracket_checked_ = false;
-  recheck_pending_ = choose_recheck(m->calls);
+  recheck_pending_ = choose_recheck(m.calls);
   if (recheck_pending_) inputs_due_ = true;
   reply(to_json(JudgeCallEndReply{recheck_pending_}));
 }
