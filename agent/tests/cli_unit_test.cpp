@@ -177,6 +177,22 @@ TEST(CliOutput, ClaudeResultObjectGivesTurnsTokensCostAndText) {
   EXPECT_FALSE(garbage.parsed);
 }
 
+// A coding agent is untrusted: output nested 300000 levels deep (whole, on a line of its own, or
+// pretty-printed after progress text) is no result and no crash (nlohmann's copies, comparisons
+// and dumps recurse; attack round 9), while a result beside it still counts.
+TEST(CliOutput, OutputNestedDeeplyEnoughToOverflowTheStackIsNoResult) {
+  const std::string deep = "{\"type\":\"result\",\"num_turns\":3,\"x\":" +
+                           std::string(300000, '[') + std::string(300000, ']') + "}";
+  EXPECT_FALSE(parse_cli_output(OutputFormat::kClaude, deep).parsed);
+  EXPECT_FALSE(parse_cli_output(OutputFormat::kClaude, "progress\n" + deep + "\n").parsed);
+  EXPECT_FALSE(parse_cli_output(OutputFormat::kCodex, deep + "\n").parsed);
+  auto beside = parse_cli_output(OutputFormat::kClaude,
+                                 deep + "\n{\"type\":\"result\",\"subtype\":\"success\","
+                                        "\"num_turns\":2,\"result\":\"x\"}\n");
+  EXPECT_TRUE(beside.parsed);
+  EXPECT_EQ(beside.turns, 2);
+}
+
 TEST(CliOutput, CodexEventsSumTurnsAndUsageAndKeepTheLastMessage) {
   auto r = parse_cli_output(
       OutputFormat::kCodex,

@@ -284,6 +284,20 @@ TEST_F(OpenAiLoop, MalformedJsonAndEmptyChoicesAreRetried) {
   EXPECT_EQ(r->next.usage.prompt_tokens, 1005) << "usage of the empty reply still counts";
 }
 
+// A reply nested 300000 levels deep (1.2 MB) is malformed, retried, and never reaches a
+// recursive copy, comparison or dump (which overflowed the stack of the process holding it:
+// attack round 9, docs/evaluation.md "Threat model").
+TEST_F(OpenAiLoop, AReplyNestedDeeplyEnoughToOverflowTheStackIsMalformedAndRetried) {
+  const size_t depth = 300000;
+  server_.script({ScriptedReply::body("{\"choices\": " + std::string(depth, '[') +
+                                      std::string(depth, ']') + "}"),
+                  kernel_reply(0.5)});
+  auto r = run(task_);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_DOUBLE_EQ(r->next.best.score, 0.5);
+  EXPECT_EQ(sleeps_.size(), 1u) << "the deep reply was not retried once";
+}
+
 TEST_F(OpenAiLoop, AReplyThatNeverEndsTimesOutAndIsRetried) {
   task_.agent.options["timeout_s"] = 0.3;
   server_.script({ScriptedReply::hang(), kernel_reply(0.5)});

@@ -45,6 +45,26 @@ TEST(Wire, EvalRecordRoundTripsThroughJson) {
   EXPECT_EQ(back->runner, "runner-3");
 }
 
+TEST(Wire, TheRecordSaysWhereTheJudgeReadTheBuffersAndRefusesAnythingElse) {
+  EvalRecord r;
+  r.judge_reads = "device_arena";
+  Json j = to_json(r);
+  EXPECT_EQ(j["judge_reads"], "device_arena");
+  auto back = eval_record_from_json(j, "mem");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->judge_reads, "device_arena");
+  // A record from before the arena has no field: read as "".
+  j.erase("judge_reads");
+  back = eval_record_from_json(j, "mem");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->judge_reads, "");
+  j["judge_reads"] = "shared";
+  back = eval_record_from_json(j, "mem");
+  ASSERT_FALSE(back);
+  EXPECT_NE(back.error().message.find("judge_reads: \"shared\""), std::string::npos)
+      << back.error().message;
+}
+
 TEST(Wire, EvalTaskCarriesSourceAndSettings) {
   EvalTask t;
   t.task_id = "t1";

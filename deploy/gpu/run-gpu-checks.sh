@@ -49,13 +49,17 @@
 #   Before any step the script probes the sandbox; where bwrap cannot make its namespaces here
 #   every step runs with ATREX_NO_SANDBOX=1 (records say `sandbox: none`) and the output says why.
 #   checkCost (named only): what the checks of large shapes cost, this build and BASELINE_BIN's
-#            side by side (deploy/gpu/steps/check-cost.sh; op:template:shapes after `--`).
+#            side by side (deploy/gpu/steps/check-cost.sh; op:template:shapes after `--`);
+#            BASELINE_ENV="VAR=value" runs this build a second time with that environment instead
+#            (ATREX_NO_DEVICE_ARENA=1: the judge's memfd copies instead of its device arena).
+#   arenaBench (named only): `atrex bench eval` (ARENA_BENCH_OPS, default fused_add_rms_norm
+#            l2_norm) with the judge's device arena vs its memfd copies, alternating, twice each.
 #   moe, deltaNorm, tailVariants (named only, not part of `all`): the CUDA templates of the
 #            MoE family (fused_moe, fp8_blockscale_fused_moe, the routing operators, topk_filter;
 #            timed, 2 seeds), of the delta-rule and norm operators (`-- --variants` on variant
 #            shapes) and of the long tail on variant shapes (deploy/gpu/steps/*.sh; operators
 #            after `--` limit them, e.g. `run-gpu-checks.sh moe -- fp8_blockscale_fused_moe`).
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|judge|attacks|fresh|python|moe|deltaNorm|tailVariants|all]... [-- step arguments]
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|arenaBench|checkCost|judge|attacks|fresh|python|moe|deltaNorm|tailVariants|all]... [-- step arguments]
 #   variants: VARIANTS="op/name:P=V,P=V[@ids] ..." templates at chosen parameters (1 seed, timing
 #          only), on VARIANT_SHAPES (default all) or an entry's own @ids.
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
@@ -535,6 +539,17 @@ if want sandboxBench; then
     done
   done
   [ -n "${OUT:-}" ] && cp "$out/sandbox-bench.txt" "$OUT/"
+fi
+if named arenaBench; then
+  echo "=== the judge's device arena: atrex bench eval, arena vs memfd copies (ATREX_NO_DEVICE_ARENA=1), twice each" | tee "$out/arena-bench.txt"
+  for op in ${ARENA_BENCH_OPS:-fused_add_rms_norm l2_norm}; do
+    for mode in arena copies arena copies; do
+      echo "--- $op $mode" | tee -a "$out/arena-bench.txt"
+      ATREX_NO_DEVICE_ARENA=$([ "$mode" = copies ] && echo 1 || echo 0) \
+        "$atrex" bench eval --operator "$op" 2>&1 | tee -a "$out/arena-bench.txt" || rc=1
+    done
+  done
+  [ -n "${OUT:-}" ] && cp "$out/arena-bench.txt" "$OUT/"
 fi
 if want xcheck; then
   echo "=== xcheck: CUDA references vs independent PyTorch implementations"

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -135,6 +137,7 @@ void close_all(std::initializer_list<int> fds) {
 // against the judge's brackets (timing_check.h).
 std::string judge_record(EvalRecord& r, const ChildShapeResponse& c, const JudgeVerdict* j) {
   if (j && !j->tampering.empty()) return "the judge: " + j->tampering;
+  if (j) r.judge_reads = j->device_arena ? "device_arena" : "memfd";
   if (c.status == EvalStatus::kOk) {
     if (!j) return fmt::format("the child reported shape {} ok without a verdict of the judge",
                                c.shape_id);
@@ -301,12 +304,15 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     ::fcntl(verdict_fds[0], F_SETFL, O_NONBLOCK);
     // The judge's latency probe: each byte it writes comes back from this process's echo
     // thread (timing_check.h); the thread ends when the judge's end closes.
-    int ping[2] = {-1, -1}, pong[2] = {-1, -1};
-    if (::pipe2(ping, O_CLOEXEC) != 0 || ::pipe2(pong, O_CLOEXEC) != 0) {
+    // And the socket pair the judge offers its device arena on (protocol/arena_handoff.h).
+    int ping[2] = {-1, -1}, pong[2] = {-1, -1}, arena[2] = {-1, -1};
+    if (::pipe2(ping, O_CLOEXEC) != 0 || ::pipe2(pong, O_CLOEXEC) != 0 ||
+        ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, arena) != 0) {
       const std::string why = std::strerror(errno);
       close_all({*req_fd, *judge_req_fd, pipe_fds[0], pipe_fds[1], stop_fds[0], stop_fds[1],
                  to_judge[0], to_judge[1], from_judge[0], from_judge[1], verdict_fds[0],
-                 verdict_fds[1], shared, shared_child, ping[0], ping[1], pong[0], pong[1]});
+                 verdict_fds[1], shared, shared_child, ping[0], ping[1], pong[0], pong[1],
+                 arena[0], arena[1]});
       return io_error("runner could not set up the judge's latency probe: " + why);
     }
     std::atomic<bool> echo_stop{false};
@@ -343,6 +349,16 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
                                            "--ping-fd",       "8",               "--pong-fd",
                                            "9",               "--device",
                                            std::to_string(ctx.device_index)};
+    // The judge's device arena (docs/evaluation.md "The judge's device arena"), unless
+    // ATREX_NO_DEVICE_ARENA=1 asks for the memfd copies (to measure what the arena saves).
+    const char* no_arena = std::getenv("ATREX_NO_DEVICE_ARENA");
+    const bool device_arena = !(no_arena && std::string(no_arena) == "1");
+    if (device_arena) {
+      argv.insert(argv.end(), {"--arena-fd", "9"});
+      judge_argv.insert(judge_argv.end(), {"--arena-fd", "10"});
+    } else {
+      close_all({arena[0], arena[1]});
+    }
     // The judge: the same binary in a sandbox of its own, without the candidate's library.
     SubprocessOptions jopt;
     jopt.argv = sandboxed ? bwrap_argv(ctx.sandbox.bwrap,
@@ -358,6 +374,7 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
                         {shared, 7},
                         {ping[1], 8},
                         {pong[0], 9}};
+    if (device_arena) jopt.inherit_fds.emplace_back(arena[0], 10);
     jopt.policies = {&limits};
     jopt.stop_signal = 0;
     // It ends by itself when the child's pipe closes; this bounds a judge that does not.
@@ -406,6 +423,7 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     // Closed here once the child is forked.
     opt.inherit_fds = {{*req_fd, 3},       {pipe_fds[1], 4},   {stop_fds[0], 5},
                        {to_judge[1], 6},   {from_judge[0], 7}, {shared_child, 8}};
+    if (device_arena) opt.inherit_fds.emplace_back(arena[1], 9);
     // A cgroup of its own where the host gives one (memory with memfd and shm pages, tasks):
     // entered between fork and exec, removed when this turn of the loop ends.
     static std::atomic<uint64_t> cgroup_serial{0};

@@ -92,10 +92,42 @@ TEST_F(GpuGatesTest, CorrectCudaCandidatePassesAndIsTimedByGraphReplay) {
     ASSERT_TRUE(r.s_j);
     EXPECT_FALSE(r.above_roofline) << r.shape_id << " measured faster than the roofline";
     EXPECT_NE(r.device.find("H"), std::string::npos);
+    EXPECT_EQ(r.judge_reads, "device_arena") << "the judge copied through the host";
     std::printf("rms_norm shape %s: %.2f us (IQR %.2f, n=%d), T_roofline %.2f us, S_j %.3f\n",
                 r.shape_id.c_str(), r.timing->time_us_median, r.timing->time_us_iqr, r.timing->n,
                 r.t_roofline_us, *r.s_j);
   }
+}
+
+// The judge's device arena (docs/evaluation.md "The judge's device arena"): by default the judge
+// compares the candidate's buffers where the candidate wrote them; with ATREX_NO_DEVICE_ARENA=1
+// where the runner runs, through the memfd copies. Same verdicts either way: an honest kernel
+// passes, an all-zero output fails, an out-of-bounds write into the arena's guard is caught.
+TEST_F(GpuGatesTest, TheJudgeComparesInItsDeviceArenaOrThroughTheMemfdWithTheSameVerdicts) {
+  for (const bool arena : {true, false}) {
+    if (arena)
+      ::unsetenv("ATREX_NO_DEVICE_ARENA");
+    else
+      ::setenv("ATREX_NO_DEVICE_ARENA", "1", 1);
+    const std::string reads = arena ? "device_arena" : "memfd";
+    auto ok = evaluate("rms_norm_correct.cu", {"0", "27"});
+    ASSERT_EQ(ok.size(), 2u);
+    for (const auto& r : ok) {
+      EXPECT_EQ(r.status, EvalStatus::kOk) << reads << " shape " << r.shape_id << ": " << r.error;
+      EXPECT_EQ(r.judge_reads, reads);
+      std::printf("judge reads %s: shape %s ok, checks %.3f s\n", reads.c_str(),
+                  r.shape_id.c_str(), r.phases_s.value("check", 0.0));
+    }
+    auto zero = evaluate("rms_norm_side_stream_wrong.cu", {"0"});
+    ASSERT_EQ(zero.size(), 1u);
+    EXPECT_EQ(zero[0].status, EvalStatus::kWrongResult) << reads << ": " << zero[0].error;
+    EXPECT_EQ(zero[0].judge_reads, reads);
+    auto over = evaluate("rms_norm_guard_writes_out_of_bounds.cu", {"0"});
+    ASSERT_EQ(over.size(), 1u);
+    EXPECT_EQ(over[0].status, EvalStatus::kRejected) << reads << ": " << over[0].error;
+    EXPECT_NE(over[0].error.find("past the end"), std::string::npos) << over[0].error;
+  }
+  ::unsetenv("ATREX_NO_DEVICE_ARENA");
 }
 
 TEST_F(GpuGatesTest, IllegalAddressKillsOnlyItsChild) {

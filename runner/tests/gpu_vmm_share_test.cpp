@@ -1,9 +1,10 @@
 // Whether device memory one process allocates can be written by an evaluation child in its
-// sandbox, with no copy through the host: the design that would take the judge's copies out of
-// every check (docs/benchmarks.md "Since the judge"). The test allocates with the CUDA VMM API
-// (cuMemCreate, a POSIX file descriptor handle), hands the descriptor over a Unix socket
-// (SCM_RIGHTS) to atrex-vmm-share-probe, which imports, maps and fills it (after installing the
-// candidate's seccomp filter), and reads the fill back through its own mapping. Once without the
+// sandbox, with no copy through the host: the judge's device arena (protocol/arena_handoff.h,
+// docs/evaluation.md "The judge's device arena"). The test allocates as the judge does
+// (CudaVmm::create_exported: cuMemCreate, a POSIX file descriptor handle), offers it over a Unix
+// socket (send_arena_offer, SCM_RIGHTS) to atrex-vmm-share-probe, which receives, imports, maps
+// and fills it after installing the candidate's seccomp filter (stricter than the child, which
+// maps the arena before it installs the filter), and reads the fill back through its own mapping. Once without the
 // sandbox, once inside the evaluation child's bwrap view (eval_sandbox_view: its own PID, IPC,
 // network and mount namespaces, the GPU device nodes bound). Label gpu.
 #include <sys/socket.h>
@@ -18,8 +19,8 @@
 
 #include "atrex/common/process/sandbox.h"
 #include "atrex/common/process/subprocess.h"
-#include "cuda_driver_entry.h"
-#include "fd_passing.h"
+#include "child/cuda_vmm.h"
+#include "protocol/arena_handoff.h"
 #include "sandbox/eval_sandbox.h"
 
 namespace atrex {
@@ -39,61 +40,48 @@ class GpuVmmShare : public ::testing::Test {
     ASSERT_EQ(supported, 1) << "this GPU cannot export allocations as file descriptors";
   }
 
-  // Allocates 64 MiB, shares it with the probe (argv before the probe's own arguments: a
-  // sandbox wrapper or nothing) and checks that every word the probe wrote is `pattern`.
+  // Allocates 64 MiB as the judge allocates its device arena (CudaVmm::create_exported), offers
+  // it to the probe as the judge offers it to the child (send_arena_offer; argv before the
+  // probe's own arguments: a sandbox wrapper or nothing) and checks that every word the probe
+  // wrote is `pattern`.
   void share_and_check(const std::vector<std::string>& wrapper, unsigned pattern) {
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    size_t granularity = 0;
-    ASSERT_EQ(vmm_.granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-              CUDA_SUCCESS);
-    const size_t bytes = ((size_t{64} << 20) + granularity - 1) / granularity * granularity;
-    CUmemGenericAllocationHandle handle = 0;
-    ASSERT_EQ(vmm_.create(&handle, bytes, &prop, 0), CUDA_SUCCESS);
-    int fd = -1;
-    ASSERT_EQ(vmm_.export_handle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-              CUDA_SUCCESS);
     std::string error;
-    const CUdeviceptr ptr = vmm_.map_read_write(handle, bytes, &error);
-    ASSERT_NE(ptr, 0u) << error;
-    ASSERT_EQ(cudaMemset(reinterpret_cast<void*>(ptr), 0, bytes), cudaSuccess);
+    const runner::CudaVmm::Exported arena = vmm_.create_exported(size_t{64} << 20, &error);
+    ASSERT_NE(arena.ptr, 0u) << error;
+    ASSERT_GE(arena.bytes, size_t{64} << 20);
+    ASSERT_EQ(cudaMemset(reinterpret_cast<void*>(arena.ptr), 0, arena.bytes), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
     int sv[2];
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    ASSERT_TRUE(testing::send_fd(sv[0], fd));  // queued: the probe reads it once it runs
-    ::close(fd);
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    // Queued: the probe reads it once it runs.
+    ASSERT_TRUE(runner::send_arena_offer(sv[0], runner::ArenaOffer{arena.bytes, arena.fd}));
+    ::close(arena.fd);
     SubprocessOptions o;
     o.argv = wrapper;
-    for (const std::string& a : {probe_.string(), std::string("--bytes"), std::to_string(bytes),
-                                 std::string("--pattern"), std::to_string(pattern),
-                                 std::string("--seccomp")})
+    for (const std::string& a : {probe_.string(), std::string("--pattern"),
+                                 std::to_string(pattern), std::string("--seccomp")})
       o.argv.push_back(a);
     o.timeout = std::chrono::seconds(120);
     o.inherit_fds = {{sv[1], 3}};
     auto r = run_subprocess(o);
     ASSERT_TRUE(r) << r.error().message;
     ASSERT_TRUE(r->ok()) << r->describe() << ": " << r->output_tail;
-    char answer[2] = {};
-    EXPECT_EQ(::read(sv[0], answer, 2), 2);
-    EXPECT_EQ(std::string(answer, 2), "ok");
+    EXPECT_TRUE(runner::receive_arena_answer(sv[0])) << "the probe did not answer that it mapped it";
     ::close(sv[0]);
 
-    std::vector<unsigned> back(bytes / 4);
-    ASSERT_EQ(cudaMemcpy(back.data(), reinterpret_cast<void*>(ptr), bytes, cudaMemcpyDeviceToHost),
+    std::vector<unsigned> back(arena.bytes / 4);
+    ASSERT_EQ(cudaMemcpy(back.data(), reinterpret_cast<void*>(arena.ptr), arena.bytes,
+                         cudaMemcpyDeviceToHost),
               cudaSuccess);
     size_t wrong = 0;
     for (unsigned w : back) wrong += w != pattern;
     EXPECT_EQ(wrong, 0u) << "of " << back.size() << " words the probe wrote";
-    EXPECT_EQ(vmm_.unmap(ptr, bytes), CUDA_SUCCESS);
-    EXPECT_EQ(vmm_.free_address(ptr, bytes), CUDA_SUCCESS);
-    EXPECT_EQ(vmm_.release(handle), CUDA_SUCCESS);
+    EXPECT_EQ(vmm_.unmap(arena.ptr, arena.bytes), CUDA_SUCCESS);
+    EXPECT_EQ(vmm_.free_address(arena.ptr, arena.bytes), CUDA_SUCCESS);
   }
 
-  testing::CudaVmm vmm_;
+  runner::CudaVmm vmm_;
   const fs::path probe_ = fs::path(ATREX_TEST_BIN_DIR) / "atrex-vmm-share-probe";
 };
 

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "atrex/common/json_io.h"
+#include "atrex/common/untrusted_json.h"
 
 namespace atrex::agent::cli {
 
@@ -124,7 +125,9 @@ void EvalSocketServer::answer(int fd) {
     write_all(fd, request.error().message + "\n");
     return;
   }
-  Json j = Json::parse(*request, nullptr, false);
+  // The coding agent writes the request: parsed as untrusted (depth-bounded).
+  auto parsed = parse_untrusted_json(*request, kAgentJsonDepth);
+  Json j = parsed ? std::move(*parsed) : Json(Json::value_t::discarded);
   if (j.is_discarded() || !j.is_object() || !j.contains("source") || !j["source"].is_string()) {
     write_all(fd, "atrex-eval: malformed request (expected {\"file_name\", \"source\"})\n");
     return;

@@ -1,6 +1,9 @@
 #include "cli/output.h"
 
 #include <sstream>
+#include <string_view>
+
+#include "atrex/common/untrusted_json.h"
 
 namespace atrex::agent::cli {
 
@@ -19,11 +22,20 @@ std::string string_of(const Json& j, const char* key) {
   return j[key].get<std::string>();
 }
 
+// One JSON value of the agent's output, or discarded: the coding agent is untrusted, and a value
+// nested past kAgentJsonDepth levels is refused at the parse (nlohmann's serialiser and
+// comparisons recurse: a few hundred thousand levels overflowed the stack of the runner's own
+// process in attack round 9; docs/evaluation.md "Threat model").
+Json parse_agent_json(std::string_view text) {
+  auto parsed = parse_untrusted_json(text, kAgentJsonDepth);
+  return parsed ? std::move(*parsed) : Json(Json::value_t::discarded);
+}
+
 // Every JSON object of the output: the whole text when it is one document, else one per line
 // (JSONL, or a JSON document after progress lines).
 std::vector<Json> json_values(const std::string& output) {
   std::vector<Json> out;
-  Json whole = Json::parse(output, nullptr, false);
+  Json whole = parse_agent_json(output);
   if (!whole.is_discarded()) {
     if (whole.is_array()) {
       for (auto& v : whole) out.push_back(v);
@@ -37,14 +49,14 @@ std::vector<Json> json_values(const std::string& output) {
   while (std::getline(in, line)) {
     const size_t at = line.find('{');
     if (at == std::string::npos) continue;
-    Json v = Json::parse(line.substr(at), nullptr, false);
+    Json v = parse_agent_json(std::string_view(line).substr(at));
     if (!v.is_discarded() && v.is_object()) out.push_back(std::move(v));
   }
   // A pretty-printed object after progress text: from the first '{' at a line start.
   if (out.empty()) {
     const size_t at = output.find("\n{");
     if (at != std::string::npos) {
-      Json v = Json::parse(output.substr(at + 1), nullptr, false);
+      Json v = parse_agent_json(std::string_view(output).substr(at + 1));
       if (!v.is_discarded() && v.is_object()) out.push_back(std::move(v));
     }
   }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "atrex/common/untrusted_json.h"
+
 namespace atrex::agent::openai {
 
 // The outcome of one HTTP exchange.
@@ -100,15 +102,17 @@ ChatClient::Attempt ChatClient::send_once(const std::string& body, TokenUsage& s
       a.retry_after = parse_retry_after(*ra, deps_.wall_now());
     return a;
   }
-  Json j;
-  try {
-    j = Json::parse(res->body);
-  } catch (const Json::exception&) {
+  // The server's reply is parsed depth-bounded (untrusted_json.h): a reply nested hundreds of
+  // thousands of levels deep would overflow the stack of the first recursive use of it.
+  auto parsed = parse_untrusted_json(res->body, kAgentJsonDepth);
+  if (!parsed) {
     a.error = Error{ErrorCode::kUnavailable,
-                    "malformed JSON in the reply: " + redact(excerpt(res->body, 200))};
+                    fmt::format("malformed JSON in the reply ({}): {}", parsed.error().message,
+                                redact(excerpt(res->body, 200)))};
     a.retry = true;
     return a;
   }
+  Json j = std::move(*parsed);
   TokenUsage tokens;
   auto reply = read_completion(j, tokens);
   spent.prompt_tokens += tokens.prompt_tokens;

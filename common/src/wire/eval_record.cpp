@@ -118,6 +118,7 @@ Json to_json(const EvalRecord& r) {
          {"device", r.device},
          {"runner", r.runner},
          {"sandbox", sandbox_mode_name(r.sandbox)},
+         {"judge_reads", r.judge_reads},
          {"status", eval_status_name(r.status)},
          {"error", r.error},
          {"max_abs_error", r.max_abs_error},
@@ -154,6 +155,11 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
   ATREX_TRY(r.required("device", rec.device));
   ATREX_TRY(r.required("runner", rec.runner));
   ATREX_TRY(r.required("sandbox", rec.sandbox));
+  ATREX_TRY(r.optional("judge_reads", rec.judge_reads));
+  if (!rec.judge_reads.empty() && rec.judge_reads != "device_arena" && rec.judge_reads != "memfd")
+    return make_error(ErrorCode::kInvalidInput,
+                      fmt::format("{}: judge_reads: \"{}\" is neither device_arena nor memfd",
+                                  source, rec.judge_reads));
   ATREX_TRY(r.required("status", rec.status));
   ATREX_TRY(r.required("error", rec.error));
   ATREX_TRY(r.required("max_abs_error", rec.max_abs_error));

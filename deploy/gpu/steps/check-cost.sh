@@ -16,6 +16,7 @@ specs="fp8_blockscale_fused_moe:dequant_mma:1 unified_attention:flash_mma:13"
 [ $# -gt 0 ] && specs="$*"
 bins="$root/build/release/bin"
 [ -n "${BASELINE_BIN:-}" ] && bins="$BASELINE_BIN $bins"
+[ -n "${BASELINE_ENV:-}" ] && bins="env:$bins $bins"
 rc=0
 export ATREX_CACHE_DIR=${ATREX_CACHE_DIR:-/tmp/atrex-check-cost-cache}
 # Compiled first, so that no run's wall time holds nvcc (both builds share the compile cache).
@@ -28,11 +29,13 @@ for spec in $specs; do
   IFS=: read -r op tpl shapes <<< "$spec"
   for bin in $bins; do
     rec=$(mktemp)
+    envs=()
+    case "$bin" in env:*) bin=${bin#env:}; read -r -a envs <<< "$BASELINE_ENV" ;; esac
     t0=$(date +%s.%N)
-    "$bin/atrex" eval "$root/kernels/templates/$op/cuda/$tpl.cu" \
+    env "${envs[@]}" "$bin/atrex" eval "$root/kernels/templates/$op/cuda/$tpl.cu" \
       --operator "$op" --shapes "$shapes" --seeds 2 --out "$rec" > /dev/null 2>&1 || rc=1
     t1=$(date +%s.%N)
-    python3 - "$rec" "$op" "$tpl" "$bin" "$t0" "$t1" <<'PY' | tee -a "$log"
+    python3 - "$rec" "$op" "$tpl" "${envs[*]} $bin" "$t0" "$t1" <<'PY' | tee -a "$log"
 import json, sys
 rec, op, tpl, bin_, t0, t1 = sys.argv[1:]
 for line in open(rec):

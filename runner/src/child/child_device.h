@@ -52,6 +52,25 @@ class ChildDevice {
     return false;
   }
   virtual void unpin_host(void* p) { (void)p; }
+  // Device memory shared with the other process of an evaluation: the judge's device arena
+  // (protocol/arena_handoff.h). create_shared: at least `bytes` (rounded up to the device's
+  // granularity), mapped read-write here, with a file descriptor (owned by the caller) that
+  // import_shared maps in another process. Never released: it lives as long as the process.
+  // kUnavailable where the backend cannot share device memory (cpu, hip, a GPU without POSIX
+  // file descriptor handles); kIo naming the driver call that failed otherwise.
+  struct SharedMemory {
+    void* ptr = nullptr;
+    uint64_t bytes = 0;
+    int fd = -1;
+  };
+  virtual Result<SharedMemory> create_shared(uint64_t bytes) {
+    (void)bytes;
+    return make_error(ErrorCode::kUnavailable, "this backend shares no device memory");
+  }
+  virtual Result<void*> import_shared(int fd, uint64_t bytes) {
+    (void)fd, (void)bytes;
+    return make_error(ErrorCode::kUnavailable, "this backend shares no device memory");
+  }
   virtual Status to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual Status from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual Status copy(void* dst, const void* src, size_t bytes) = 0;

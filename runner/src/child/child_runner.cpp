@@ -17,6 +17,7 @@
 
 #include "atrex/common/process/seccomp.h"
 #include "judge.h"
+#include "protocol/arena_handoff.h"
 #include "shape_run.h"
 
 namespace atrex::runner {
@@ -46,6 +47,7 @@ ChildArgs child_args(int argc, char** argv) {
     if (std::strcmp(argv[i], "--judge-out-fd") == 0) a.judge_out_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--judge-in-fd") == 0) a.judge_in_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--shared-fd") == 0) a.shared_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--arena-fd") == 0) a.arena_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--check-in-fd") == 0) a.check_in_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--check-out-fd") == 0) a.check_out_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--ping-fd") == 0) a.ping_fd = std::atoi(argv[i + 1]);
@@ -150,6 +152,39 @@ int run_child_task(const ChildTaskRequest& task, ChildDevice& device,
   return 0;
 }
 
+namespace {
+
+// The judge's device arena (protocol/arena_handoff.h), mapped before any candidate code runs
+// (and before the filter), and the answer the judge waits for; the socket is closed after it.
+// Anything short of a mapping leaves the memfd copies (the judge drops the arena on 'n').
+void map_device_arena(ChildDevice& device, child::JudgeLink& judge, int socket) {
+  bool mapped = false;
+  auto offer = receive_arena_offer(socket);
+  if (!offer || offer->fd < 0) {
+    // No arena (cpu, hip, ATREX_NO_DEVICE_ARENA): the judge waits for no answer.
+    if (!offer) fmt::print(stderr, "{}\n", offer.error().message);
+    ::close(socket);
+    return;
+  }
+  if (auto p = device.import_shared(offer->fd, offer->bytes)) {
+    judge.set_device_arena(*p, offer->bytes);
+    mapped = true;
+  } else {
+    fmt::print(stderr, "the judge's device arena is not mapped, the checks copy through the "
+                       "host: {}\n",
+               p.error().message);
+    (void)device.synchronize();
+  }
+  ::close(offer->fd);
+  if (auto told = send_arena_answer(socket, mapped); !told) {
+    fmt::print(stderr, "{}\n", told.error().message);
+    judge.set_device_arena(nullptr, 0);
+  }
+  ::close(socket);
+}
+
+}  // namespace
+
 int child_main(int argc, char** argv, ChildDevice& device) {
   const ChildArgs args = child_args(argc, argv);
   if (args.judge) {
@@ -167,7 +202,8 @@ int child_main(int argc, char** argv, ChildDevice& device) {
       return 2;
     }
     return run_judge_task(*request->task, device, args.response_fd, args.check_in_fd,
-                          args.check_out_fd, args.shared_fd, args.ping_fd, args.pong_fd);
+                          args.check_out_fd, args.shared_fd, args.ping_fd, args.pong_fd,
+                          args.arena_fd);
   }
   const bool task_mode = args.request_fd >= 0 && args.response_fd >= 0;
   if (!task_mode && (args.request.empty() || args.response.empty())) {
@@ -190,6 +226,7 @@ int child_main(int argc, char** argv, ChildDevice& device) {
     }
     auto loader = child::make_candidate_loader();
     child::JudgeLink judge(args.judge_out_fd, args.judge_in_fd, args.shared_fd);
+    if (args.arena_fd >= 0) map_device_arena(device, judge, args.arena_fd);
     return run_child_task(*request->task, device, *loader, judge, args.response_fd, args.stop_fd);
   }
   ATREX_ASSERT(request->dump.has_value(), "a request is a task or a dump");

@@ -47,6 +47,8 @@ struct ChildArgs {
   int stop_fd = -1;  // task mode: readable (a byte, or EOF) = stop after the shape in hand
   // Task mode: the pipe to the judge, the pipe from it, the memfd shared with it.
   int judge_out_fd = -1, judge_in_fd = -1, shared_fd = -1;
+  // Both modes: the socket of the judge's device arena (protocol/arena_handoff.h), or -1.
+  int arena_fd = -1;
   // Judge mode (`--judge`): no candidate; checks from `check_in_fd`, answers to
   // `check_out_fd`, verdicts to `response_fd` (judge.h).
   bool judge = false;

@@ -17,6 +17,7 @@
 #include "child_runner.h"
 #include "judge.h"
 #include "cuda_timer.h"
+#include "cuda_vmm.h"
 #include "nvml_clocks.h"
 
 namespace atrex::runner {
@@ -98,6 +99,20 @@ class CudaDevice final : public ChildDevice {
   }
   void unpin_host(void* p) override {
     if (cudaHostUnregister(p) != cudaSuccess) (void)cudaGetLastError();
+  }
+  Result<SharedMemory> create_shared(uint64_t bytes) override {
+    ATREX_TRY(load_vmm());
+    std::string error;
+    const CudaVmm::Exported e = vmm_.create_exported(bytes, &error);
+    if (!e.ptr) return io_error("allocating shared device memory: " + error);
+    return SharedMemory{reinterpret_cast<void*>(e.ptr), e.bytes, e.fd};
+  }
+  Result<void*> import_shared(int fd, uint64_t bytes) override {
+    ATREX_TRY(load_vmm());
+    std::string error;
+    const CUdeviceptr p = vmm_.import_map(fd, bytes, &error);
+    if (!p) return io_error("mapping shared device memory: " + error);
+    return reinterpret_cast<void*>(p);
   }
   Status to_host(void* dst, const void* src, size_t n) override {
     return cuda(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
@@ -188,8 +203,19 @@ class CudaDevice final : public ChildDevice {
   Json clocks() override { return nvml_ ? nvml_->sample() : Json{{"available", false}}; }
 
  private:
+  Status load_vmm() {
+    if (!vmm_loaded_) {
+      if (const std::string missing = vmm_.load(device_); !missing.empty())
+        return make_error(ErrorCode::kUnavailable, "no driver entry point " + missing);
+      vmm_loaded_ = true;
+    }
+    return ok();
+  }
+
   int device_;
   bool trace_wanted_ = true;
+  CudaVmm vmm_;
+  bool vmm_loaded_ = false;
   std::map<void*, size_t> live_;         // buffer -> size
   std::multimap<size_t, void*> cached_;  // released buffers by size
   std::string name_;

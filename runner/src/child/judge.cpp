@@ -27,6 +27,7 @@
 #include "atrex/common/text.h"
 #include "atrex/common/untrusted_json.h"
 #include "child_runner.h"
+#include "protocol/arena_handoff.h"
 #include "protocol/judge_messages.h"
 #include "protocol/shared_layout.h"
 #include "shape_run_support.h"
@@ -83,12 +84,18 @@ struct Stop {
 
 class Judge {
  public:
+  // `arena`: the device arena offered to the child (offer_device_arena; none: nullptr), and
+  // the socket its answer comes on (closed once read).
   Judge(const ChildTaskRequest& task, ChildDevice& dev, int verdict_fd, int in_fd, int out_fd,
-        int shared_fd, int ping_fd, int pong_fd)
+        int shared_fd, int ping_fd, int pong_fd, ChildDevice::SharedMemory arena,
+        int arena_socket)
       : task_(task), dev_(dev), verdict_fd_(verdict_fd), in_(in_fd), out_(out_fd),
-        shared_(shared_fd), ping_(ping_fd), pong_(pong_fd) {}
+        shared_(shared_fd), ping_(ping_fd), pong_(pong_fd),
+        device_arena_(static_cast<uint8_t*>(arena.ptr)), device_arena_bytes_(arena.bytes),
+        arena_socket_(arena_socket) {}
   ~Judge() {
     if (arena_map_) ::munmap(const_cast<uint8_t*>(arena_map_), arena_map_bytes_);
+    if (arena_socket_ >= 0) ::close(arena_socket_);
   }
   Judge(const Judge&) = delete;
   Judge& operator=(const Judge&) = delete;
@@ -122,6 +129,9 @@ class Judge {
   bool legit_set(const child::SetKey& key);
   InputSet& input_set(const child::SetKey& key);
   void host_mirrors(InputSet& set);
+  // With the device arena: the candidate's buffers there copied into host_in_/host_out_, once a
+  // check (what the host comparisons and messages read).
+  void candidate_to_host();
   // A check of the published outputs against the reference of `key`; `inputs`: whether the
   // child published the candidate's inputs ahead of them (inputs_due_ says when it must).
   void check(const child::SetKey& key, const std::string& context, bool inputs);
@@ -170,7 +180,12 @@ class Judge {
   std::unique_ptr<Buffers> buffers_;
   InputSet sets_[2];
   uint64_t uses_ = 0;
-  std::vector<void*> cand_in_, cand_out_;                  // device staging (or host)
+  // What the judge compares: the device arena's slots (device_arena_layout), else its staging
+  // copies of what the child published (device), else host_in_/host_out_ (host memory).
+  std::vector<void*> cand_in_, cand_out_;
+  // Buffers of the timing calibration's reset, standing in for the child's (cand_ without the
+  // arena, the judge's own with it: never the child's live buffers).
+  std::vector<void*> calib_in_, calib_out_;
   std::vector<std::vector<uint8_t>> host_in_, host_out_;  // what the child published
   std::vector<void*> pinned_;  // of host_in_ / host_out_, page-locked while a shape is entered
   JudgeVerdict verdict_;
@@ -207,6 +222,12 @@ class Judge {
   };
   DoneRead done_read_;
   SharedLayout layout_;                 // the shape's (enter_shape)
+  // The judge's device arena (protocol/arena_handoff.h): kept once the child answered that it
+  // mapped it (read at the first shape entered), else dropped (nullptr) for the memfd copies.
+  uint8_t* device_arena_ = nullptr;
+  uint64_t device_arena_bytes_ = 0;
+  int arena_socket_ = -1;
+  bool candidate_on_host_ = false;  // candidate_to_host done for this check
   const uint8_t* arena_map_ = nullptr;  // the shared memfd, mapped read-only on first use
   size_t arena_map_bytes_ = 0;
   int64_t go_splice_ = -1;  // the open bracket's
@@ -291,6 +312,7 @@ void Judge::begin_verdict() {
   brackets_.clear();
   last_bracket_checked_ = false;
   verdict_.brackets_hold_work = dev_.brackets_hold_work();
+  verdict_.device_arena = device_arena_ != nullptr;
   const auto* def = problems::find_native_operator(task_.operator_name);
   probe_required_ = def && def->range_probe.enabled() && index_ < task_.shapes.size() &&
                     task_.shapes[index_].range_probe;
@@ -323,8 +345,35 @@ void Judge::enter_shape() {
     for (const auto& d : shape_.inputs) take(d.bytes(), set.in);
     for (const auto& d : shape_.outputs) take(d.bytes(), set.ref);
   }
+  if (arena_socket_ >= 0) {
+    // The child answered before its first message (child_main), before any candidate code ran.
+    if (!receive_arena_answer(arena_socket_)) device_arena_ = nullptr;
+    ::close(arena_socket_);
+    arena_socket_ = -1;
+    verdict_.device_arena = device_arena_ != nullptr;
+  }
   host_in_.assign(shape_.inputs.size(), {});
   host_out_.assign(shape_.outputs.size(), {});
+  cand_in_.clear();
+  cand_out_.clear();
+  calib_in_.clear();
+  calib_out_.clear();
+  if (device_arena_) {
+    // The candidate's buffers are compared where the child keeps them; the host copies are
+    // made only for a failure's message (candidate_to_host).
+    const DeviceArenaLayout arena = device_arena_layout(shape_);
+    if (arena.total > device_arena_bytes_)
+      throw Stop{false, fmt::format("judge: shape {} needs {} bytes of the device arena, it holds {}",
+                                    item.shape_id, arena.total, device_arena_bytes_)};
+    for (uint64_t at : arena.input) cand_in_.push_back(device_arena_ + at);
+    for (uint64_t at : arena.output) cand_out_.push_back(device_arena_ + at);
+    if (item.performance) {
+      for (const auto& d : shape_.inputs) take(d.bytes(), calib_in_);
+      for (const auto& d : shape_.outputs) take(d.bytes(), calib_out_);
+    }
+    entered_ = true;
+    return;
+  }
   for (size_t i = 0; i < shape_.inputs.size(); ++i) host_in_[i].resize(shape_.inputs[i].bytes());
   for (size_t i = 0; i < shape_.outputs.size(); ++i)
     host_out_[i].resize(shape_.outputs[i].bytes());
@@ -332,8 +381,6 @@ void Judge::enter_shape() {
   for (auto* list : {&host_in_, &host_out_})
     for (auto& b : *list)
       if (dev_.pin_host(b.data(), b.size())) pinned_.push_back(b.data());
-  cand_in_.clear();
-  cand_out_.clear();
   if (dev_.host_memory()) {
     for (auto& b : host_in_) cand_in_.push_back(b.data());
     for (auto& b : host_out_) cand_out_.push_back(b.data());
@@ -341,6 +388,8 @@ void Judge::enter_shape() {
     for (const auto& d : shape_.inputs) take(d.bytes(), cand_in_);
     for (const auto& d : shape_.outputs) take(d.bytes(), cand_out_);
   }
+  calib_in_ = cand_in_;
+  calib_out_ = cand_out_;
   entered_ = true;
 }
 
@@ -350,6 +399,10 @@ void Judge::leave_shape() {
   for (auto& set : sets_) set = InputSet{};
   cand_in_.clear();
   cand_out_.clear();
+  calib_in_.clear();
+  calib_out_.clear();
+  host_in_.clear();
+  host_out_.clear();
   buffers_.reset();
   if (entered_) dev_.trim();
   entered_ = false;
@@ -408,6 +461,19 @@ void Judge::host_mirrors(InputSet& set) {
   set.host_valid = true;
 }
 
+void Judge::candidate_to_host() {
+  if (!device_arena_ || candidate_on_host_) return;
+  for (size_t i = 0; i < shape_.inputs.size(); ++i) {
+    host_in_[i].resize(shape_.inputs[i].bytes());
+    device(dev_.to_host(host_in_[i].data(), cand_in_[i], host_in_[i].size()), "copy");
+  }
+  for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+    host_out_[i].resize(shape_.outputs[i].bytes());
+    device(dev_.to_host(host_out_[i].data(), cand_out_[i], host_out_[i].size()), "copy");
+  }
+  candidate_on_host_ = true;
+}
+
 // The comparison of the published buffers with `set`: "" when they pass, else the message (the
 // same words the child used to give: docs/evaluation.md "Gate 2").
 std::string Judge::compare(InputSet& set, const std::string& context, bool inputs) {
@@ -428,6 +494,7 @@ std::string Judge::compare(InputSet& set, const std::string& context, bool input
            "comparing inputs");
     if (on_device && first < 0) continue;
     host_mirrors(set);
+    candidate_to_host();
     const auto pristine = host_ptrs(true);
     const auto diff = child::first_byte_difference(
         shape_.inputs[i], host_in_[i].data(), static_cast<const uint8_t*>(pristine[i]));
@@ -454,6 +521,7 @@ std::string Judge::compare(InputSet& set, const std::string& context, bool input
   std::vector<const void*> cand, ref, in;
   if (need_host) {
     host_mirrors(set);
+    candidate_to_host();
     for (auto& b : host_out_) cand.push_back(b.data());
     ref = host_ptrs(false);
     in = host_ptrs(true);
@@ -556,9 +624,15 @@ void Judge::check(const child::SetKey& key, const std::string& context, bool inp
     }
     offset += static_cast<off_t>(b.size());
   };
-  if (inputs)
-    for (auto& b : host_in_) read_into(b);
-  for (auto& b : host_out_) read_into(b);
+  candidate_on_host_ = false;
+  if (device_arena_) {
+    // Nothing was published: the judge reads the arena, the inputs at every check.
+    inputs = true;
+  } else {
+    if (inputs)
+      for (auto& b : host_in_) read_into(b);
+    for (auto& b : host_out_) read_into(b);
+  }
   if (!inputs && rng_() % kInputCheckOdds == 0) {
     reply(judge_inputs_request());
     const auto answer = read_message();
@@ -572,7 +646,7 @@ void Judge::check(const child::SetKey& key, const std::string& context, bool inp
     for (auto& b : host_in_) read_into(b);
     inputs = true;
   }
-  if (!dev_.host_memory()) {
+  if (!dev_.host_memory() && !device_arena_) {
     for (size_t i = 0; inputs && i < host_in_.size(); ++i)
       device(dev_.from_host(cand_in_[i], host_in_[i].data(), host_in_[i].size()), "copy");
     for (size_t i = 0; i < host_out_.size(); ++i)
@@ -678,10 +752,10 @@ void Judge::handle(const Json& message) {
     // clock, with this shape's output reset (and input copy) standing in for the child's.
     InputSet* from = sets_[0].filled ? &sets_[0] : sets_[1].filled ? &sets_[1] : nullptr;
     auto reset = [&]() -> Status {
-      for (size_t i = 0; i < cand_out_.size(); ++i)
-        ATREX_TRY(dev_.fill(cand_out_[i], 0xFF, shape_.outputs[i].bytes()));
-      for (size_t i = 0; from && i < cand_in_.size(); ++i)
-        ATREX_TRY(dev_.copy(cand_in_[i], from->in[i], shape_.inputs[i].bytes()));
+      for (size_t i = 0; i < calib_out_.size(); ++i)
+        ATREX_TRY(dev_.fill(calib_out_[i], 0xFF, shape_.outputs[i].bytes()));
+      for (size_t i = 0; from && i < calib_in_.size(); ++i)
+        ATREX_TRY(dev_.copy(calib_in_[i], from->in[i], shape_.inputs[i].bytes()));
       return ok();
     };
     device(dev_.bracket_overhead(reset, verdict_.bracket_overhead_us), "calibrating timing");
@@ -892,16 +966,61 @@ void judge_prelude(int argc, char** argv) {
     g_start_latency_us = wake_up_latency_us(ping_fd, pong_fd);
 }
 
+namespace {
+
+// The device arena for the task's largest shape, offered to the child on `socket` (none where
+// the device shares no memory, or cannot allocate it: the memfd copies stay then). The arena holds
+// only the child's own buffers: the references stay in the judge's memory.
+ChildDevice::SharedMemory offer_device_arena(const ChildTaskRequest& task, ChildDevice& device,
+                                             int socket) {
+  ChildDevice::SharedMemory arena;
+  if (socket < 0) return arena;
+  uint64_t bytes = 0;
+  const auto* def = problems::find_native_operator(task.operator_name);
+  for (size_t i = 0; def && !device.host_memory() && !device.brackets_hold_work() &&
+                     i < task.shapes.size();
+       ++i) {
+    problems::Shape shape;
+    shape.id = task.shapes[i].shape_id;
+    shape.params = task.shapes[i].params;
+    if (auto resolved = problems::resolve_shape(*def, shape))
+      bytes = std::max(bytes, device_arena_layout(*resolved).total);
+  }
+  if (bytes > 0) {
+    if (auto made = device.create_shared(bytes)) {
+      arena = *made;
+    } else if (made.error().code != ErrorCode::kUnavailable) {
+      fmt::print(stderr, "judge: no device arena, the checks copy through the host: {}\n",
+                 made.error().message);
+      (void)device.synchronize();  // clears a recoverable out-of-memory error
+    }
+  }
+  if (auto sent = send_arena_offer(socket, ArenaOffer{arena.bytes, arena.fd}); !sent) {
+    fmt::print(stderr, "judge: {}\n", sent.error().message);
+    arena = {};
+  }
+  if (arena.fd >= 0) ::close(arena.fd);
+  arena.fd = -1;
+  return arena;
+}
+
+}  // namespace
+
 int run_judge_task(const ChildTaskRequest& task, ChildDevice& device, int verdict_fd,
-                   int check_in_fd, int check_out_fd, int shared_fd, int ping_fd, int pong_fd) {
+                   int check_in_fd, int check_out_fd, int shared_fd, int ping_fd, int pong_fd,
+                   int arena_fd) {
   ::signal(SIGPIPE, SIG_IGN);
+  // Before the filter: the driver's export of the handle may need what the filter refuses.
+  const ChildDevice::SharedMemory arena = offer_device_arena(task, device, arena_fd);
   if (task.seccomp) {
     if (auto s = install_candidate_seccomp(); !s) {
       fmt::print(stderr, "the judge refuses to run: {}\n", s.error().message);
       return 5;
     }
   }
-  Judge judge(task, device, verdict_fd, check_in_fd, check_out_fd, shared_fd, ping_fd, pong_fd);
+  Judge judge(task, device, verdict_fd, check_in_fd, check_out_fd, shared_fd, ping_fd, pong_fd,
+              arena, arena.ptr ? arena_fd : -1);
+  if (!arena.ptr && arena_fd >= 0) ::close(arena_fd);
   return judge.run();
 }
 

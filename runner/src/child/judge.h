@@ -32,8 +32,10 @@ void judge_prelude(int argc, char** argv);
 // `ping_fd`/`pong_fd`: a byte written to the first comes back on the second from the runner's
 // echo thread, for the wake-up latency of two processes on this host (timing_check.h); -1:
 // measured between two threads of the judge instead.
+// `arena_fd`: the socket the judge offers its device arena on (protocol/arena_handoff.h), before
+// the filter; -1: none (the checks copy through the shared memfd).
 int run_judge_task(const ChildTaskRequest& task, ChildDevice& device, int verdict_fd,
                    int check_in_fd, int check_out_fd, int shared_fd, int ping_fd = -1,
-                   int pong_fd = -1);
+                   int pong_fd = -1, int arena_fd = -1);
 
 }  // namespace atrex::runner

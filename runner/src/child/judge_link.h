@@ -43,13 +43,23 @@ class JudgeLink {
   JudgeLink& operator=(const JudgeLink&) = delete;
 
   // Writes `buffers` (device pointers of `dev`, with byte sizes) one after the other from
-  // byte `from` of the shared memfd.
+  // byte `from` of the shared memfd; nothing with a device arena (the buffers are there).
   Status publish(ChildDevice& dev, const std::vector<std::pair<const void*, size_t>>& buffers,
                  size_t from = 0);
   // The shared memfd's mapping, where `layout.output` places the outputs of a backend whose
   // brackets hold the work (cpu): the judge reads them there at every timed call's done.
   // kIo when there is no judge or the memfd is smaller than layout.total.
   Result<uint8_t*> output_arena(ChildDevice& dev, const SharedLayout& layout);
+  // The judge's device arena (protocol/arena_handoff.h), mapped by child_main before any
+  // candidate code runs: where the child keeps the candidate's work inputs and guarded outputs
+  // (shared_layout.h device_arena_layout). While one is set, publish() copies nothing: the judge
+  // reads the arena itself. nullptr: none (the memfd copies).
+  void set_device_arena(void* base, uint64_t bytes) {
+    arena_ = static_cast<uint8_t*>(base);
+    arena_bytes_ = bytes;
+  }
+  uint8_t* device_arena() const { return arena_; }
+  uint64_t device_arena_bytes() const { return arena_bytes_; }
   // Tells the judge which input set comes next, so that it draws it and runs the reference
   // while this process draws the same inputs and calls the candidate (no answer awaited).
   Status prepare(const std::string& shape_id, const SetKey& key);
@@ -91,6 +101,8 @@ class JudgeLink {
   ChildDevice* pinned_by_ = nullptr;  // the device that page-locked map_ (unpinned at the end)
   std::string sticky_;
   bool recheck_ = false;
+  uint8_t* arena_ = nullptr;  // the judge's device arena (device memory), or none
+  uint64_t arena_bytes_ = 0;
 };
 
 }  // namespace atrex::runner::child

@@ -141,9 +141,22 @@ std::optional<Failure> ShapeRun::allocate() {
     into.push_back(*p);
     return std::nullopt;
   };
+  // With the judge's device arena (judge_link.h), the work inputs and the guarded outputs live
+  // there (shared_layout.h device_arena_layout), where the judge compares them itself.
+  uint8_t* const arena = judge_.device_arena();  // the judge's device arena, or nullptr
+  const DeviceArenaLayout arena_layout = arena ? device_arena_layout(shape_) : DeviceArenaLayout{};
+  if (arena && arena_layout.total > judge_.device_arena_bytes())
+    return Failure{EvalStatus::kCrashed,
+                   fmt::format("the judge's device arena holds {} bytes, shape {} needs {}",
+                               judge_.device_arena_bytes(), item_.shape_id, arena_layout.total)};
   for (size_t i = 0; i < shape_.inputs.size(); ++i) {
     const size_t bytes = shape_.inputs[i].bytes();
-    if (auto f = take(windowed(i) ? 2 * bytes : bytes, work_in_, "inputs")) return f;
+    if (arena) {
+      ATREX_ASSERT(!windowed(i), "the device arena is never offered where brackets hold the work");
+      work_in_.push_back(arena + arena_layout.input[i]);
+    } else if (auto f = take(windowed(i) ? 2 * bytes : bytes, work_in_, "inputs")) {
+      return f;
+    }
     if (auto f = take(bytes, pristine_in_, "inputs")) return f;
   }
   work_base_ = work_in_;
@@ -152,12 +165,18 @@ std::optional<Failure> ShapeRun::allocate() {
   // judge reads the outputs itself at every timed call's done; elsewhere in one allocation each.
   if (dev_.host_memory() && dev_.brackets_hold_work()) {
     const SharedLayout layout = shared_layout(shape_);
-    auto arena = judge_.output_arena(dev_, layout);
-    if (!arena)
+    auto memfd_arena = judge_.output_arena(dev_, layout);
+    if (!memfd_arena)
       return Failure{EvalStatus::kCrashed,
-                     "allocating outputs in the judge's arena: " + arena.error().message};
+                     "allocating outputs in the judge's arena: " + memfd_arena.error().message};
     for (size_t i = 0; i < shape_.outputs.size(); ++i) {
-      uint8_t* at = *arena + layout.output[i];
+      uint8_t* at = *memfd_arena + layout.output[i];
+      out_.push_back(at);
+      guards_.emplace_back(at - kGuardBytes, at + shape_.outputs[i].bytes());
+    }
+  } else if (arena) {
+    for (size_t i = 0; i < shape_.outputs.size(); ++i) {
+      uint8_t* at = arena + arena_layout.output[i];
       out_.push_back(at);
       guards_.emplace_back(at - kGuardBytes, at + shape_.outputs[i].bytes());
     }

@@ -230,6 +230,7 @@ Json to_json(const JudgeVerdict& v) {
               {"bracket_latency_us", v.bracket_latency_us},
               {"start_latency_us", v.start_latency_us},
               {"brackets_hold_work", v.brackets_hold_work},
+              {"device_arena", v.device_arena},
               {"checked_brackets", v.checked_brackets}};
 }
 
@@ -260,6 +261,7 @@ Result<JudgeVerdict> judge_verdict_from_json(const Json& j, const std::string& s
   ATREX_TRY(r.required("bracket_latency_us", v.bracket_latency_us));
   ATREX_TRY(r.required("start_latency_us", v.start_latency_us));
   ATREX_TRY(r.required("brackets_hold_work", v.brackets_hold_work));
+  ATREX_TRY(r.required("device_arena", v.device_arena));
   ATREX_TRY(r.required("checked_brackets", v.checked_brackets));
   ATREX_TRY(r.finish());
   if (v.bracket_us.size() != v.bracket_calls.size())

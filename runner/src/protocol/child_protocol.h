@@ -160,6 +160,9 @@ struct JudgeVerdict {
   // splice, its outputs passed and matched the digest sent with its done. Empty where the
   // brackets do not hold the work.
   std::vector<int> checked_brackets;
+  // Whether the judge compared the candidate's buffers in its device arena (docs/evaluation.md
+  // "The judge's device arena") rather than in copies the child published in the memfd.
+  bool device_arena = false;
 };
 Json to_json(const JudgeVerdict& v);
 Result<JudgeVerdict> judge_verdict_from_json(const Json& j, const std::string& source);

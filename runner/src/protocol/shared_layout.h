@@ -10,11 +10,15 @@
 //                             done reaches it (where the brackets hold the work: cpu).
 // The memfd's pages are allocated only when touched, so backends that keep their outputs on a
 // device (cuda, hip) pay nothing for the arena.
+// The judge's device arena (protocol/arena_handoff.h), where the backend shares device memory
+// (cuda), has a layout of its own (device_arena_layout): the candidate's work inputs, then its
+// outputs between their guard regions, so that the judge compares them where they are.
 #pragma once
 
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -45,6 +49,33 @@ inline SharedLayout shared_layout(const problems::ResolvedShape& shape) {
   for (const auto& t : shape.outputs) l.published += t.bytes();
   l.arena = up(l.published);
   uint64_t at = l.arena;
+  for (const auto& t : shape.outputs) {
+    l.output.push_back(at + kOutputGuardBytes);
+    at = up(at + kOutputGuardBytes + t.bytes() + kOutputGuardBytes);
+  }
+  l.total = at;
+  return l;
+}
+
+// The judge's device arena for one shape: where the child keeps the candidate's work inputs and
+// its outputs (each after a front guard of kOutputGuardBytes and before a back one), every slot
+// 4 KiB aligned, and the bytes the shape needs. The judge allocates the largest total of a task's
+// shapes (rounded up to the device's granularity).
+struct DeviceArenaLayout {
+  std::vector<uint64_t> input;   // offset of each input
+  std::vector<uint64_t> output;  // offset of each output's first byte (after its front guard)
+  uint64_t total = 0;
+};
+
+inline DeviceArenaLayout device_arena_layout(const problems::ResolvedShape& shape) {
+  constexpr uint64_t kPage = 4096;
+  auto up = [](uint64_t n) { return (n + kPage - 1) / kPage * kPage; };
+  DeviceArenaLayout l;
+  uint64_t at = 0;
+  for (const auto& t : shape.inputs) {
+    l.input.push_back(at);
+    at = up(at + std::max<uint64_t>(t.bytes(), 16));
+  }
   for (const auto& t : shape.outputs) {
     l.output.push_back(at + kOutputGuardBytes);
     at = up(at + kOutputGuardBytes + t.bytes() + kOutputGuardBytes);

@@ -15,6 +15,10 @@ namespace atrex {
 // runner's own process (attack round 9, docs/evaluation.md "Threat model"). Values below the
 // limit are never stored, so the refusal costs no memory.
 inline constexpr int kUntrustedJsonDepth = 32;
+// What agents write (a coding-agent CLI's output, its requests to the evaluation socket, an LLM
+// server's replies): their documents nest more (tool calls with JSON arguments), still far from
+// what the recursion needs to overflow.
+inline constexpr int kAgentJsonDepth = 128;
 Result<Json> parse_untrusted_json(std::string_view text, int max_depth = kUntrustedJsonDepth);
 
 // Whether `v` nests deeper than `limit` levels (a scalar is depth 0), without recursion.

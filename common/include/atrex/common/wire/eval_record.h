@@ -92,6 +92,11 @@ struct EvalRecord {
   // How the evaluation child ran: bwrap (namespaces, read-only view, seccomp) or none
   // (--no-sandbox). docs/evaluation.md "Sandbox".
   SandboxMode sandbox = SandboxMode::kBwrap;
+  // Where the judge read the candidate's buffers: "device_arena" (compared where the candidate
+  // wrote them, in device memory the judge allocated: cuda) or "memfd" (copied through the host);
+  // "" where no verdict of the judge came. Optional in older records. docs/evaluation.md
+  // "The judge's device arena".
+  std::string judge_reads;
   EvalStatus status = EvalStatus::kCrashed;
   std::string error;  // reason when status != ok
   double max_abs_error = 0;

@@ -1,18 +1,21 @@
 // The CUDA driver API's virtual memory management entry points (cuMemCreate and its kin), reached
 // through the runtime (cudaGetDriverEntryPointByVersion) so that nothing links libcuda.so.1: the
 // build machines have the toolkit's stub only, and the test binaries run there to be listed.
-// Used by the probe of device memory shared with a sandboxed process
-// (gpu_vmm_share_test.cpp, vmm_share_probe.cpp). Source: CUDA Driver API, "Virtual Memory
-// Management"; CUDA Runtime API, "Driver Entry Point Access".
+// Device memory shared between the evaluation child and its judge (the judge's device arena:
+// protocol/arena_handoff.h; cuda_child.cpp) and its probe (gpu_vmm_share_test.cpp,
+// vmm_share_probe.cpp). Source: CUDA Driver API, "Virtual Memory Management"; CUDA Runtime API,
+// "Driver Entry Point Access".
 #pragma once
 
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
-namespace atrex::testing {
+namespace atrex::runner {
 
 struct CudaVmm {
   CUresult (*get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
@@ -32,10 +35,11 @@ struct CudaVmm {
   CUresult (*release)(CUmemGenericAllocationHandle) = nullptr;
   CUresult (*free_address)(CUdeviceptr, size_t) = nullptr;
 
-  // Initialises the runtime on device 0 and looks every entry point up; "" when all were found,
+  // Initialises the runtime on `device` and looks every entry point up; "" when all were found,
   // else the name of the first that was not (or the runtime's error).
-  std::string load() {
-    if (cudaSetDevice(0) != cudaSuccess || cudaFree(nullptr) != cudaSuccess)
+  std::string load(int device = 0) {
+    device_ = device;
+    if (cudaSetDevice(device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess)
       return std::string("the CUDA runtime: ") + cudaGetErrorString(cudaGetLastError());
     auto get = [](const char* name, auto& fn) {
       void* p = nullptr;
@@ -62,7 +66,7 @@ struct CudaVmm {
     return {};
   }
 
-  // Maps `handle` (bytes, a multiple of the granularity) read-write for device 0 at a fresh
+  // Maps `handle` (bytes, a multiple of the granularity) read-write for the device at a fresh
   // address; 0 and `*error` set on failure.
   CUdeviceptr map_read_write(CUmemGenericAllocationHandle handle, size_t bytes,
                              std::string* error) {
@@ -77,7 +81,7 @@ struct CudaVmm {
     }
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = 0;
+    access.location.id = device_;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     if (CUresult r = set_access(ptr, bytes, &access, 1); r != CUDA_SUCCESS) {
       *error = "cuMemSetAccess: " + std::to_string(r);
@@ -85,6 +89,77 @@ struct CudaVmm {
     }
     return ptr;
   }
+
+  // The allocation properties of device memory exportable as a POSIX file descriptor.
+  CUmemAllocationProp exportable() const {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device_;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return prop;
+  }
+
+  // At least `bytes` (rounded up to the granularity) of device memory, mapped read-write here,
+  // with a POSIX file descriptor another process imports it by (import_map). `*error` names the
+  // failing call (with its CUresult) when the result is 0.
+  struct Exported {
+    CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+    int fd = -1;
+  };
+  Exported create_exported(size_t bytes, std::string* error) {
+    int supported = 0;
+    if (get_attribute(&supported, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                      device_) != CUDA_SUCCESS ||
+        !supported) {
+      *error = "the device cannot export allocations as file descriptors";
+      return {};
+    }
+    const CUmemAllocationProp prop = exportable();
+    size_t unit = 0;
+    if (CUresult r = granularity(&unit, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+        r != CUDA_SUCCESS) {
+      *error = "cuMemGetAllocationGranularity: " + std::to_string(r);
+      return {};
+    }
+    Exported out;
+    out.bytes = (std::max<size_t>(bytes, 1) + unit - 1) / unit * unit;
+    CUmemGenericAllocationHandle handle = 0;
+    if (CUresult r = create(&handle, out.bytes, &prop, 0); r != CUDA_SUCCESS) {
+      *error = "cuMemCreate: " + std::to_string(r);
+      return {};
+    }
+    if (CUresult r = export_handle(&out.fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        r != CUDA_SUCCESS) {
+      (void)release(handle);
+      *error = "cuMemExportToShareableHandle: " + std::to_string(r);
+      return {};
+    }
+    out.ptr = map_read_write(handle, out.bytes, error);
+    // The mapping keeps the memory; the descriptor keeps it for the importer.
+    (void)release(handle);
+    if (!out.ptr) return {};
+    return out;
+  }
+
+  // Maps the allocation behind `fd` (`bytes`, as exported) read-write here; 0 and `*error` set
+  // on failure.
+  CUdeviceptr import_map(int fd, size_t bytes, std::string* error) {
+    CUmemGenericAllocationHandle handle = 0;
+    if (CUresult r = import_handle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        r != CUDA_SUCCESS) {
+      *error = "cuMemImportFromShareableHandle: " + std::to_string(r);
+      return 0;
+    }
+    const CUdeviceptr ptr = map_read_write(handle, bytes, error);
+    (void)release(handle);
+    return ptr;
+  }
+
+ private:
+  int device_ = 0;
 };
 
-}  // namespace atrex::testing
+}  // namespace atrex::runner
