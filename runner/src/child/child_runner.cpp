@@ -161,7 +161,7 @@ void map_device_arena(ChildDevice& device, child::JudgeLink& judge, int socket) 
   bool mapped = false;
   auto offer = receive_arena_offer(socket);
   if (!offer || offer->fd < 0) {
-    // No arena (cpu, hip, ATREX_NO_DEVICE_ARENA): the judge waits for no answer.
+    // No arena (cpu, hip, a judge that could not allocate it): the judge waits for no answer.
     if (!offer) fmt::print(stderr, "{}\n", offer.error().message);
     ::close(socket);
     return;
