@@ -90,16 +90,6 @@ struct CudaVmm {
     return ptr;
   }
 
-  // The allocation properties of device memory exportable as a POSIX file descriptor.
-  CUmemAllocationProp exportable() const {
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = device_;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    return prop;
-  }
-
   // At least `bytes` (rounded up to the granularity) of device memory, mapped read-write here,
   // with a POSIX file descriptor another process imports it by (import_map). `*error` names the
   // failing call (with its CUresult) when the result is 0.
@@ -116,7 +106,11 @@ struct CudaVmm {
       *error = "the device cannot export allocations as file descriptors";
       return {};
     }
-    const CUmemAllocationProp prop = exportable();
+    CUmemAllocationProp prop{};  // device memory exportable as a POSIX file descriptor
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device_;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     size_t unit = 0;
     if (CUresult r = granularity(&unit, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
         r != CUDA_SUCCESS) {

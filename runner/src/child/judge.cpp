@@ -71,6 +71,7 @@ void Judge::reply(const Json& j) {
 void Judge::write_verdict(const JudgeVerdict& v) {
   JudgeVerdict out = v;
   out.nonce = task_.nonce;
+  out.device_arena = device_arena_ != nullptr;  // dropped at the first shape on the child's no
   if (!write_response_line(verdict_fd_, to_json(out).dump() + "\n")) verdict_broken_ = true;
 }
 
@@ -98,7 +99,6 @@ void Judge::begin_verdict() {
   brackets_.clear();
   last_bracket_checked_ = false;
   verdict_.brackets_hold_work = dev_.brackets_hold_work();
-  verdict_.device_arena = device_arena_ != nullptr;
   const auto* def = problems::find_native_operator(task_.operator_name);
   probe_required_ = def && def->range_probe.enabled() && index_ < task_.shapes.size() &&
                     task_.shapes[index_].range_probe;
@@ -136,7 +136,6 @@ void Judge::enter_shape() {
     if (!receive_arena_answer(arena_socket_)) device_arena_ = nullptr;
     ::close(arena_socket_);
     arena_socket_ = -1;
-    verdict_.device_arena = device_arena_ != nullptr;
   }
   host_in_.assign(shape_.inputs.size(), {});
   host_out_.assign(shape_.outputs.size(), {});
@@ -430,9 +429,9 @@ ChildDevice::SharedMemory offer_device_arena(const ChildTaskRequest& task, Child
   if (socket < 0) return arena;
   uint64_t bytes = 0;
   const auto* def = problems::find_native_operator(task.operator_name);
-  for (size_t i = 0; def && !device.host_memory() && !device.brackets_hold_work() &&
-                     i < task.shapes.size();
-       ++i) {
+  // Host memory (cpu) keeps its memfd arena; brackets that hold the work read the outputs there.
+  const bool shares = def && !device.host_memory() && !device.brackets_hold_work();
+  for (size_t i = 0; shares && i < task.shapes.size(); ++i) {
     problems::Shape shape;
     shape.id = task.shapes[i].shape_id;
     shape.params = task.shapes[i].params;

@@ -34,6 +34,23 @@ namespace atrex::runner {
 // The guard regions before and after every output (docs/evaluation.md "Guard regions").
 inline constexpr uint64_t kOutputGuardBytes = 4096;
 
+// 4 KiB slots: `n` rounded up to the next page.
+inline uint64_t page_up(uint64_t n) {
+  constexpr uint64_t kPage = 4096;
+  return (n + kPage - 1) / kPage * kPage;
+}
+
+// Places `shape`'s outputs from byte `at` (page aligned), each between two guard regions in a
+// slot of its own: appends each output's first byte to `offsets` and returns the end.
+inline uint64_t place_guarded_outputs(const problems::ResolvedShape& shape, uint64_t at,
+                                      std::vector<uint64_t>& offsets) {
+  for (const auto& t : shape.outputs) {
+    offsets.push_back(at + kOutputGuardBytes);
+    at = page_up(at + kOutputGuardBytes + t.bytes() + kOutputGuardBytes);
+  }
+  return at;
+}
+
 struct SharedLayout {
   uint64_t published = 0;        // bytes of the published area, from offset 0
   uint64_t arena = 0;            // offset of the output arena (4 KiB aligned)
@@ -42,18 +59,11 @@ struct SharedLayout {
 };
 
 inline SharedLayout shared_layout(const problems::ResolvedShape& shape) {
-  constexpr uint64_t kPage = 4096;
-  auto up = [](uint64_t n) { return (n + kPage - 1) / kPage * kPage; };
   SharedLayout l;
   for (const auto& t : shape.inputs) l.published += t.bytes();
   for (const auto& t : shape.outputs) l.published += t.bytes();
-  l.arena = up(l.published);
-  uint64_t at = l.arena;
-  for (const auto& t : shape.outputs) {
-    l.output.push_back(at + kOutputGuardBytes);
-    at = up(at + kOutputGuardBytes + t.bytes() + kOutputGuardBytes);
-  }
-  l.total = at;
+  l.arena = page_up(l.published);
+  l.total = place_guarded_outputs(shape, l.arena, l.output);
   return l;
 }
 
@@ -68,19 +78,13 @@ struct DeviceArenaLayout {
 };
 
 inline DeviceArenaLayout device_arena_layout(const problems::ResolvedShape& shape) {
-  constexpr uint64_t kPage = 4096;
-  auto up = [](uint64_t n) { return (n + kPage - 1) / kPage * kPage; };
   DeviceArenaLayout l;
   uint64_t at = 0;
   for (const auto& t : shape.inputs) {
     l.input.push_back(at);
-    at = up(at + std::max<uint64_t>(t.bytes(), 16));
+    at = page_up(at + std::max<uint64_t>(t.bytes(), 16));
   }
-  for (const auto& t : shape.outputs) {
-    l.output.push_back(at + kOutputGuardBytes);
-    at = up(at + kOutputGuardBytes + t.bytes() + kOutputGuardBytes);
-  }
-  l.total = at;
+  l.total = place_guarded_outputs(shape, at, l.output);
   return l;
 }
 
