@@ -51,10 +51,11 @@
 #   checkCost (named only): what the checks of large shapes cost, this build and BASELINE_BIN's
 #            side by side (deploy/gpu/steps/check-cost.sh; op:template:shapes after `--`);
 #            BASELINE_ENV="VAR=value" runs this build a second time with that environment instead
-#            (ATREX_DEVICE_ARENA=1 BASELINE_ENV=ATREX_DEVICE_ARENA=0: the judge's device arena
-#            against its memfd copies).
+#            (BASELINE_ENV=ATREX_DEVICE_ARENA=0: the judge's device arena, the default, against
+#            its memfd copies).
 #   arenaBench (named only): `atrex bench eval` (ARENA_BENCH_OPS, default fused_add_rms_norm
-#            l2_norm) with the judge's device arena vs its memfd copies, alternating, twice each.
+#            l2_norm) with the judge's device arena (the default) vs its memfd copies
+#            (ATREX_DEVICE_ARENA=0), alternating, twice each.
 #   moe, deltaNorm, tailVariants (named only, not part of `all`): the CUDA templates of the
 #            MoE family (fused_moe, fp8_blockscale_fused_moe, the routing operators, topk_filter;
 #            timed, 2 seeds), of the delta-rule and norm operators (`-- --variants` on variant
@@ -542,12 +543,12 @@ if want sandboxBench; then
   [ -n "${OUT:-}" ] && cp "$out/sandbox-bench.txt" "$OUT/"
 fi
 if named arenaBench; then
-  echo "=== the judge's device arena: atrex bench eval, arena (ATREX_DEVICE_ARENA=1) vs memfd copies, twice each" | tee "$out/arena-bench.txt"
+  echo "=== the judge's device arena: atrex bench eval, the arena (the default) vs memfd copies (ATREX_DEVICE_ARENA=0), twice each" | tee "$out/arena-bench.txt"
   for op in ${ARENA_BENCH_OPS:-fused_add_rms_norm l2_norm}; do
     for mode in arena copies arena copies; do
       echo "--- $op $mode" | tee -a "$out/arena-bench.txt"
-      ATREX_DEVICE_ARENA=$([ "$mode" = arena ] && echo 1 || echo 0) \
-        "$atrex" bench eval --operator "$op" 2>&1 | tee -a "$out/arena-bench.txt" || rc=1
+      if [ "$mode" = arena ]; then setting=(env -u ATREX_DEVICE_ARENA); else setting=(env ATREX_DEVICE_ARENA=0); fi
+      "${setting[@]}" "$atrex" bench eval --operator "$op" 2>&1 | tee -a "$out/arena-bench.txt" || rc=1
     done
   done
   [ -n "${OUT:-}" ] && cp "$out/arena-bench.txt" "$OUT/"

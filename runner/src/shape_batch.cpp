@@ -349,10 +349,10 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
                                            "--ping-fd",       "8",               "--pong-fd",
                                            "9",               "--device",
                                            std::to_string(ctx.device_index)};
-    // The judge's device arena (docs/evaluation.md "The judge's device arena"): opt-in
-    // (ATREX_DEVICE_ARENA=1) until it has run on a GPU; unset or 0, the memfd copies.
+    // The judge's device arena (docs/evaluation.md "The judge's device arena"): on by default;
+    // ATREX_DEVICE_ARENA=0 keeps the memfd copies (the comparison run of arenaBench/checkCost).
     const char* arena_env = std::getenv("ATREX_DEVICE_ARENA");
-    const bool device_arena = arena_env && std::string(arena_env) == "1";
+    const bool device_arena = !(arena_env && std::string(arena_env) == "0");
     if (device_arena) {
       argv.insert(argv.end(), {"--arena-fd", "9"});
       judge_argv.insert(judge_argv.end(), {"--arena-fd", "10"});

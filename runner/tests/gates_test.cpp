@@ -110,15 +110,13 @@ TEST_F(GatesTest, CorrectCandidatePassesAllSeedsAndIsScored) {
   }
 }
 
-// Adaptive repetition: timing stops at min_iterations once the relative standard error is under
-// target_rse, and runs on to max_iterations while it is not.
-// ATREX_DEVICE_ARENA=1 on a backend that shares no device memory (cpu): the socket pair is made
-// and passed, the judge offers no arena, and both sides keep the memfd (a judge that waited for
-// an answer that never comes, or a child that waited for an offer, would hang into the timeout).
+// The device arena (on by default, ATREX_DEVICE_ARENA unset) on a backend that shares no device
+// memory (cpu): the socket pair is made and passed, the judge offers no arena, and both sides
+// keep the memfd (a judge that waited for an answer that never comes, or a child that waited for
+// an offer, would hang into the timeout).
 TEST_F(GatesTest, TheDeviceArenaAskedForOnCpuIsDeclinedAndTheMemfdServes) {
-  ::setenv("ATREX_DEVICE_ARENA", "1", 1);
-  auto recs = evaluate("rms_norm_correct.cpp");
   ::unsetenv("ATREX_DEVICE_ARENA");
+  auto recs = evaluate("rms_norm_correct.cpp");
   ASSERT_EQ(recs.size(), 2u);
   for (const auto& r : recs) {
     EXPECT_EQ(r.status, EvalStatus::kOk) << r.shape_id << ": " << r.error;
@@ -127,6 +125,8 @@ TEST_F(GatesTest, TheDeviceArenaAskedForOnCpuIsDeclinedAndTheMemfdServes) {
   }
 }
 
+// Adaptive repetition: timing stops at min_iterations once the relative standard error is under
+// target_rse, and runs on to max_iterations while it is not.
 TEST_F(GatesTest, TimingRepeatsUntilTheRelativeStandardErrorTarget) {
   auto loose = evaluate("rms_norm_correct.cpp", {"15"}, 60, [](EvalSettings& s) {
     s.min_iterations = 4;

@@ -99,10 +99,10 @@ TEST_F(GpuGatesTest, CorrectCudaCandidatePassesAndIsTimedByGraphReplay) {
 }
 
 // The judge's device arena (docs/evaluation.md "The judge's device arena"): by default the judge
-// compares the candidate's buffers where the candidate wrote them with ATREX_DEVICE_ARENA=1 where
-// the runner runs (opt-in until measured on a GPU), through the memfd copies without it. Same
-// verdicts either way: an honest kernel passes, an all-zero output fails, an out-of-bounds write
-// into the arena's guard is caught.
+// compares the candidate's buffers where the candidate wrote them, through the memfd copies with
+// ATREX_DEVICE_ARENA=0 where the runner runs. Same
+// verdicts either way: an honest kernel passes, a wrong result the judge finds fails, an
+// out-of-bounds write into the arena's guard is caught.
 TEST_F(GpuGatesTest, TheJudgeComparesInItsDeviceArenaOrThroughTheMemfdWithTheSameVerdicts) {
   for (const bool arena : {true, false}) {
     ::setenv("ATREX_DEVICE_ARENA", arena ? "1" : "0", 1);
@@ -115,10 +115,14 @@ TEST_F(GpuGatesTest, TheJudgeComparesInItsDeviceArenaOrThroughTheMemfdWithTheSam
       std::printf("judge reads %s: shape %s ok, checks %.3f s\n", reads.c_str(),
                   r.shape_id.c_str(), r.phases_s.value("check", 0.0));
     }
-    auto zero = evaluate("rms_norm_side_stream_wrong.cu", {"0"});
-    ASSERT_EQ(zero.size(), 1u);
-    EXPECT_EQ(zero[0].status, EvalStatus::kWrongResult) << reads << ": " << zero[0].error;
-    EXPECT_EQ(zero[0].judge_reads, reads);
+    // A wrong result the judge finds (its range probe; a side-stream candidate is caught by
+    // the child's own CUPTI check before any verdict of the judge).
+    auto wrong = evaluate("rms_norm_fp16_accumulate.cu", {"0"}, "auto",
+                          [](EvalSettings& s) { s.performance = false; });
+    ASSERT_EQ(wrong.size(), 1u);
+    EXPECT_EQ(wrong[0].status, EvalStatus::kWrongResult) << reads << ": " << wrong[0].error;
+    EXPECT_NE(wrong[0].error.find("range probe"), std::string::npos) << wrong[0].error;
+    EXPECT_EQ(wrong[0].judge_reads, reads);
     auto over = evaluate("rms_norm_guard_writes_out_of_bounds.cu", {"0"});
     ASSERT_EQ(over.size(), 1u);
     EXPECT_EQ(over[0].status, EvalStatus::kRejected) << reads << ": " << over[0].error;

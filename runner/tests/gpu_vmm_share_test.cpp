@@ -64,6 +64,10 @@ class GpuVmmShare : public ::testing::Test {
       o.argv.push_back(a);
     o.timeout = std::chrono::seconds(120);
     o.inherit_fds = {{sv[1], 3}};
+    // The environment the runner gives its children: LD_LIBRARY_PATH resolved to real folders
+    // (a CUDA image's /usr/local/cuda/lib runs through /etc/alternatives, which the sandbox
+    // does not bind), as eval_sandbox_view binds them.
+    o.env = clean_child_environment(fs::temp_directory_path());
     auto r = run_subprocess(o);
     ASSERT_TRUE(r) << r.error().message;
     ASSERT_TRUE(r->ok()) << r->describe() << ": " << r->output_tail;

@@ -4,7 +4,7 @@
 # when BASELINE_BIN names another build's bin/ (share/ beside it), once with that build, side by
 # side on the same card; one line per run: wall seconds and the record's phases (check, timing...).
 # BASELINE_ENV="VAR=value ..." instead runs this build twice, first with that environment
-# (ATREX_DEVICE_ARENA=1 BASELINE_ENV=ATREX_DEVICE_ARENA=0: the judge's device arena against its
+# (BASELINE_ENV=ATREX_DEVICE_ARENA=0: the judge's device arena, the default, against its
 # copies through the host).
 #
 # Usage: bash deploy/gpu/run-gpu-checks.sh checkCost -- [op:template:shapes ...]
