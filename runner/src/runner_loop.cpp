@@ -160,7 +160,7 @@ Result<bool> RunnerLoop::run_once() {
   if (!records) {
     if (records.error().code == ErrorCode::kUnavailable) {
       spdlog::info("task {}: {}; giving it back", task.task_id,
-                   records.error().message);  // stopping
+                   records.error().message);  // stopping, or the judge failed on its own
     } else {
       spdlog::error("task {}: {}", task.task_id, records.error().message);
     }

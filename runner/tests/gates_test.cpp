@@ -57,6 +57,16 @@ class GatesTest : public ::testing::Test {
                                    std::vector<std::string> shapes = {"15", "5"},
                                    double shape_timeout_s = 60,
                                    const std::function<void(EvalSettings&)>& adjust = nullptr) {
+    auto r = try_evaluate(file, std::move(shapes), shape_timeout_s, adjust);
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? *r : std::vector<EvalRecord>{};
+  }
+
+  // As evaluate(), the evaluator's own failure returned; `emitted` gets every record written.
+  Result<std::vector<EvalRecord>> try_evaluate(
+      const std::string& file, std::vector<std::string> shapes = {"15", "5"},
+      double shape_timeout_s = 60, const std::function<void(EvalSettings&)>& adjust = nullptr,
+      std::vector<EvalRecord>* emitted = nullptr) {
     EvalTask t;
     t.task_id = "test-" + file;
     t.operator_name = "rms_norm";
@@ -72,9 +82,9 @@ class GatesTest : public ::testing::Test {
     t.settings.shape_timeout_s = shape_timeout_s;
     if (adjust) adjust(t.settings);
     Evaluator ev(options());
-    auto r = ev.evaluate(t);
-    EXPECT_TRUE(r) << r.error().message;
-    return r ? *r : std::vector<EvalRecord>{};
+    return ev.evaluate(t, [&](const EvalRecord& r) {
+      if (emitted) emitted->push_back(r);
+    });
   }
 
   SandboxMode sandbox_ = SandboxMode::kBwrap;
@@ -123,6 +133,31 @@ TEST_F(GatesTest, TheDeviceArenaAskedForOnCpuIsDeclinedAndTheMemfdServes) {
     EXPECT_EQ(r.judge_reads, "memfd");
     EXPECT_LT(r.wall_s, 60) << "the child or the judge waited on the arena's socket";
   }
+}
+
+// A judge that fails on its own (here its allocations, as on a card other evaluations filled:
+// the H100 sweep of 2026-12-07) is the runner's failure: evaluate() fails with kUnavailable, the
+// runner loop gives the task back, and no shape is recorded `crashed` against the candidate.
+// (The first shape the judge enters is the task's first unseen shape.) The honest twin, with the
+// judge whole, passes.
+TEST_F(GatesTest, AJudgeThatFailsOnItsOwnGivesTheTaskBackAndChargesTheCandidateNothing) {
+  ::setenv("ATREX_TEST_JUDGE_FAIL", "alloc", 1);
+  std::vector<EvalRecord> emitted;
+  auto failed = try_evaluate("rms_norm_correct.cpp", {"15", "5"}, 60, nullptr, &emitted);
+  ::unsetenv("ATREX_TEST_JUDGE_FAIL");
+  ASSERT_FALSE(failed) << "the judge's own failure became records";
+  EXPECT_EQ(failed.error().code, ErrorCode::kUnavailable) << failed.error().message;
+  EXPECT_NE(failed.error().message.find("the judge failed on its own at shape unseen-0"),
+            std::string::npos)
+      << failed.error().message;
+  EXPECT_NE(failed.error().message.find("not the candidate's"), std::string::npos);
+  EXPECT_NE(failed.error().message.find("ATREX_TEST_JUDGE_FAIL=alloc"), std::string::npos)
+      << failed.error().message;
+  EXPECT_TRUE(emitted.empty()) << emitted.size() << " records, the first "
+                               << eval_status_name(emitted.front().status);
+  auto twin = evaluate("rms_norm_correct.cpp");
+  ASSERT_EQ(twin.size(), 2u);
+  for (const auto& r : twin) EXPECT_EQ(r.status, EvalStatus::kOk) << r.shape_id << ": " << r.error;
 }
 
 // Adaptive repetition: timing stops at min_iterations once the relative standard error is under

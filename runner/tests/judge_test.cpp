@@ -346,5 +346,28 @@ TEST(JudgeChannel, TakesVerdictsInOrderAndATamperingLineAnywhere) {
   }
 }
 
+// The judge's own failure travels in its verdict (judge_failed, read strictly): the runner gives
+// the task back on it instead of charging the candidate (GatesTest.AJudgeThatFails...).
+TEST(JudgeChannel, TheJudgesOwnFailureIsAFieldOfTheVerdictReadStrictly) {
+  JudgeVerdict v;
+  v.nonce = "j1";
+  v.shape_id = "15";
+  v.status = EvalStatus::kCrashed;
+  v.error = "judge: allocating: out of memory";
+  v.judge_failed = true;
+  auto back = judge_verdict_from_json(to_json(v), "verdict");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_TRUE(back->judge_failed);
+  Json missing = to_json(v);
+  missing.erase("judge_failed");
+  auto refused = judge_verdict_from_json(missing, "verdict");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("judge_failed"), std::string::npos)
+      << refused.error().message;
+  Json wrong = to_json(v);
+  wrong["judge_failed"] = "yes";
+  EXPECT_FALSE(judge_verdict_from_json(wrong, "verdict"));
+}
+
 }  // namespace
 }  // namespace atrex::runner

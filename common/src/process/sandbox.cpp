@@ -157,8 +157,10 @@ std::map<std::string, std::string> clean_child_environment(const fs::path& scrat
     const auto eq = kv.find('=');
     if (eq == std::string_view::npos) continue;
     const std::string_view key = kv.substr(0, eq);
-    // ATREX_TEST_PID_LOG: a test fixture's log file name (GatesTest.OneChildPerTask...), no secret.
-    bool pass = key == "LD_LIBRARY_PATH" || key == "ATREX_NO_CUPTI" || key == "ATREX_TEST_PID_LOG";
+    // ATREX_TEST_PID_LOG: a test fixture's log file name (GatesTest.OneChildPerTask...), no
+    // secret; ATREX_TEST_JUDGE_FAIL: a fault the judge fakes for GatesTest.AJudgeThatFails...
+    bool pass = key == "LD_LIBRARY_PATH" || key == "ATREX_NO_CUPTI" ||
+                key == "ATREX_TEST_PID_LOG" || key == "ATREX_TEST_JUDGE_FAIL";
     for (auto p : kPrefixes) pass = pass || key.substr(0, p.size()) == p;
     if (!pass) continue;
     const std::string_view value = kv.substr(eq + 1);

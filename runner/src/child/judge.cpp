@@ -123,7 +123,11 @@ void Judge::enter_shape() {
   buffers_ = std::make_unique<Buffers>(dev_);
   auto take = [&](size_t bytes, std::vector<void*>& into) {
     auto p = buffers_->alloc(bytes);
-    if (!p) throw Stop{false, "judge: allocating: " + p.error().message};
+    if (!p || fail_allocations_) {
+      const std::string why =
+          p ? std::string("failed as ATREX_TEST_JUDGE_FAIL=alloc asks") : p.error().message;
+      throw Stop{false, "judge: allocating: " + why, true};
+    }
     into.push_back(*p);
   };
   for (auto& set : sets_) {
@@ -148,8 +152,10 @@ void Judge::enter_shape() {
     // made only for a failure's message (candidate_to_host).
     const DeviceArenaLayout arena = device_arena_layout(shape_);
     if (arena.total > device_arena_bytes_)
-      throw Stop{false, fmt::format("judge: shape {} needs {} bytes of the device arena, it holds {}",
-                                    item.shape_id, arena.total, device_arena_bytes_)};
+      throw Stop{false,
+                 fmt::format("judge: shape {} needs {} bytes of the device arena, it holds {}",
+                             item.shape_id, arena.total, device_arena_bytes_),
+                 true};
     for (uint64_t at : arena.input) cand_in_.push_back(device_arena_ + at);
     for (uint64_t at : arena.output) cand_out_.push_back(device_arena_ + at);
     if (item.performance) {
@@ -390,6 +396,7 @@ int Judge::run() {
     } else {
       v.status = EvalStatus::kCrashed;
       v.error = stop.why;
+      v.judge_failed = stop.judge_failed;
     }
     write_verdict(v);
     // The child waits for an answer: a failed check, so that it stops the shape.

@@ -315,14 +315,16 @@ std::string Judge::check_bracket(const child::SetKey& key, const std::string& co
 void Judge::read_done_outputs() {
   if (!arena_map_) {
     auto m = map_shared_memfd(shared_, false);
-    if (!m) throw Stop{false, "judge: " + m.error().message};
+    if (!m) throw Stop{false, "judge: " + m.error().message, true};
     arena_map_ = m->data;
     arena_map_bytes_ = m->bytes;
   }
   if (layout_.total > arena_map_bytes_)
-    throw Stop{false, fmt::format("judge: the shared memfd holds {} bytes, the output arena ends "
-                                  "at byte {}",
-                                  arena_map_bytes_, layout_.total)};
+    throw Stop{false,
+               fmt::format("judge: the shared memfd holds {} bytes, the output arena ends at "
+                           "byte {}",
+                           arena_map_bytes_, layout_.total),
+               true};
   const size_t n = shape_.outputs.size();
   uint64_t total = 0;
   for (const auto& t : shape_.outputs) total += t.bytes();

@@ -21,6 +21,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -73,11 +74,14 @@ class JudgeRandom {
   size_t next_ = std::size(pool_);
 };
 
-// Thrown inside the judge's loop: what the child's messages broke (tampering) or a device
-// failure of the judge's own (crashed).
+// Thrown inside the judge's loop: what the child's messages broke (tampering), a failure of the
+// child (crashed: it ended before publishing what the judge asked for), or a failure of the
+// judge's own (judge_failed: its device, its memory, its mapping of the shared memfd): the
+// runner's failure, never charged to the candidate (the task is given back, shape_batch.cpp).
 struct Stop {
   bool tampering;
   std::string why;
+  bool judge_failed = false;
 };
 
 class Judge {
@@ -159,7 +163,7 @@ class Judge {
   void finish_shape(EvalStatus claimed);
   void write_verdict(const JudgeVerdict& v);
   void device(const Status& s, const char* where) {
-    if (!s) throw Stop{false, fmt::format("judge: {}: {}", where, s.error().message)};
+    if (!s) throw Stop{false, fmt::format("judge: {}: {}", where, s.error().message), true};
   }
 
   const ChildTaskRequest& task_;
@@ -224,6 +228,12 @@ class Judge {
   // mapped it (read at the first shape entered), else dropped (nullptr) for the memfd copies.
   uint8_t* device_arena_ = nullptr;
   uint64_t device_arena_bytes_ = 0;
+  // ATREX_TEST_JUDGE_FAIL=alloc (a test's fault injection, passed by clean_child_environment):
+  // every allocation of the judge's own buffers fails, as on a card another process filled.
+  const bool fail_allocations_ = [] {
+    const char* v = std::getenv("ATREX_TEST_JUDGE_FAIL");
+    return v && std::string_view(v) == "alloc";
+  }();
   int arena_socket_ = -1;
   bool candidate_on_host_ = false;  // candidate_to_host done for this check
   const uint8_t* arena_map_ = nullptr;  // the shared memfd, mapped read-only on first use

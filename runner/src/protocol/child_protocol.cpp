@@ -231,6 +231,7 @@ Json to_json(const JudgeVerdict& v) {
               {"start_latency_us", v.start_latency_us},
               {"brackets_hold_work", v.brackets_hold_work},
               {"device_arena", v.device_arena},
+              {"judge_failed", v.judge_failed},
               {"checked_brackets", v.checked_brackets}};
 }
 
@@ -262,6 +263,7 @@ Result<JudgeVerdict> judge_verdict_from_json(const Json& j, const std::string& s
   ATREX_TRY(r.required("start_latency_us", v.start_latency_us));
   ATREX_TRY(r.required("brackets_hold_work", v.brackets_hold_work));
   ATREX_TRY(r.required("device_arena", v.device_arena));
+  ATREX_TRY(r.required("judge_failed", v.judge_failed));
   ATREX_TRY(r.required("checked_brackets", v.checked_brackets));
   ATREX_TRY(r.finish());
   if (v.bracket_us.size() != v.bracket_calls.size())

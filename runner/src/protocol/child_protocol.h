@@ -163,6 +163,10 @@ struct JudgeVerdict {
   // Whether the judge compared the candidate's buffers in its device arena (docs/evaluation.md
   // "The judge's device arena") rather than in copies the child published in the memfd.
   bool device_arena = false;
+  // The judge failed on its own (its device, its memory, its mapping; status crashed): the
+  // runner's failure, not the candidate's. The runner gives the task back (evaluate() fails with
+  // kUnavailable) instead of recording the shape crashed.
+  bool judge_failed = false;
 };
 Json to_json(const JudgeVerdict& v);
 Result<JudgeVerdict> judge_verdict_from_json(const Json& j, const std::string& source);
