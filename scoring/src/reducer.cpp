@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -493,6 +494,25 @@ Result<Report> Reducer::finish(const std::string& created_at) const {
               s->manifest.sweep_id, spec.name, op, f->second.shapes.size() - rs.size(),
               f->second.shapes.size()));
           report.partial = true;
+          // A shape of the final evaluation without a record was never shown correct (its task
+          // was dead-lettered, e.g. a judge that kept failing on a card the candidate filled, or
+          // lost): it counts as a failed shape (the operator is at most partially correct), so
+          // that a candidate cannot hide the shapes it fails by having its task given back.
+          std::set<std::string> have;
+          for (const auto& r : rs) have.insert(r.shape_id);
+          for (const auto& shape : f->second.shapes) {
+            if (have.count(shape)) continue;
+            EvalRecord none;
+            if (!rs.empty()) none.candidate = rs.front().candidate;
+            none.task_id = f->second.task_id;
+            none.operator_name = op;
+            none.shape_id = shape;
+            none.candidate.agent = spec.name;
+            none.status = EvalStatus::kCrashed;
+            none.error = "no record of this shape from the final evaluation (its task was "
+                         "dead-lettered or its records lost: see the dead-lettered tasks)";
+            rs.push_back(std::move(none));
+          }
         }
         for (auto& r : rs) records.push_back(std::move(r));
       }

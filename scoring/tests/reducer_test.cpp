@@ -194,6 +194,46 @@ TEST_F(ReducerTest, ASweepWithoutEveryFinalMarkerIsPartial) {
   EXPECT_NE(render_markdown(*rep).find("Partial results"), std::string::npos);
 }
 
+// A shape of the final evaluation without a record (its task dead-lettered: a judge that failed
+// on every delivery, docs/evaluation.md "The judge's own failures") was never shown correct: it
+// counts as a failed shape, so the operator is partially correct, not correct, and the report
+// is partial. S_i stays the median over the shapes shown correct.
+TEST_F(ReducerTest, AFinalEvaluationsShapeWithoutARecordCountsAsFailedNotCorrect) {
+  FixtureSweep f(*suite_, "s1", "lost", {"search"}, {"rms_norm"});
+  f.evaluated("search", "rms_norm", {{"0", 50}, {"1", 60}, {"2", 70}});
+  f.write(dir_ / "a");
+  auto whole = reduce_folders({dir_ / "a"});
+  ASSERT_TRUE(whole) << whole.error().message;
+  EXPECT_EQ(op(whole->agents[0], "rms_norm").status, "correct");
+  // The same sweep with shape 2's record gone from results.jsonl.
+  const fs::path results = dir_ / "a" / "results.jsonl";
+  std::ifstream in(results);
+  std::string line, kept;
+  int dropped = 0;
+  while (std::getline(in, line)) {
+    if (line.find("\"shape_id\":\"2\"") != std::string::npos &&
+        line.find("\"final/") == std::string::npos) {
+      ++dropped;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  ASSERT_EQ(dropped, 1);
+  std::ofstream(results, std::ios::trunc) << kept;
+  auto rep = reduce_folders({dir_ / "a"});
+  ASSERT_TRUE(rep) << rep.error().message;
+  EXPECT_TRUE(rep->partial);
+  const OperatorScore& o = op(rep->agents[0], "rms_norm");
+  EXPECT_EQ(o.status, "partially correct");
+  EXPECT_EQ(o.shapes_correct, 2);
+  EXPECT_EQ(o.shapes_evaluated, 3);
+  EXPECT_NE(o.first_error.find("shape 2: crashed: no record of this shape"), std::string::npos)
+      << o.first_error;
+  EXPECT_FALSE(o.candidate_sha256.empty());
+  EXPECT_GT(o.s_i, 0);  // the median over shapes 0 and 1
+}
+
 TEST_F(ReducerTest, CorrectButFallbackIsTheCorrectnessIllusion) {
   FixtureSweep f(*suite_, "s1", "dsl", {"search"}, {"rms_norm", "silu_and_mul", "l2_norm"});
   FixtureShape vendor{"0", 50};
