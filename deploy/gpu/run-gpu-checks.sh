@@ -53,6 +53,10 @@
 #            BASELINE_ENV="VAR=value" runs this build a second time with that environment instead
 #            (BASELINE_ENV=ATREX_DEVICE_ARENA=0: the judge's device arena, the default, against
 #            its memfd copies).
+#   arenaAttacks (named only): the attack candidates of kernels/faults/arena_attacks (an attack
+#            helper's, 2026-12-07: CUPTI/side-stream fake-fast, late writer, remapped arena,
+#            input mutation, arena probe), each with the arena and with ATREX_DEVICE_ARENA=0;
+#            ARENA_ATTACK_GROUPS="base A" / "B C D E" splits it (about 8-15 minutes in all).
 #   arenaBench (named only): `atrex bench eval` (ARENA_BENCH_OPS, default fused_add_rms_norm
 #            l2_norm) with the judge's device arena (the default) vs its memfd copies
 #            (ATREX_DEVICE_ARENA=0), alternating, twice each.
@@ -61,7 +65,7 @@
 #            timed, 2 seeds), of the delta-rule and norm operators (`-- --variants` on variant
 #            shapes) and of the long tail on variant shapes (deploy/gpu/steps/*.sh; operators
 #            after `--` limit them, e.g. `run-gpu-checks.sh moe -- fp8_blockscale_fused_moe`).
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|arenaBench|checkCost|judge|attacks|fresh|python|moe|deltaNorm|tailVariants|all]... [-- step arguments]
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|arenaBench|arenaAttacks|checkCost|judge|attacks|fresh|python|moe|deltaNorm|tailVariants|all]... [-- step arguments]
 #   variants: VARIANTS="op/name:P=V,P=V[@ids] ..." templates at chosen parameters (1 seed, timing
 #          only), on VARIANT_SHAPES (default all) or an entry's own @ids.
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
@@ -541,6 +545,14 @@ if want sandboxBench; then
     done
   done
   [ -n "${OUT:-}" ] && cp "$out/sandbox-bench.txt" "$OUT/"
+fi
+if named arenaAttacks; then
+  # The attack round on the device arena (kernels/faults/arena_attacks/README.md: what each
+  # candidate tries and the verdict predicted; ARENA_ATTACK_GROUPS="base A" etc. to split it
+  # over calls of 10 minutes).
+  echo "=== attacks on the judge's device arena (kernels/faults/arena_attacks, groups ${ARENA_ATTACK_GROUPS:-all})"
+  OUT="$out/arena-attacks" bash "$root/kernels/faults/arena_attacks/run.sh" ${ARENA_ATTACK_GROUPS:-} || rc=1
+  [ -n "${OUT:-}" ] && cp "$out/arena-attacks/results.txt" "$OUT/arena-attacks.txt"
 fi
 if named arenaBench; then
   echo "=== the judge's device arena: atrex bench eval, the arena (the default) vs memfd copies (ATREX_DEVICE_ARENA=0), twice each" | tee "$out/arena-bench.txt"
