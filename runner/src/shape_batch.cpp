@@ -500,6 +500,12 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     }
     if (!channel.tampered() && judge_channel.broken())
       tampering = "the judge's channel: " + judge_channel.why();
+    // The judge failed on its own (its device's memory, taken by other evaluations on the card;
+    // its mapping): the runner's failure, not the candidate's. The shapes before it are
+    // recorded; the task is given back below (the runner loop releases its lease, the queue
+    // delivers it again, max_deliveries in all), so no shape is charged `crashed` for it.
+    const auto judge_failed = std::find_if(verdicts.begin(), verdicts.end(),
+                                           [](const JudgeVerdict& v) { return v.judge_failed; });
     // The child's lines with the judge's verdicts, in order.
     size_t emitted = 0;
     bool clean = true, crashed_verdict = false;
@@ -509,7 +515,7 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
       EvalRecord r = new_eval_record(task, item.shape->id, ctx.device_name);
       apply_child_response(r, c);
       const JudgeVerdict* j = emitted < verdicts.size() ? &verdicts[emitted] : nullptr;
-      if (j && j->judge_failed) break;  // below: the task is given back
+      if (j && j->judge_failed) break;  // == judge_failed: the task is given back below
       if (std::string why = judge_record(r, c, j); !why.empty()) {
         tampering = why;
         break;
@@ -547,19 +553,15 @@ Result<void> run_shape_batch(const BatchContext& ctx, const std::vector<BatchIte
     }
     if (channel.tampered()) tampering = channel.why();
     if (!tampering.empty()) break;
-    // The judge failed on its own (its device's memory, taken by other evaluations on the card;
-    // its mapping): the runner's failure, not the candidate's. The shapes before it are
-    // recorded; the task is given back (the runner loop releases its lease, the queue delivers
-    // it again, max_deliveries in all), so no shape is charged `crashed` for it.
-    for (const JudgeVerdict& v : verdicts) {
-      if (!v.judge_failed) continue;
+    if (judge_failed != verdicts.end()) {
       flush();
       return make_error(ErrorCode::kUnavailable,
                         fmt::format("the judge failed on its own at shape {} of task {} ({} of "
                                     "{} shapes evaluated; the runner's failure, not the "
                                     "candidate's: the task is given back): {}",
-                                    v.shape_id, task.task_id, own_before(next + emitted),
-                                    own_before(items.size()), v.error));
+                                    judge_failed->shape_id, task.task_id,
+                                    own_before(next + emitted), own_before(items.size()),
+                                    judge_failed->error));
     }
     const double since_last =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_line_at).count();

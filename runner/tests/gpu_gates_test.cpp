@@ -100,9 +100,8 @@ TEST_F(GpuGatesTest, CorrectCudaCandidatePassesAndIsTimedByGraphReplay) {
 
 // The judge's device arena (docs/evaluation.md "The judge's device arena"): by default the judge
 // compares the candidate's buffers where the candidate wrote them, through the memfd copies with
-// ATREX_DEVICE_ARENA=0 where the runner runs. Same
-// verdicts either way: an honest kernel passes, a wrong result the judge finds fails, an
-// out-of-bounds write into the arena's guard is caught.
+// ATREX_DEVICE_ARENA=0 where the runner runs. Same verdicts either way: an honest kernel passes,
+// a wrong result the judge finds fails, an out-of-bounds write into the arena's guard is caught.
 TEST_F(GpuGatesTest, TheJudgeComparesInItsDeviceArenaOrThroughTheMemfdWithTheSameVerdicts) {
   for (const bool arena : {true, false}) {
     ::setenv("ATREX_DEVICE_ARENA", arena ? "1" : "0", 1);

@@ -1,6 +1,7 @@
 // The streaming reducer over results folders written by the real writers: what it scores, what it
 // refuses (naming file:line and field), what it merges and drops.
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -231,7 +232,14 @@ TEST_F(ReducerTest, AFinalEvaluationsShapeWithoutARecordCountsAsFailedNotCorrect
   EXPECT_NE(o.first_error.find("shape 2: crashed: no record of this shape"), std::string::npos)
       << o.first_error;
   EXPECT_FALSE(o.candidate_sha256.empty());
-  EXPECT_GT(o.s_i, 0);  // the median over shapes 0 and 1
+  // S_i: the median over shapes 0 and 1 (the mean of their S_j), as the whole sweep scored them.
+  std::map<std::string, double> s_j;
+  for (const auto& d : op(whole->agents[0], "rms_norm").shapes) {
+    ASSERT_TRUE(d.s_j) << d.shape_id;
+    s_j[d.shape_id] = *d.s_j;
+  }
+  EXPECT_DOUBLE_EQ(o.s_i, (s_j.at("0") + s_j.at("1")) / 2);
+  EXPECT_NE(o.s_i, op(whole->agents[0], "rms_norm").s_i);
 }
 
 TEST_F(ReducerTest, CorrectButFallbackIsTheCorrectnessIllusion) {
