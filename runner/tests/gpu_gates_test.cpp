@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "atrex/common/hash.h"
@@ -216,6 +217,42 @@ TEST_F(GpuGatesTest, WorkLaunchedLaterFromAHostThreadIsRejected) {
   auto recs = evaluate("rms_norm_host_thread.cu", {"15"});
   EXPECT_NE(recs[0].status, EvalStatus::kOk);
   std::printf("host thread: %s: %s\n", eval_status_name(recs[0].status), recs[0].error.c_str());
+}
+
+// Real work outside the timed span (kernels/faults/arena_attacks/cupti_escape_side_stream.cu):
+// a pacer kernel on the given stream is all a timed call's CUPTI span and event window hold,
+// while the real kernel runs on a non-blocking stream, launched with the CUPTI id taken off the
+// thread (ATTACK 1) or by a worker thread (ATTACK 2). The stray records are rejected; in eager
+// timing (no CUPTI) the device-wide drain after each call sees the work a slow kernel left
+// running. The honest twin (ATTACK 0) passes in both modes.
+TEST_F(GpuGatesTest, WorkOutsideTheTimedSpanIsRejected) {
+  struct Case {
+    std::string attack, slow_us, mode, expect;
+  };
+  const std::vector<Case> cases = {
+      {"1", "0", "auto", "device work outside the timed calls"},
+      {"2", "0", "auto", "launched by a thread other than"},
+      {"2", "2000", "eager", "device work outlived the timed calls"},
+      {"0", "0", "auto", ""},
+      {"0", "2000", "eager", ""},
+  };
+  for (const auto& c : cases) {
+    defines_ = {{"ATTACK", c.attack}, {"SLOW_US", c.slow_us}};
+    auto recs = evaluate("arena_attacks/cupti_escape_side_stream.cu", {"0"}, c.mode);
+    ASSERT_EQ(recs.size(), 1u);
+    const auto& r = recs[0];
+    std::printf("side-stream attack %s slow %s %s: %s (%s) %s\n", c.attack.c_str(),
+                c.slow_us.c_str(), c.mode.c_str(), eval_status_name(r.status),
+                r.timing ? fmt::format("{} {:.1f} us", r.timing->method, r.timing->time_us_median).c_str() : "-",
+                r.error.c_str());
+    if (c.expect.empty()) {
+      EXPECT_EQ(r.status, EvalStatus::kOk) << r.error;
+    } else {
+      EXPECT_EQ(r.status, EvalStatus::kRejected) << r.error;
+      EXPECT_NE(r.error.find(c.expect), std::string::npos) << r.error;
+    }
+  }
+  defines_.clear();
 }
 
 TEST_F(GpuGatesTest, AllZeroOutputFails) {

@@ -194,5 +194,69 @@ TEST(KernelSymbols, TritonKernelsAreTheFunctionsOfTheCubinsInTheCacheFolder) {
   fs::remove_all(dir);
 }
 
+// Device work outside the timed calls (kernel_checks.h check_stray_work): the harness's own
+// records between the calls pass; a launch from another thread, one inside a call without its
+// id, a kernel of no harness name or of a harness name the candidate also defines are rejected,
+// each naming the kernel and why.
+TEST(StrayWork, TheHarnessesOwnWorkBetweenTheCallsPassesAndAnyOtherIsRejected) {
+  const std::string flush = "_ZN5atrex8problems4cuda12guard_kernelEPKhm";
+  const std::string real = "_Z14rms_norm_kernelPK13__nv_bfloat16S1_PS_iif";
+  const std::set<std::string> harness{kernel_key(flush)};
+  auto stray = [](std::string kernel, bool other_thread, int64_t in_call) {
+    StrayRecord s;
+    s.kernel = std::move(kernel);
+    s.other_thread = other_thread;
+    s.in_call = in_call;
+    s.launch_known = true;
+    s.start_ns = 1000;
+    s.end_ns = 4500;
+    return s;
+  };
+  // The harness between the calls: its kernels and its copies, on its thread.
+  EXPECT_FALSE(child::check_stray_work({stray(flush, false, -1), stray("", false, -1)}, harness, {}));
+  EXPECT_FALSE(child::check_stray_work({}, harness, {}));
+  struct Case {
+    StrayRecord s;
+    std::set<std::string> candidate;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {stray(real, true, -1), {}, "launched by a thread other than"},
+      {stray("", true, -1), {}, "launched by a thread other than"},  // a copy from a worker
+      {stray(real, false, 6), {}, "inside timed call 7 without that call's correlation id"},
+      {stray(flush, false, 2), {}, "inside timed call 3"},  // a harness name does not excuse it
+      {stray(real, false, -1), {}, "not one of the harness's kernels"},
+      {stray(flush, false, -1), {kernel_key(flush)}, "not one of the harness's kernels"},
+  };
+  for (const auto& c : cases) {
+    auto f = child::check_stray_work({stray(flush, false, -1), c.s}, harness, c.candidate);
+    ASSERT_TRUE(f) << c.why;
+    EXPECT_EQ(f->status, EvalStatus::kRejected);
+    EXPECT_NE(f->error.find(c.why), std::string::npos) << f->error;
+    EXPECT_NE(f->error.find("3.5 us"), std::string::npos) << f->error;
+    EXPECT_NE(f->error.find(c.s.kernel.empty() ? "a memcpy or memset" : c.s.kernel),
+              std::string::npos)
+        << f->error;
+  }
+}
+
+// The harness's kernel names are read off the evaluation child's executable (its host stubs):
+// a build that stripped them would turn the name rule off. The CUDA child must name its guard
+// and comparison kernels; an empty set (this test binary defines no kernel) means no name rule.
+TEST(StrayWork, TheEvaluationChildsOwnKernelsAreNamedInItsExecutable) {
+  const StrayRecord foreign{"_Z14rms_norm_kernelPfS_", false, -1, true, 0, 1000};
+  EXPECT_FALSE(child::check_stray_work({foreign}, {}, {})) << "no names: no name rule";
+  const fs::path child_bin = fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-cuda";
+  if (!fs::exists(child_bin)) GTEST_SKIP() << "no CUDA child built: " << child_bin;
+  auto defined = defined_kernels(child_bin);
+  ASSERT_TRUE(defined) << defined.error().message;
+  std::set<std::string> keys;
+  for (const auto& name : *defined) keys.insert(kernel_key(name));
+  bool first_difference = false;
+  for (const auto& k : keys) first_difference |= k.find("first_difference_kernel") != std::string::npos;
+  EXPECT_TRUE(first_difference) << keys.size() << " kernels";
+  EXPECT_TRUE(child::check_stray_work({foreign}, keys, {}));
+}
+
 }  // namespace
 }  // namespace atrex::runner

@@ -127,6 +127,12 @@ class ChildDevice {
   // opens (after the flush is issued) and right after it closes (the device work done), so the
   // judge's clock brackets each timed call (judge_link.h).
   virtual Status time_call(const std::function<int()>& call, int& rc, double& us) = 0;
+  // Of the last time_call or trace_call: how long (microseconds, host clock) a device-wide
+  // synchronize took after the call's end event had completed, i.e. how long device work the
+  // call started outlived its timed window (work on a stream never joined back to the given
+  // one, or launched by another thread). Taken before the hook that ends the judge's bracket, so
+  // the bracket holds that work too. 0 where the backend has no such window (cpu).
+  virtual double last_drain_us() const { return 0; }
   void set_timing_hooks(std::function<void()> before, std::function<void()> after) {
     timing_before_ = std::move(before);
     timing_after_ = std::move(after);
@@ -191,15 +197,18 @@ class ChildDevice {
   // Activity tracing of candidate calls (CUPTI on CUDA, cupti_trace.h): tracing_unavailable() is
   // "" when the backend can trace, else why not. trace_call: flushes the caches, runs `call`
   // tagged with `id` and also times it with events (`event_us`); trace_collect (after a
-  // synchronize) moves the traces of the tagged calls into `out`.
+  // synchronize) moves the traces of the tagged calls into `out`, and the device records since
+  // the first of those calls began that carry no call's id into `strays` (kernel_checks.h
+  // check_stray_work).
   virtual std::string tracing_unavailable() const { return "this backend has no activity tracing"; }
   virtual Status trace_call(const std::function<int()>& call, uint64_t id, int& rc,
                             double& event_us) {
     (void)call, (void)id, (void)rc, (void)event_us;
     return make_error(ErrorCode::kUnavailable, "this backend has no activity tracing");
   }
-  virtual Status trace_collect(std::map<uint64_t, CallTrace>& out) {
-    (void)out;
+  virtual Status trace_collect(std::map<uint64_t, CallTrace>& out,
+                               std::vector<StrayRecord>& strays) {
+    (void)out, (void)strays;
     return make_error(ErrorCode::kUnavailable, "this backend has no activity tracing");
   }
   // Counts of the records tracing saw since the child started ({device, correlated}), for the

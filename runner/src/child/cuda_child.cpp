@@ -165,6 +165,7 @@ class CudaDevice final : public ChildDevice {
         call, rc, us, [this] { timing_before(); }, [this] { timing_after(); });
   }
   std::string timing_method() const override { return "cuda_events_l2_flush"; }
+  double last_drain_us() const override { return timer_.last_drain_us(); }
   Status capture_timed(const std::function<int()>& call, const std::function<Status()>& before,
                        int batch, int& rc, std::string& unsupported) override {
     return timer_.capture(call, batch, rc, unsupported, before);
@@ -185,15 +186,17 @@ class CudaDevice final : public ChildDevice {
         },
         rc, event_us, [this] { timing_before(); }, [this] { timing_after(); });
   }
-  Status trace_collect(std::map<uint64_t, CallTrace>& out) override {
+  Status trace_collect(std::map<uint64_t, CallTrace>& out,
+                       std::vector<StrayRecord>& strays) override {
     if (!trace_unavailable_.empty()) return make_error(ErrorCode::kUnavailable, trace_unavailable_);
 #if ATREX_HAVE_CUPTI
     Status collected = trace_.collect(out);
     device_records_ += trace_.last_device_records();
     correlated_records_ += trace_.last_correlated();
+    strays = trace_.last_strays();
     return collected;
 #else
-    (void)out;
+    (void)out, (void)strays;
     return make_error(ErrorCode::kUnavailable, trace_unavailable_);
 #endif
   }

@@ -1,6 +1,7 @@
 #include "cuda_timer.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "atrex/problems/cuda_status.h"
 
@@ -48,6 +49,13 @@ Status CudaTimer::time_eager(const std::function<int()>& call, int& rc, double& 
   rc = call();
   ATREX_TRY(cuda_status(cudaEventRecord(stop_, cudaStreamLegacy)));
   ATREX_TRY(cuda_status(cudaEventSynchronize(stop_)));
+  // The stop event is on the legacy stream, which waits for blocking streams only: work the call
+  // left on a non-blocking stream, or a thread of the candidate's launched, may still run.
+  const auto drain_start = std::chrono::steady_clock::now();
+  ATREX_TRY(cuda_status(cudaDeviceSynchronize(), "waiting for the call's device work"));
+  drain_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
+                                                        drain_start)
+                  .count();
   if (after) after();
   float ms = 0;
   ATREX_TRY(cuda_status(cudaEventElapsedTime(&ms, start_, stop_)));

@@ -43,7 +43,9 @@ class CudaTimer {
   // One eager sample: flush, start event, `call` (returns the candidate's rc), stop event; `us` is
   // the device time between the events in microseconds.
   // `before`/`after` (optional): run right before the start event is recorded (the flush is
-  // issued) and right after the stop event has completed: the judge's bracket (judge_link.h).
+  // issued) and right after the stop event has completed and a device-wide synchronize has
+  // waited for any work the call left running: the judge's bracket (judge_link.h).
+  // last_drain_us(): how long that synchronize took (host clock, microseconds).
   Status time_eager(const std::function<int()>& call, int& rc, double& us,
                     const std::function<void()>& before = {},
                     const std::function<void()>& after = {});
@@ -57,6 +59,7 @@ class CudaTimer {
   Status capture(const std::function<int()>& call, int batch, int& rc, std::string& unsupported,
                  const std::function<Status()>& before = {});
   bool captured() const { return timed_exec_ != nullptr; }
+  double last_drain_us() const { return drain_us_; }
   // Replays the timed graph once and appends its `batch` samples (microseconds).
   Status replay_timed(std::vector<double>& us);
   // Replays the one-call graph (asynchronously, on the stream).
@@ -69,6 +72,7 @@ class CudaTimer {
   void* flush_ = nullptr;
   size_t flush_size_ = 0;
   unsigned flush_round_ = 0;
+  double drain_us_ = 0;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::vector<cudaEvent_t> graph_start_, graph_stop_;
   cudaGraphExec_t timed_exec_ = nullptr, call_exec_ = nullptr;

@@ -2,6 +2,8 @@
 
 #include <cupti_activity.h>
 #include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -23,6 +25,7 @@ struct Api {
   CUptiResult (*pop_external)(CUpti_ExternalCorrelationKind, uint64_t*) = nullptr;
   CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
   CUptiResult (*timestamp)(uint64_t*) = nullptr;
+  CUptiResult (*set_thread_id_type)(CUpti_ActivityThreadIdType) = nullptr;
 };
 Api g_api;
 
@@ -76,6 +79,11 @@ Status CuptiTrace::init() {
   }
   sym(g_api.result_string, "cuptiGetResultString");
   sym(g_api.timestamp, "cuptiGetTimestamp");
+  // API records name their thread by gettid(), so that launches from the candidate's own
+  // threads are told from the tracing thread's (collect's stray records).
+  if (sym(g_api.set_thread_id_type, "cuptiSetThreadIdType"))
+    system_thread_ids_ =
+        g_api.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS;
   if (auto r = g_api.register_callbacks(buffer_requested, buffer_completed); r != CUPTI_SUCCESS) {
     return cupti_error(r, "cuptiActivityRegisterCallbacks");
   }
@@ -98,6 +106,7 @@ void CuptiTrace::begin(uint64_t id) {
   if (g_api.timestamp) g_api.timestamp(&t);
   windows_[id] = {t, 0};
   open_ = id;
+  tracing_thread_ = static_cast<uint32_t>(::syscall(SYS_gettid));
 }
 
 void CuptiTrace::end() {
@@ -111,6 +120,7 @@ void CuptiTrace::end() {
 
 Status CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
   last_device_records_ = last_correlated_ = 0;
+  last_strays_.clear();
   if (!available_) return make_error(ErrorCode::kUnavailable, "CUPTI tracing is not available");
   if (auto r = g_api.flush_all(1); r != CUPTI_SUCCESS)
     return cupti_error(r, "cuptiActivityFlushAll");
@@ -128,7 +138,11 @@ Status CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
     std::string kernel;
   };
   std::vector<Span> spans;
-  std::vector<std::pair<uint32_t, uint64_t>> api;  // (correlation id, host start) of API calls
+  struct Launch {
+    uint64_t start;
+    uint32_t thread;
+  };
+  std::map<uint32_t, Launch> api;  // correlation id -> the API call that made it
   for (auto& [buffer, valid] : buffers) {
     CUpti_Activity* rec = nullptr;  // records are copied out: the buffer is freed below
     while (g_api.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
@@ -153,7 +167,7 @@ Status CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
         case CUPTI_ACTIVITY_KIND_DRIVER: {
           // Second way to the call: an API call made inside a begin/end window.
           auto* a = reinterpret_cast<CUpti_ActivityAPI*>(rec);
-          api.emplace_back(uint32_t{a->correlationId}, uint64_t{a->start});
+          api[a->correlationId] = Launch{a->start, a->threadId};
           break;
         }
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
@@ -169,22 +183,44 @@ Status CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
   }
   if (external.empty()) {
     // No external correlation records (a CUPTI that emits none): map the API calls by time.
-    for (const auto& [corr, start] : api) {
+    for (const auto& [corr, launch] : api) {
       for (const auto& [id, w] : windows_) {
-        if (w.second != 0 && start >= w.first && start <= w.second) {
+        if (w.second != 0 && launch.start >= w.first && launch.start <= w.second) {
           external[corr] = id;
           break;
         }
       }
     }
   }
-  windows_.clear();
+  uint64_t first_begin = 0;  // the first traced call's begin in this collect (0: none)
+  for (const auto& [id, w] : windows_) {
+    if (first_begin == 0 || w.first < first_begin) first_begin = w.first;
+  }
+  auto window_of = [&](uint64_t at) -> int64_t {
+    for (const auto& [id, w] : windows_) {
+      if (w.second != 0 && at >= w.first && at <= w.second) return static_cast<int64_t>(id);
+    }
+    return -1;
+  };
   std::sort(spans.begin(), spans.end(),
             [](const Span& a, const Span& b) { return a.start < b.start; });
   for (auto& sp : spans) {
     ++last_device_records_;
     auto it = external.find(sp.correlation);
-    if (it == external.end()) continue;
+    if (it == external.end()) {
+      if (first_begin == 0 || sp.start < first_begin) continue;  // before the traced calls
+      StrayRecord stray;
+      if (sp.is_kernel) stray.kernel = sp.kernel;
+      stray.start_ns = sp.start;
+      stray.end_ns = sp.end;
+      if (auto l = api.find(sp.correlation); l != api.end()) {
+        stray.launch_known = true;
+        stray.other_thread = system_thread_ids_ && l->second.thread != tracing_thread_;
+        stray.in_call = window_of(l->second.start);
+      }
+      last_strays_.push_back(std::move(stray));
+      continue;
+    }
     ++last_correlated_;
     CallTrace& t = out[it->second];
     if (t.first_start_ns == 0 || sp.start < t.first_start_ns) t.first_start_ns = sp.start;
@@ -194,6 +230,7 @@ Status CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
     else
       ++t.copies;
   }
+  windows_.clear();
   return ok();
 }
 

@@ -33,6 +33,19 @@ struct CallTrace {
   }
 };
 
+// A device record (kernel, memcpy, memset) that ran after the first traced call of a collect
+// began and carries no traced call's id: the harness's own work between the calls (output
+// resets, guard checks, the L2 flush) or work that escaped the timed span (launched from another
+// thread, or inside a call with the id taken off the thread: kernels/faults/arena_attacks/
+// cupti_escape_side_stream.cu). Where it came from is read off the API record that launched it.
+struct StrayRecord {
+  std::string kernel;        // mangled name; empty for a memcpy or memset
+  bool other_thread = false;  // launched by a thread other than the one that traces the calls
+  int64_t in_call = -1;       // the traced call whose begin/end window holds the launch, or -1
+  bool launch_known = false;  // the launching API record was found
+  uint64_t start_ns = 0, end_ns = 0;
+};
+
 class CuptiTrace {
  public:
   CuptiTrace() = default;
@@ -54,11 +67,16 @@ class CuptiTrace {
   // Of the last collect: device records (kernel, memcpy, memset) seen, and those of tagged calls.
   int last_device_records() const { return last_device_records_; }
   int last_correlated() const { return last_correlated_; }
+  // Of the last collect: the stray records (above), in start order.
+  const std::vector<StrayRecord>& last_strays() const { return last_strays_; }
 
  private:
   int last_device_records_ = 0, last_correlated_ = 0;
   std::map<uint64_t, std::pair<uint64_t, uint64_t>>
       windows_;  // id -> CUPTI timestamps of begin/end
+  std::vector<StrayRecord> last_strays_;
+  uint32_t tracing_thread_ = 0;  // gettid() of the thread that calls begin()
+  bool system_thread_ids_ = false;  // CUPTI's threadId is gettid() (cuptiSetThreadIdType)
   uint64_t open_ = 0;
   bool available_ = false;
   void* lib_ = nullptr;

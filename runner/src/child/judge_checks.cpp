@@ -188,6 +188,10 @@ bool Judge::choose_recheck(int calls) {
     const bool frequent = verdict_.timed_rechecks < kFrequentTimedRechecksHoldingWork;
     return rng_() % (frequent ? kRecheckOddsHoldingWork : kLaterRecheckOddsHoldingWork) == 0;
   }
+  if (device_arena_) {
+    const bool frequent = verdict_.timed_rechecks < kFrequentTimedRechecksInArena;
+    return rng_() % (frequent ? kRecheckOddsInArena : kLaterRecheckOddsInArena) == 0;
+  }
   return verdict_.timed_rechecks < kMaxTimedRechecks && rng_() % kRecheckOdds == 0;
 }
 

@@ -204,9 +204,15 @@ class Judge {
   // (whose outputs are checked after timing): shape 0 of rms_norm `ok` at 112 us against its
   // twin's 2334 us (the window-splice attack of 2026-12-06). Uncapped, k skipped calls survive
   // with probability (15/16)^k: 2e-5 for the 165 calls that attack skipped.
-  static constexpr int kMaxTimedRechecks = 3, kFrequentTimedRechecksHoldingWork = 8;
+  // On a GPU with the device arena a re-check copies nothing (the judge compares in the arena),
+  // so the cap that memfd copies of large outputs once needed is gone there too: 1/8 for the
+  // first 4, then 1/16 with no cap (k skipped calls after the 4th survive with (15/16)^k). With
+  // the memfd copies (ATREX_DEVICE_ARENA=0, or no arena) 1/32, 3 in all, as before.
+  static constexpr int kMaxTimedRechecks = 3, kFrequentTimedRechecksHoldingWork = 8,
+                       kFrequentTimedRechecksInArena = 4;
   static constexpr uint64_t kRecheckOdds = 32, kRecheckOddsHoldingWork = 4,
-                            kLaterRecheckOddsHoldingWork = 16;
+                            kLaterRecheckOddsHoldingWork = 16, kRecheckOddsInArena = 8,
+                            kLaterRecheckOddsInArena = 16;
   JudgeRandom rng_;
   int64_t timed_calls_ = 0, recheck_after_calls_ = 0;
   bool recheck_pending_ = false;

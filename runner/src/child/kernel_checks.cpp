@@ -142,4 +142,46 @@ void report_unlaunched_kernels(ChildShapeResponse& resp, const std::string& libr
   resp.unlaunched_instantiations = static_cast<int64_t>(siblings);
 }
 
+std::optional<Failure> check_stray_work(const std::vector<StrayRecord>& strays,
+                                        const std::set<std::string>& harness_keys,
+                                        const std::set<std::string>& candidate_keys) {
+  for (const auto& s : strays) {
+    const std::string what =
+        s.kernel.empty() ? std::string("a memcpy or memset") : "kernel " + s.kernel;
+    std::string why;
+    if (s.other_thread) {
+      why = "launched by a thread other than the one that makes the timed calls";
+    } else if (s.in_call >= 0) {
+      why = fmt::format("launched inside timed call {} without that call's correlation id (taken "
+                        "off the thread)",
+                        s.in_call + 1);
+    } else if (!s.kernel.empty()) {
+      const std::string key = kernel_key(s.kernel);
+      // No names to go by (a stripped executable): the thread and window rules only.
+      if (harness_keys.empty() || (harness_keys.count(key) && !candidate_keys.count(key)))
+        continue;
+      why = "launched between the timed calls and not one of the harness's kernels";
+    } else {
+      continue;  // the harness's copies between the calls (output resets, inputs, the flush)
+    }
+    return Failure{EvalStatus::kRejected,
+                   fmt::format("device work outside the timed calls: {} ({:.1f} us on the device) "
+                               "was {}; neither a call's span nor its event window holds such "
+                               "work (docs/evaluation.md \"Timing\")",
+                               what, static_cast<double>(s.end_ns - s.start_ns) / 1e3, why)};
+  }
+  return std::nullopt;
+}
+
+const std::set<std::string>& harness_kernel_keys() {
+  static const std::set<std::string> keys = [] {
+    std::set<std::string> out;
+    if (auto defined = defined_kernels("/proc/self/exe")) {
+      for (const auto& name : *defined) out.insert(kernel_key(name));
+    }
+    return out;
+  }();
+  return keys;
+}
+
 }  // namespace atrex::runner::child

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "elf_symbols.h"
 #include "kernel_checks.h"
 #include "protocol/judge_messages.h"
 #include "shape_run.h"
@@ -177,6 +179,8 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   }
   std::vector<double> samples;
   std::vector<double> event_samples;     // cupti: the same calls timed with events
+  std::vector<double> drains;            // eager and cupti: ChildDevice::last_drain_us per call
+  std::vector<StrayRecord> strays;       // cupti: of the last collect
   std::map<uint64_t, CallTrace> traces;  // cupti: by call number
   std::map<uint64_t, int> trace_set;     // cupti: call number -> input set it ran on
   const auto wall_limit =
@@ -219,13 +223,26 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
         if (rc != 0)
           return Failure{EvalStatus::kWrongResult, "during timing: " + returned_error(rc)};
         event_samples.push_back(ev);
+        drains.push_back(dev_.last_drain_us());
         if (auto f = check_guards(fmt::format("timed call {}", prepared - 1))) return f;
         if (judge_.take_recheck()) {
           if (auto f = recheck_timed_call(resp, prepared - 1)) return f;
         }
       }
       if (auto f = device_error(dev_.synchronize(), "traced calls")) return f;
-      if (auto f = device_error(dev_.trace_collect(traces), "collecting CUPTI records")) return f;
+      if (auto f = device_error(dev_.trace_collect(traces, strays), "collecting CUPTI records"))
+        return f;
+      if (!strays.empty()) {
+        // The candidate's own kernel names (a Python candidate's Triton kernels are in no ELF
+        // file: none of its kernels is named like the harness's anyway).
+        std::set<std::string> candidate_keys;
+        if (!python_) {
+          if (auto defined = defined_kernels(task_.library)) {
+            for (const auto& name : *defined) candidate_keys.insert(kernel_key(name));
+          }
+        }
+        if (auto f = check_stray_work(strays, harness_kernel_keys(), candidate_keys)) return f;
+      }
       for (uint64_t id = first; id < next_call; ++id) {
         auto it = traces.find(id);
         samples.push_back(it != traces.end() && it->second.span_us() > 0 ? it->second.span_us()
@@ -252,6 +269,7 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     if (auto f = device_error(dev_.time_call(call, rc, us), "timed call")) return f;
     if (rc != 0) return Failure{EvalStatus::kWrongResult, "during timing: " + returned_error(rc)};
     samples.push_back(us);
+    drains.push_back(dev_.last_drain_us());
     if (auto f = check_guards(fmt::format("timed call {}", prepared - 1))) return f;
     if (judge_.take_recheck()) {
       if (auto f = recheck_timed_call(resp, prepared - 1)) return f;
@@ -268,6 +286,22 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   std::string method = cupti   ? "cupti_kernel_span_l2_flush"
                        : graph ? dev_.graph_timing_method()
                                : dev_.timing_method();
+  // Device work that outlived the calls' timed windows: the device-wide synchronize after each
+  // call's end event took a median of `drain` microseconds. An honest call leaves nothing
+  // running (a few microseconds of host latency); one that left its real work on a non-blocking
+  // stream, or to a thread, behind a fast kernel on the given stream leaves that work
+  // (kernels/faults/arena_attacks/cupti_escape_side_stream.cu, timing_mode eager).
+  if (!drains.empty()) {
+    const double drain = stats::median(drains), timed = stats::median(samples);
+    if (drain > std::max(kDrainFloorUs, kDrainShare * timed))
+      return Failure{EvalStatus::kRejected,
+                     fmt::format("device work outlived the timed calls: the device was still busy "
+                                 "a median {:.1f} us after each call's end event (timed {:.1f} "
+                                 "us); work on a stream not joined back to the given stream, or "
+                                 "launched by another thread, is outside the timed window "
+                                 "(docs/evaluation.md \"Timing\")",
+                                 drain, timed)};
+  }
   std::string cupti_note;
   if (cupti) {
     if (auto f = check_kernel_sets(traces, trace_set)) return f;

@@ -38,6 +38,11 @@ inline constexpr uint64_t kGuardSeedMix = 0x4755415244ull;  // seeds[0] ^ this: 
 // The timed calls rotate over up to this many input sets (docs/evaluation.md "Checks around
 // timing"): set 0 is the last correctness seed's, set k >= 1 a fresh draw of timing_seed(k).
 inline constexpr int kMaxRotationSets = 8;
+// The drain rule of the timed calls (shape_measure.cpp): a median device-wide synchronize after
+// the calls' end events longer than max(kDrainFloorUs, kDrainShare x the median timed sample) is
+// device work that outlived the timed window: rejected. An idle device answers in a few
+// microseconds of host latency; the floor leaves room for a loaded host's scheduling.
+inline constexpr double kDrainFloorUs = 20.0, kDrainShare = 0.25;
 // The rotation's extra sets (inputs only) may take this many times the shape's own bytes
 // (inputs + outputs), and at least kRotationFloorBytes: small shapes always get every set.
 inline constexpr double kRotationBudgetFactor = 2.0;
