@@ -47,17 +47,17 @@ TEST(Wire, EvalRecordRoundTripsThroughJson) {
 
 TEST(Wire, TheRecordSaysWhereTheJudgeReadTheBuffersAndRefusesAnythingElse) {
   EvalRecord r;
-  r.judge_reads = "device_arena";
+  r.judge_reads = JudgeReads::kDeviceArena;
   Json j = to_json(r);
   EXPECT_EQ(j["judge_reads"], "device_arena");
   auto back = eval_record_from_json(j, "mem");
   ASSERT_TRUE(back) << back.error().message;
-  EXPECT_EQ(back->judge_reads, "device_arena");
+  EXPECT_EQ(back->judge_reads, JudgeReads::kDeviceArena);
   // A record from before the arena has no field: read as "".
   j.erase("judge_reads");
   back = eval_record_from_json(j, "mem");
   ASSERT_TRUE(back) << back.error().message;
-  EXPECT_EQ(back->judge_reads, "");
+  EXPECT_FALSE(back->judge_reads.has_value());
   j["judge_reads"] = "shared";
   back = eval_record_from_json(j, "mem");
   ASSERT_FALSE(back);

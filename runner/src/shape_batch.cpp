@@ -137,7 +137,7 @@ void close_all(std::initializer_list<int> fds) {
 // against the judge's brackets (timing_check.h).
 std::string judge_record(EvalRecord& r, const ChildShapeResponse& c, const JudgeVerdict* j) {
   if (j && !j->tampering.empty()) return "the judge: " + j->tampering;
-  if (j) r.judge_reads = j->device_arena ? "device_arena" : "memfd";
+  if (j) r.judge_reads = j->device_arena ? JudgeReads::kDeviceArena : JudgeReads::kMemfd;
   if (c.status == EvalStatus::kOk) {
     if (!j) return fmt::format("the child reported shape {} ok without a verdict of the judge",
                                c.shape_id);

@@ -130,7 +130,7 @@ TEST_F(GatesTest, TheDeviceArenaAskedForOnCpuIsDeclinedAndTheMemfdServes) {
   ASSERT_EQ(recs.size(), 2u);
   for (const auto& r : recs) {
     EXPECT_EQ(r.status, EvalStatus::kOk) << r.shape_id << ": " << r.error;
-    EXPECT_EQ(r.judge_reads, "memfd");
+    EXPECT_EQ(r.judge_reads, JudgeReads::kMemfd);
     EXPECT_LT(r.wall_s, 60) << "the child or the judge waited on the arena's socket";
   }
 }

@@ -106,12 +106,13 @@ TEST_F(GpuGatesTest, CorrectCudaCandidatePassesAndIsTimedByGraphReplay) {
 TEST_F(GpuGatesTest, TheJudgeComparesInItsDeviceArenaOrThroughTheMemfdWithTheSameVerdicts) {
   for (const bool arena : {true, false}) {
     ::setenv("ATREX_DEVICE_ARENA", arena ? "1" : "0", 1);
-    const std::string reads = arena ? "device_arena" : "memfd";
+    const JudgeReads reads_as = arena ? JudgeReads::kDeviceArena : JudgeReads::kMemfd;
+    const std::string reads = judge_reads_name(reads_as);
     auto ok = evaluate("rms_norm_correct.cu", {"0", "27"});
     ASSERT_EQ(ok.size(), 2u);
     for (const auto& r : ok) {
       EXPECT_EQ(r.status, EvalStatus::kOk) << reads << " shape " << r.shape_id << ": " << r.error;
-      EXPECT_EQ(r.judge_reads, reads);
+      EXPECT_EQ(r.judge_reads, reads_as);
       std::printf("judge reads %s: shape %s ok, checks %.3f s\n", reads.c_str(),
                   r.shape_id.c_str(), r.phases_s.value("check", 0.0));
     }
@@ -122,7 +123,7 @@ TEST_F(GpuGatesTest, TheJudgeComparesInItsDeviceArenaOrThroughTheMemfdWithTheSam
     ASSERT_EQ(wrong.size(), 1u);
     EXPECT_EQ(wrong[0].status, EvalStatus::kWrongResult) << reads << ": " << wrong[0].error;
     EXPECT_NE(wrong[0].error.find("range probe"), std::string::npos) << wrong[0].error;
-    EXPECT_EQ(wrong[0].judge_reads, reads);
+    EXPECT_EQ(wrong[0].judge_reads, reads_as);
     auto over = evaluate("rms_norm_guard_writes_out_of_bounds.cu", {"0"});
     ASSERT_EQ(over.size(), 1u);
     EXPECT_EQ(over[0].status, EvalStatus::kRejected) << reads << ": " << over[0].error;

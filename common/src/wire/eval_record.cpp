@@ -118,7 +118,7 @@ Json to_json(const EvalRecord& r) {
          {"device", r.device},
          {"runner", r.runner},
          {"sandbox", sandbox_mode_name(r.sandbox)},
-         {"judge_reads", r.judge_reads},
+         {"judge_reads", r.judge_reads ? judge_reads_name(*r.judge_reads) : ""},
          {"status", eval_status_name(r.status)},
          {"error", r.error},
          {"max_abs_error", r.max_abs_error},
@@ -141,6 +141,14 @@ Json to_json(const EvalRecord& r) {
   return j;
 }
 
+const char* judge_reads_name(JudgeReads r) {
+  switch (r) {
+    case JudgeReads::kDeviceArena: return "device_arena";
+    case JudgeReads::kMemfd: return "memfd";
+  }
+  ATREX_UNREACHABLE("JudgeReads");
+}
+
 Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& source) {
   EvalRecord rec;
   ATREX_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::open(JsonField(j, source)));
@@ -155,11 +163,17 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
   ATREX_TRY(r.required("device", rec.device));
   ATREX_TRY(r.required("runner", rec.runner));
   ATREX_TRY(r.required("sandbox", rec.sandbox));
-  ATREX_TRY(r.optional("judge_reads", rec.judge_reads));
-  if (!rec.judge_reads.empty() && rec.judge_reads != "device_arena" && rec.judge_reads != "memfd")
+  std::string reads;
+  ATREX_TRY(r.optional("judge_reads", reads));
+  if (reads == "device_arena") {
+    rec.judge_reads = JudgeReads::kDeviceArena;
+  } else if (reads == "memfd") {
+    rec.judge_reads = JudgeReads::kMemfd;
+  } else if (!reads.empty()) {
     return make_error(ErrorCode::kInvalidInput,
                       fmt::format("{}: judge_reads: \"{}\" is neither device_arena nor memfd",
-                                  source, rec.judge_reads));
+                                  source, reads));
+  }
   ATREX_TRY(r.required("status", rec.status));
   ATREX_TRY(r.required("error", rec.error));
   ATREX_TRY(r.required("max_abs_error", rec.max_abs_error));

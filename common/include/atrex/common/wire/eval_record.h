@@ -18,6 +18,11 @@ namespace atrex {
 inline constexpr const char* kEvalRecordSchema = "atrex.eval/1";
 
 // Status of one evaluated shape. A bad candidate is data: it ends up in one of these.
+// Where the judge read the candidate's buffers: `device_arena` (compared where the candidate
+// wrote them, in device memory the judge allocated: cuda) or `memfd` (copied through the host).
+enum class JudgeReads { kDeviceArena, kMemfd };
+const char* judge_reads_name(JudgeReads r);
+
 enum class EvalStatus {
   kOk,            // passed correctness on every seed (and was timed)
   kCompileError,  // the compiler rejected the source or the entry point is missing
@@ -92,11 +97,10 @@ struct EvalRecord {
   // How the evaluation child ran: bwrap (namespaces, read-only view, seccomp) or none
   // (--no-sandbox). docs/evaluation.md "Sandbox".
   SandboxMode sandbox = SandboxMode::kBwrap;
-  // Where the judge read the candidate's buffers: "device_arena" (compared where the candidate
-  // wrote them, in device memory the judge allocated: cuda) or "memfd" (copied through the host);
-  // "" where no verdict of the judge came. Optional in older records. docs/evaluation.md
-  // "The judge's device arena".
-  std::string judge_reads;
+  // Where the judge read the candidate's buffers (JudgeReads); none where no verdict of the
+  // judge came (written "", optional in older records). docs/evaluation.md "The judge's device
+  // arena".
+  std::optional<JudgeReads> judge_reads;
   EvalStatus status = EvalStatus::kCrashed;
   std::string error;  // reason when status != ok
   double max_abs_error = 0;
