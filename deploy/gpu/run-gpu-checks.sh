@@ -57,6 +57,10 @@
 #            helper's, 2026-12-07: CUPTI/side-stream fake-fast, late writer, remapped arena,
 #            input mutation, arena probe), each with the arena and with ATREX_DEVICE_ARENA=0;
 #            ARENA_ATTACK_GROUPS="base A" / "B C D E" splits it (about 8-15 minutes in all).
+#   strayAttacks (named only): the attack candidates of kernels/faults/stray_attacks (an attack
+#            helper's, 2026-12-07, against the rules for device work outside the timed calls:
+#            callback- and signal-deferred work under a harness kernel's name, made-up CUPTI ids,
+#            device-launched graphs), each with its honest twin (about 4-6 minutes).
 #   arenaBench (named only): `atrex bench eval` (ARENA_BENCH_OPS, default fused_add_rms_norm
 #            l2_norm) with the judge's device arena (the default) vs its memfd copies
 #            (ATREX_DEVICE_ARENA=0), alternating, twice each.
@@ -65,7 +69,7 @@
 #            timed, 2 seeds), of the delta-rule and norm operators (`-- --variants` on variant
 #            shapes) and of the long tail on variant shapes (deploy/gpu/steps/*.sh; operators
 #            after `--` limit them, e.g. `run-gpu-checks.sh moe -- fp8_blockscale_fused_moe`).
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|arenaBench|arenaAttacks|checkCost|judge|attacks|fresh|python|moe|deltaNorm|tailVariants|all]... [-- step arguments]
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|arenaBench|arenaAttacks|strayAttacks|checkCost|judge|attacks|fresh|python|moe|deltaNorm|tailVariants|all]... [-- step arguments]
 #   variants: VARIANTS="op/name:P=V,P=V[@ids] ..." templates at chosen parameters (1 seed, timing
 #          only), on VARIANT_SHAPES (default all) or an entry's own @ids.
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
@@ -553,6 +557,13 @@ if named arenaAttacks; then
   echo "=== attacks on the judge's device arena (kernels/faults/arena_attacks, groups ${ARENA_ATTACK_GROUPS:-all})"
   OUT="$out/arena-attacks" bash "$root/kernels/faults/arena_attacks/run.sh" ${ARENA_ATTACK_GROUPS:-} || rc=1
   [ -n "${OUT:-}" ] && cp "$out/arena-attacks/results.txt" "$OUT/arena-attacks.txt"
+fi
+if named strayAttacks; then
+  # The attack round on the stray-work and drain rules (kernels/faults/stray_attacks/README.md:
+  # what each candidate tries, the attacker's prediction and the maintainers' after the fixes).
+  echo "=== attacks on the rules for device work outside the timed calls (kernels/faults/stray_attacks)"
+  OUT="$out/stray-attacks" bash "$root/kernels/faults/stray_attacks/run.sh" || rc=1
+  [ -n "${OUT:-}" ] && cp "$out/stray-attacks/results.txt" "$OUT/stray-attacks.txt"
 fi
 if named arenaBench; then
   echo "=== the judge's device arena: atrex bench eval, the arena (the default) vs memfd copies (ATREX_DEVICE_ARENA=0), twice each" | tee "$out/arena-bench.txt"

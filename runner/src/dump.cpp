@@ -6,7 +6,7 @@
 
 #include "atrex/common/process/subprocess.h"
 #include "atrex/runner/environment.h"
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 
 namespace atrex::runner {
 namespace fs = std::filesystem;

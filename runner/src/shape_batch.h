@@ -12,7 +12,7 @@
 #include "atrex/common/error.h"
 #include "atrex/common/wire/eval_record.h"
 #include "atrex/problems/suite.h"
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 #include "sandbox/eval_sandbox.h"
 
 namespace atrex::runner {

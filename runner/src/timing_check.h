@@ -14,7 +14,7 @@
 #include <string>
 
 #include "atrex/common/wire/eval_record.h"
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 
 namespace atrex::runner {
 

@@ -10,7 +10,7 @@
 
 #include "atrex/common/wire/eval_record.h"
 #include "atrex/problems/unseen.h"
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 
 namespace atrex::runner {
 

@@ -22,7 +22,7 @@
 #include "atrex/problems/host_run.h"
 #include "atrex/runner/evaluator.h"
 #include "judge_process.h"
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 #include "shape_batch.h"
 #include "shape_run_support.h"
 

@@ -233,7 +233,7 @@ TEST_F(GpuGatesTest, WorkOutsideTheTimedSpanIsRejected) {
   const std::vector<Case> cases = {
       {"1", "0", "auto", "device work outside the timed calls"},
       {"2", "0", "auto", "launched by a thread other than"},
-      {"2", "2000", "eager", "device work outlived the timed calls"},
+      {"2", "2000", "eager", "device work outside the timed windows"},
       {"0", "0", "auto", ""},
       {"0", "2000", "eager", ""},
   };

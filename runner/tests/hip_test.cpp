@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 
 #include "atrex/common/hash.h"
 #include "atrex/common/json_io.h"

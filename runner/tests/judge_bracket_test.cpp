@@ -1,5 +1,5 @@
 // The judge's side of a timed call's bracket on cpu, where the bracket holds the work
-// (docs/evaluation.md "The judge"; protocol/judge_messages.h), driven message by message against
+// (docs/evaluation.md "The judge"; common/wire/judge_messages.h), driven message by message against
 // the real judge process (judge_process.h): the go names a splice, a check of the call must name
 // the go's splice, and the judge reads the outputs in the shared memfd's arena
 // (protocol/shared_layout.h) when the done reaches it, so that outputs finished after the done
@@ -13,7 +13,7 @@
 #include "atrex/problems/host_run.h"
 #include "atrex/problems/suite.h"
 #include "judge_process.h"
-#include "protocol/judge_messages.h"
+#include "atrex/common/wire/judge_messages.h"
 
 namespace atrex::runner {
 namespace {

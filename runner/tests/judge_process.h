@@ -14,8 +14,8 @@
 
 #include "atrex/common/json_io.h"
 #include "atrex/problems/host_run.h"
-#include "protocol/child_protocol.h"
-#include "protocol/judge_messages.h"
+#include "atrex/common/wire/child_protocol.h"
+#include "atrex/common/wire/judge_messages.h"
 #include "protocol/shared_layout.h"
 
 namespace atrex::runner {

@@ -3,7 +3,7 @@
 // its clock. Unit tests; the end-to-end attacks are SandboxTest.* (sandbox_test.cpp).
 #include <gtest/gtest.h>
 
-#include "protocol/judge_messages.h"
+#include "atrex/common/wire/judge_messages.h"
 #include "protocol/response_channel.h"
 #include "shape_batch.h"
 #include "timing_check.h"
@@ -125,7 +125,7 @@ TEST(TimingCrossCheck, LatencyMeasuredOnCueIsCappedByTheOneBeforeTheCandidate) {
   EXPECT_DOUBLE_EQ(cross_check_timing(claimed(900, 2), loaded).latency_us, 40000);
 }
 
-// The bracket's messages are typed once (protocol/judge_messages.h) and read strictly: what the
+// The bracket's messages are typed once (common/wire/judge_messages.h) and read strictly: what the
 // judge refuses here ends it with a tampering verdict.
 TEST(JudgeMessages, BracketMessagesRoundTripAndAnythingElseIsRefused) {
   auto go = judge_call_go_from_json(to_json(JudgeCallGo{12345}), "go");

@@ -226,6 +226,14 @@ TEST(StrayWork, TheHarnessesOwnWorkBetweenTheCallsPassesAndAnyOtherIsRejected) {
       {stray(real, false, 6), {}, "inside timed call 7 without that call's correlation id"},
       {stray(flush, false, 2), {}, "inside timed call 3"},  // a harness name does not excuse it
       {stray(real, false, -1), {}, "not one of the harness's kernels"},
+      // A made-up external id (bogus_external_id.cu): counted as no call's, whatever its name.
+      {[&] {
+         auto s = stray(flush, false, -1);
+         s.foreign_id = 987654321;
+         return s;
+       }(),
+       {},
+       "tagged with external correlation id 987654321, which is no timed call's"},
       {stray(flush, false, -1), {kernel_key(flush)}, "not one of the harness's kernels"},
   };
   for (const auto& c : cases) {
@@ -244,7 +252,7 @@ TEST(StrayWork, TheHarnessesOwnWorkBetweenTheCallsPassesAndAnyOtherIsRejected) {
 // a build that stripped them would turn the name rule off. The CUDA child must name its guard
 // and comparison kernels; an empty set (this test binary defines no kernel) means no name rule.
 TEST(StrayWork, TheEvaluationChildsOwnKernelsAreNamedInItsExecutable) {
-  const StrayRecord foreign{"_Z14rms_norm_kernelPfS_", false, -1, true, 0, 1000};
+  const StrayRecord foreign{.kernel = "_Z14rms_norm_kernelPfS_", .launch_known = true, .end_ns = 1000};
   EXPECT_FALSE(child::check_stray_work({foreign}, {}, {})) << "no names: no name rule";
   const fs::path child_bin = fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-cuda";
   if (!fs::exists(child_bin)) GTEST_SKIP() << "no CUDA child built: " << child_bin;

@@ -569,7 +569,7 @@ TEST_F(SandboxTest, RelayThatSendsTheDoneBeforeTheWorkIsCaught) {
 }
 
 // A line of the candidate's own on the judge's pipe: an op the protocol has not (1), a call_end
-// with a member of its own (2, refused by the typed reader of protocol/judge_messages.h). The
+// with a member of its own (2, refused by the typed reader of common/wire/judge_messages.h). The
 // judge ends with a tampering verdict and the whole task is rejected; the twin writes nothing.
 TEST_F(SandboxTest, ForgedMessagesToTheJudgeAreTampering) {
   for (const char* forge : {"1", "2"}) {

@@ -133,6 +133,11 @@ class ChildDevice {
   // one, or launched by another thread). Taken before the hook that ends the judge's bracket, so
   // the bracket holds that work too. 0 where the backend has no such window (cpu).
   virtual double last_drain_us() const { return 0; }
+  // Of the same call: device time (microseconds) between the end of the harness's preparation
+  // (the flush) and the call's start event, where nothing of the harness's runs: work put on the
+  // stream meanwhile by someone else (a thread or signal handler of the candidate's while the
+  // child waits for the judge's go). 0 where the backend cannot tell (cpu).
+  virtual double last_start_gap_us() const { return 0; }
   void set_timing_hooks(std::function<void()> before, std::function<void()> after) {
     timing_before_ = std::move(before);
     timing_after_ = std::move(after);

@@ -1,4 +1,4 @@
-// The evaluation child's entry (protocol/child_protocol.h): `<exe> --request-fd N --response-fd M
+// The evaluation child's entry (common/wire/child_protocol.h): `<exe> --request-fd N --response-fd M
 // [--device N]` for a task (the request is read from fd N, which is closed after; one response
 // line per shape is written to the pipe M as it completes), `<exe> --request FILE --response
 // FILE` for a dump (inputs and reference outputs; no candidate runs). Runs inside a sacrificial
@@ -11,7 +11,7 @@
 #include "child_device.h"
 #include "judge_link.h"
 #include "loader.h"
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 
 namespace atrex::runner {
 

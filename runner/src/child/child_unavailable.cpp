@@ -6,7 +6,7 @@
 
 #include "atrex/common/json_io.h"
 #include "child_runner.h"
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 
 namespace atrex::runner {
 

@@ -166,6 +166,7 @@ class CudaDevice final : public ChildDevice {
   }
   std::string timing_method() const override { return "cuda_events_l2_flush"; }
   double last_drain_us() const override { return timer_.last_drain_us(); }
+  double last_start_gap_us() const override { return timer_.last_start_gap_us(); }
   Status capture_timed(const std::function<int()>& call, const std::function<Status()>& before,
                        int batch, int& rc, std::string& unsupported) override {
     return timer_.capture(call, batch, rc, unsupported, before);

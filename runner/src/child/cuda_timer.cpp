@@ -13,6 +13,7 @@ CudaTimer::~CudaTimer() {
   drop_graphs();
   if (start_) cudaEventDestroy(start_);
   if (stop_) cudaEventDestroy(stop_);
+  if (ready_) cudaEventDestroy(ready_);
   if (flush_) cudaFree(flush_);
 }
 
@@ -31,6 +32,7 @@ Status CudaTimer::init(cudaStream_t stream, size_t l2_bytes) {
   flush_size_ = std::max<size_t>(2 * l2_bytes, size_t{64} << 20);
   ATREX_TRY(cuda_status(cudaMalloc(&flush_, flush_size_), "allocating the L2 flush buffer"));
   ATREX_TRY(cuda_status(cudaEventCreate(&start_)));
+  ATREX_TRY(cuda_status(cudaEventCreate(&ready_)));
   return cuda_status(cudaEventCreate(&stop_));
 }
 
@@ -44,6 +46,10 @@ Status CudaTimer::time_eager(const std::function<int()>& call, int& rc, double& 
                              const std::function<void()>& before,
                              const std::function<void()>& after) {
   ATREX_TRY(flush());
+  // Nothing of the harness's runs between `ready_` and `start_` on the stream: device time
+  // between them is work someone else put there meanwhile (a thread or a signal handler of the
+  // candidate's while the child waits for the judge's go), which no window holds.
+  ATREX_TRY(cuda_status(cudaEventRecord(ready_, stream_)));
   if (before) before();
   ATREX_TRY(cuda_status(cudaEventRecord(start_, stream_)));
   rc = call();
@@ -60,6 +66,9 @@ Status CudaTimer::time_eager(const std::function<int()>& call, int& rc, double& 
   float ms = 0;
   ATREX_TRY(cuda_status(cudaEventElapsedTime(&ms, start_, stop_)));
   us = static_cast<double>(ms) * 1000.0;
+  float gap_ms = 0;
+  ATREX_TRY(cuda_status(cudaEventElapsedTime(&gap_ms, ready_, start_)));
+  gap_us_ = static_cast<double>(gap_ms) * 1000.0;
   return ok();
 }
 

@@ -60,6 +60,9 @@ class CudaTimer {
                  const std::function<Status()>& before = {});
   bool captured() const { return timed_exec_ != nullptr; }
   double last_drain_us() const { return drain_us_; }
+  // Of the last time_eager: device time between the event recorded right after the flush and
+  // the start event (microseconds); nothing of the harness's runs there.
+  double last_start_gap_us() const { return gap_us_; }
   // Replays the timed graph once and appends its `batch` samples (microseconds).
   Status replay_timed(std::vector<double>& us);
   // Replays the one-call graph (asynchronously, on the stream).
@@ -72,8 +75,8 @@ class CudaTimer {
   void* flush_ = nullptr;
   size_t flush_size_ = 0;
   unsigned flush_round_ = 0;
-  double drain_us_ = 0;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  double drain_us_ = 0, gap_us_ = 0;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr, ready_ = nullptr;
   std::vector<cudaEvent_t> graph_start_, graph_stop_;
   cudaGraphExec_t timed_exec_ = nullptr, call_exec_ = nullptr;
 };

@@ -207,9 +207,11 @@ Status CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
   for (auto& sp : spans) {
     ++last_device_records_;
     auto it = external.find(sp.correlation);
-    if (it == external.end()) {
+    const bool foreign = it != external.end() && !windows_.count(it->second);
+    if (it == external.end() || foreign) {
       if (first_begin == 0 || sp.start < first_begin) continue;  // before the traced calls
       StrayRecord stray;
+      if (foreign) stray.foreign_id = static_cast<int64_t>(it->second);
       if (sp.is_kernel) stray.kernel = sp.kernel;
       stray.start_ns = sp.start;
       stray.end_ns = sp.end;

@@ -42,6 +42,9 @@ struct StrayRecord {
   std::string kernel;        // mangled name; empty for a memcpy or memset
   bool other_thread = false;  // launched by a thread other than the one that traces the calls
   int64_t in_call = -1;       // the traced call whose begin/end window holds the launch, or -1
+  // The external id it carried where that id is no traced call's of this collect (pushed by the
+  // candidate itself: every record with it would otherwise be counted as correlated), else -1.
+  int64_t foreign_id = -1;
   bool launch_known = false;  // the launching API record was found
   uint64_t start_ns = 0, end_ns = 0;
 };

@@ -22,7 +22,7 @@
 #include "child_runner.h"
 #include "judge_core.h"
 #include "protocol/arena_handoff.h"
-#include "protocol/judge_messages.h"
+#include "atrex/common/wire/judge_messages.h"
 
 namespace atrex::runner {
 namespace judge_detail {

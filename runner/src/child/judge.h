@@ -13,7 +13,7 @@
 #pragma once
 
 #include "child_device.h"
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 
 namespace atrex::runner {
 

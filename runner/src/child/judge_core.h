@@ -28,8 +28,8 @@
 #include <fmt/format.h>
 
 #include "child_device.h"
-#include "protocol/child_protocol.h"
-#include "protocol/judge_messages.h"
+#include "atrex/common/wire/child_protocol.h"
+#include "atrex/common/wire/judge_messages.h"
 #include "protocol/shared_layout.h"
 #include "shape_run_support.h"
 

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "protocol/judge_messages.h"
+#include "atrex/common/wire/judge_messages.h"
 
 namespace atrex::runner::child {
 

@@ -8,7 +8,7 @@
 // every timed call (or graph replay batch) it lets the judge's clock bracket the call.
 //
 // The messages (JSON lines both ways) are typed, each with its place in the protocol, in
-// protocol/judge_messages.h: prepare, check (and the inputs the judge may ask for after it),
+// common/wire/judge_messages.h: prepare, check (and the inputs the judge may ask for after it),
 // timing_begin, the bracket of every timed call (call_begin, the judge's go with its splice,
 // call_end, the judge's answer saying whether it re-checks that call), timing_end, shape_end.
 //

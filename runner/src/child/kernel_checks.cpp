@@ -149,7 +149,10 @@ std::optional<Failure> check_stray_work(const std::vector<StrayRecord>& strays,
     const std::string what =
         s.kernel.empty() ? std::string("a memcpy or memset") : "kernel " + s.kernel;
     std::string why;
-    if (s.other_thread) {
+    if (s.foreign_id >= 0) {
+      why = fmt::format("tagged with external correlation id {}, which is no timed call's",
+                        s.foreign_id);
+    } else if (s.other_thread) {
       why = "launched by a thread other than the one that makes the timed calls";
     } else if (s.in_call >= 0) {
       why = fmt::format("launched inside timed call {} without that call's correlation id (taken "

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "atrex/common/json_io.h"
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 #include "cupti_trace.h"
 #include "shape_run_support.h"
 

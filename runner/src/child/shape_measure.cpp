@@ -11,7 +11,7 @@
 
 #include "elf_symbols.h"
 #include "kernel_checks.h"
-#include "protocol/judge_messages.h"
+#include "atrex/common/wire/judge_messages.h"
 #include "shape_run.h"
 
 namespace atrex::runner::child {
@@ -180,6 +180,8 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   std::vector<double> samples;
   std::vector<double> event_samples;     // cupti: the same calls timed with events
   std::vector<double> drains;            // eager and cupti: ChildDevice::last_drain_us per call
+  std::vector<double> reply_drains;      // eager and cupti: the same after the judge's answer
+  std::vector<double> start_gaps;        // eager and cupti: ChildDevice::last_start_gap_us
   std::vector<StrayRecord> strays;       // cupti: of the last collect
   std::map<uint64_t, CallTrace> traces;  // cupti: by call number
   std::map<uint64_t, int> trace_set;     // cupti: call number -> input set it ran on
@@ -195,6 +197,17 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     return total >= min_time_us && stats::relative_standard_error(samples) <= target_rse;
   };
   uint64_t next_call = 0;
+  // After the judge has answered a call's done, before the harness's own checks touch the
+  // device: how long a device-wide synchronize takes (microseconds). Work launched after the
+  // call's drain (from a callback at its exit, a signal handler while the child waits for the
+  // judge) would otherwise run inside the guard check's wait, which no clock holds.
+  auto reply_drain = [&]() -> Status {
+    const auto t0 = std::chrono::steady_clock::now();
+    ATREX_TRY(dev_.synchronize());
+    reply_drains.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    return ok();
+  };
   // The judge's clock brackets every timed call (a graph replay: its batch), from its go to the
   // child's done (judge_link.h); the runner holds the claimed samples against those brackets.
   if (auto f = device_error(judge_.timing_begin(item_.shape_id), "opening the judge's timing"))
@@ -224,6 +237,8 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
           return Failure{EvalStatus::kWrongResult, "during timing: " + returned_error(rc)};
         event_samples.push_back(ev);
         drains.push_back(dev_.last_drain_us());
+        start_gaps.push_back(dev_.last_start_gap_us());
+        if (auto f = device_error(reply_drain(), "after a traced call")) return f;
         if (auto f = check_guards(fmt::format("timed call {}", prepared - 1))) return f;
         if (judge_.take_recheck()) {
           if (auto f = recheck_timed_call(resp, prepared - 1)) return f;
@@ -270,6 +285,8 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     if (rc != 0) return Failure{EvalStatus::kWrongResult, "during timing: " + returned_error(rc)};
     samples.push_back(us);
     drains.push_back(dev_.last_drain_us());
+    start_gaps.push_back(dev_.last_start_gap_us());
+    if (auto f = device_error(reply_drain(), "after a timed call")) return f;
     if (auto f = check_guards(fmt::format("timed call {}", prepared - 1))) return f;
     if (judge_.take_recheck()) {
       if (auto f = recheck_timed_call(resp, prepared - 1)) return f;
@@ -292,15 +309,21 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   // stream, or to a thread, behind a fast kernel on the given stream leaves that work
   // (kernels/faults/arena_attacks/cupti_escape_side_stream.cu, timing_mode eager).
   if (!drains.empty()) {
-    const double drain = stats::median(drains), timed = stats::median(samples);
-    if (drain > std::max(kDrainFloorUs, kDrainShare * timed))
-      return Failure{EvalStatus::kRejected,
-                     fmt::format("device work outlived the timed calls: the device was still busy "
-                                 "a median {:.1f} us after each call's end event (timed {:.1f} "
-                                 "us); work on a stream not joined back to the given stream, or "
-                                 "launched by another thread, is outside the timed window "
-                                 "(docs/evaluation.md \"Timing\")",
-                                 drain, timed)};
+    const double timed = stats::median(samples), bound = std::max(kDrainFloorUs, kDrainShare * timed);
+    const double drain = stats::median(drains), after_reply = stats::median(reply_drains),
+                 gap = stats::median(start_gaps);
+    const char* where = drain > bound         ? "after each call's end event"
+                        : after_reply > bound ? "after the judge's answer to each call's done"
+                        : gap > bound         ? "before each call's start event, after the flush"
+                                              : nullptr;
+    if (where)
+      return Failure{
+          EvalStatus::kRejected,
+          fmt::format("device work outside the timed windows: the device was busy a median "
+                      "{:.1f} us {} (timed {:.1f} us); work on a stream not joined back to the "
+                      "given stream, or launched by another thread, a callback or a signal "
+                      "handler, is outside the timed window (docs/evaluation.md \"Timing\")",
+                      std::max({drain, after_reply, gap}), where, timed)};
   }
   std::string cupti_note;
   if (cupti) {

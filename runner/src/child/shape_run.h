@@ -17,7 +17,7 @@
 #include "judge_link.h"
 #include "launch.h"
 #include "loader.h"
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 #include "shape_run_support.h"
 
 namespace atrex::runner::child {

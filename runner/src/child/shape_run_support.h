@@ -18,7 +18,7 @@
 #include "atrex/problems/numeric.h"
 #include "atrex/problems/operator.h"
 #include "child_device.h"
-#include "protocol/judge_messages.h"
+#include "atrex/common/wire/judge_messages.h"
 #include "protocol/shared_layout.h"
 
 namespace atrex::runner::child {
@@ -66,7 +66,7 @@ inline int rotation_sets(const problems::ResolvedShape& shape) {
 }
 
 // Which input set of a shape (SetKind, SetKey, kMaxVariant): typed with the messages that name
-// them, protocol/judge_messages.h.
+// them, common/wire/judge_messages.h.
 using runner::kMaxVariant;
 using runner::set_kind_name;
 using runner::SetKey;

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 
 namespace atrex::runner {
 

@@ -1,4 +1,4 @@
-#include "protocol/judge_messages.h"
+#include "atrex/common/wire/judge_messages.h"
 
 #include <fmt/format.h>
 

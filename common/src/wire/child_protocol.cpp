@@ -1,4 +1,4 @@
-#include "protocol/child_protocol.h"
+#include "atrex/common/wire/child_protocol.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,5 @@
-// The runner <-> evaluation child protocol (runner-private; DESIGN.md §5): the request file the
+// The runner <-> evaluation child protocol (typed here once, like every cross-process message;
+// DESIGN.md §5: the runner and its evaluation children use it): the request file the
 // runner writes (atrex.child-request/1) and the response lines the child appends, one per shape
 // as it completes (atrex.child-response/1). Both sides read each other strictly: a renamed field
 // fails at once, naming itself. The child never sees the suite's hidden data: the request holds
@@ -14,9 +15,37 @@
 #include "atrex/common/json_io.h"
 #include "atrex/common/wire/eval_record.h"
 #include "atrex/common/wire/eval_settings.h"
-#include "atrex/runner/dump.h"
 
 namespace atrex::runner {
+
+// mode "dump" (`atrex problems dump`): draw a shape's inputs and write them and the reference
+// outputs into `out_dir` (atrex.dump/1, docs/evaluation.md).
+struct DumpItem {
+  std::string operator_name;
+  std::string shape_id;
+  Json params = Json::object();
+  Json init_kwargs = Json::object();
+  Json input_kwargs = Json::object();
+  uint64_t seed = 1;
+  std::string backend;  // for the manifest
+  std::string out_dir;
+  double atol = 1e-2;
+  double rtol = 5e-2;
+};
+// One dump item's outcome: "ok", "rejected" (bad item), "crashed" (device failure), "skipped".
+struct DumpItemResult {
+  std::string operator_name;
+  std::string shape_id;
+  std::string status;
+  std::string error;
+  std::string out_dir;
+  double wall_s = 0;
+};
+struct ChildDumpResponse {
+  std::string device;
+  std::vector<DumpItemResult> items;
+  bool crashed = false;  // an item crashed the device context; the rest were skipped
+};
 
 inline constexpr const char* kChildRequestSchema = "atrex.child-request/1";
 inline constexpr const char* kChildResponseSchema = "atrex.child-response/1";
