@@ -1,6 +1,7 @@
 #include "cupti_trace.h"
 
 #include <cupti_activity.h>
+#include <cupti_callbacks.h>
 #include <dlfcn.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,7 +27,13 @@ struct Api {
   CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
   CUptiResult (*timestamp)(uint64_t*) = nullptr;
   CUptiResult (*set_thread_id_type)(CUpti_ActivityThreadIdType) = nullptr;
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
 };
+
+// The child's own callback subscriber: it enables no callback (so it costs nothing); it only
+// takes the process's single subscriber slot.
+void CUPTIAPI no_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+CUpti_SubscriberHandle g_subscriber = nullptr;
 Api g_api;
 
 // Completed activity buffers, handed over by CUPTI's worker thread.
@@ -81,6 +88,12 @@ Status CuptiTrace::init() {
   sym(g_api.timestamp, "cuptiGetTimestamp");
   // API records name their thread by gettid(), so that launches from the candidate's own
   // threads are told from the tracing thread's (collect's stray records).
+  // CUPTI allows one callback subscriber per process; taking it first means a candidate cannot
+  // subscribe and get control at the exit of the harness's own CUDA calls (the stray-work attack
+  // round of 2026-12-07 launched its deferred work from a callback at the exit of the drain).
+  // Where another tool holds it already (Nsight, a debugger), tracing still works.
+  if (sym(g_api.subscribe, "cuptiSubscribe"))
+    subscribed_ = g_api.subscribe(&g_subscriber, no_callback, nullptr) == CUPTI_SUCCESS;
   if (sym(g_api.set_thread_id_type, "cuptiSetThreadIdType"))
     system_thread_ids_ =
         g_api.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS;

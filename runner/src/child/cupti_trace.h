@@ -61,6 +61,8 @@ class CuptiTrace {
   // context exists.
   Status init();
   bool available() const { return available_; }
+  // Whether this process holds CUPTI's single callback subscriber slot (so no candidate can).
+  bool subscribed() const { return subscribed_; }
   void begin(uint64_t id);
   void end();
   // Flushes CUPTI's buffers (the caller has synchronised the device) and moves the traces of the
@@ -80,6 +82,7 @@ class CuptiTrace {
   std::vector<StrayRecord> last_strays_;
   uint32_t tracing_thread_ = 0;  // gettid() of the thread that calls begin()
   bool system_thread_ids_ = false;  // CUPTI's threadId is gettid() (cuptiSetThreadIdType)
+  bool subscribed_ = false;
   uint64_t open_ = 0;
   bool available_ = false;
   void* lib_ = nullptr;

@@ -245,8 +245,20 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
         }
       }
       if (auto f = device_error(dev_.synchronize(), "traced calls")) return f;
+      const int64_t records_before = dev_.trace_stats().value("device", int64_t{0});
       if (auto f = device_error(dev_.trace_collect(traces, strays), "collecting CUPTI records"))
         return f;
+      // Every batch leaves records (the harness's flush and resets, and every honest call's
+      // work: its outputs start poisoned). A batch with none at all, where tracing recorded
+      // before in this child, is tracing switched off under the harness (cuptiFinalize,
+      // cuptiActivityDisable): its calls would all fall back to event windows. Where it never
+      // recorded, the calls fall back to their event times as before.
+      if (records_before > 0 && dev_.trace_stats().value("device", int64_t{0}) == records_before)
+        return Failure{EvalStatus::kRejected,
+                       fmt::format("CUPTI recorded no device work at all during timed calls {}-{} "
+                                   "after it had recorded before: tracing was switched off under "
+                                   "the harness",
+                                   first + 1, next_call)};
       if (!strays.empty()) {
         // The candidate's own kernel names (a Python candidate's Triton kernels are in no ELF
         // file: none of its kernels is named like the harness's anyway).
