@@ -242,10 +242,12 @@ TEST_F(GpuGatesTest, WorkOutsideTheTimedSpanIsRejected) {
     auto recs = evaluate("arena_attacks/cupti_escape_side_stream.cu", {"0"}, c.mode);
     ASSERT_EQ(recs.size(), 1u);
     const auto& r = recs[0];
-    std::printf("side-stream attack %s slow %s %s: %s (%s) %s\n", c.attack.c_str(),
-                c.slow_us.c_str(), c.mode.c_str(), eval_status_name(r.status),
-                r.timing ? fmt::format("{} {:.1f} us", r.timing->method, r.timing->time_us_median).c_str() : "-",
-                r.error.c_str());
+    std::printf(
+        "side-stream attack %s slow %s %s: %s (%s) %s\n", c.attack.c_str(), c.slow_us.c_str(),
+        c.mode.c_str(), eval_status_name(r.status),
+        r.timing ? fmt::format("{} {:.1f} us", r.timing->method, r.timing->time_us_median).c_str()
+                 : "-",
+        r.error.c_str());
     if (c.expect.empty()) {
       EXPECT_EQ(r.status, EvalStatus::kOk) << r.error;
     } else {

@@ -213,7 +213,8 @@ TEST(StrayWork, TheHarnessesOwnWorkBetweenTheCallsPassesAndAnyOtherIsRejected) {
     return s;
   };
   // The harness between the calls: its kernels and its copies, on its thread.
-  EXPECT_FALSE(child::check_stray_work({stray(flush, false, -1), stray("", false, -1)}, harness, {}));
+  EXPECT_FALSE(
+      child::check_stray_work({stray(flush, false, -1), stray("", false, -1)}, harness, {}));
   EXPECT_FALSE(child::check_stray_work({}, harness, {}));
   struct Case {
     StrayRecord s;
@@ -252,7 +253,8 @@ TEST(StrayWork, TheHarnessesOwnWorkBetweenTheCallsPassesAndAnyOtherIsRejected) {
 // a build that stripped them would turn the name rule off. The CUDA child must name its guard
 // and comparison kernels; an empty set (this test binary defines no kernel) means no name rule.
 TEST(StrayWork, TheEvaluationChildsOwnKernelsAreNamedInItsExecutable) {
-  const StrayRecord foreign{.kernel = "_Z14rms_norm_kernelPfS_", .launch_known = true, .end_ns = 1000};
+  const StrayRecord foreign{
+      .kernel = "_Z14rms_norm_kernelPfS_", .launch_known = true, .end_ns = 1000};
   EXPECT_FALSE(child::check_stray_work({foreign}, {}, {})) << "no names: no name rule";
   const fs::path child_bin = fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-cuda";
   if (!fs::exists(child_bin)) GTEST_SKIP() << "no CUDA child built: " << child_bin;
@@ -261,7 +263,8 @@ TEST(StrayWork, TheEvaluationChildsOwnKernelsAreNamedInItsExecutable) {
   std::set<std::string> keys;
   for (const auto& name : *defined) keys.insert(kernel_key(name));
   bool first_difference = false;
-  for (const auto& k : keys) first_difference |= k.find("first_difference_kernel") != std::string::npos;
+  for (const auto& k : keys)
+    first_difference |= k.find("first_difference_kernel") != std::string::npos;
   EXPECT_TRUE(first_difference) << keys.size() << " kernels";
   EXPECT_TRUE(child::check_stray_work({foreign}, keys, {}));
 }

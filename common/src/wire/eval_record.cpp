@@ -170,9 +170,9 @@ Result<EvalRecord> eval_record_from_json(const Json& j, const std::string& sourc
   } else if (reads == "memfd") {
     rec.judge_reads = JudgeReads::kMemfd;
   } else if (!reads.empty()) {
-    return make_error(ErrorCode::kInvalidInput,
-                      fmt::format("{}: judge_reads: \"{}\" is neither device_arena nor memfd",
-                                  source, reads));
+    return make_error(
+        ErrorCode::kInvalidInput,
+        fmt::format("{}: judge_reads: \"{}\" is neither device_arena nor memfd", source, reads));
   }
   ATREX_TRY(r.required("status", rec.status));
   ATREX_TRY(r.required("error", rec.error));

@@ -73,7 +73,8 @@ Json to_json(const JudgeTimingBegin& m) {
 Json to_json(const JudgeCallBegin&) { return Json{{"op", "call_begin"}}; }
 Json to_json(const JudgeTimingEnd&) { return Json{{"op", "timing_end"}}; }
 Json to_json(const JudgeShapeEnd& m) {
-  return Json{{"op", "shape_end"}, {"shape_id", m.shape_id}, {"status", eval_status_name(m.status)}};
+  return Json{
+      {"op", "shape_end"}, {"shape_id", m.shape_id}, {"status", eval_status_name(m.status)}};
 }
 
 Result<JudgeMessage> judge_message_from_json(const Json& j, const std::string& source) {
@@ -146,9 +147,7 @@ Result<JudgeCallGo> judge_call_go_from_json(const Json& j, const std::string& so
   return m;
 }
 
-Json to_json(const JudgeCallEnd& m) {
-  return Json{{"op", "call_end"}, {"calls", m.calls}};
-}
+Json to_json(const JudgeCallEnd& m) { return Json{{"op", "call_end"}, {"calls", m.calls}}; }
 
 Result<JudgeCallEnd> judge_call_end_from_json(const Json& j, const std::string& source) {
   ATREX_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::open(JsonField(j, source)));

@@ -59,9 +59,9 @@ Status CudaTimer::time_eager(const std::function<int()>& call, int& rc, double& 
   // left on a non-blocking stream, or a thread of the candidate's launched, may still run.
   const auto drain_start = std::chrono::steady_clock::now();
   ATREX_TRY(cuda_status(cudaDeviceSynchronize(), "waiting for the call's device work"));
-  drain_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
-                                                        drain_start)
-                  .count();
+  drain_us_ =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - drain_start)
+          .count();
   if (after) after();
   float ms = 0;
   ATREX_TRY(cuda_status(cudaEventElapsedTime(&ms, start_, stop_)));

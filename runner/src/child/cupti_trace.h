@@ -39,7 +39,7 @@ struct CallTrace {
 // thread, or inside a call with the id taken off the thread: kernels/faults/arena_attacks/
 // cupti_escape_side_stream.cu). Where it came from is read off the API record that launched it.
 struct StrayRecord {
-  std::string kernel;        // mangled name; empty for a memcpy or memset
+  std::string kernel;         // mangled name; empty for a memcpy or memset
   bool other_thread = false;  // launched by a thread other than the one that traces the calls
   int64_t in_call = -1;       // the traced call whose begin/end window holds the launch, or -1
   // The external id it carried where that id is no traced call's of this collect (pushed by the
@@ -80,7 +80,7 @@ class CuptiTrace {
   std::map<uint64_t, std::pair<uint64_t, uint64_t>>
       windows_;  // id -> CUPTI timestamps of begin/end
   std::vector<StrayRecord> last_strays_;
-  uint32_t tracing_thread_ = 0;  // gettid() of the thread that calls begin()
+  uint32_t tracing_thread_ = 0;     // gettid() of the thread that calls begin()
   bool system_thread_ids_ = false;  // CUPTI's threadId is gettid() (cuptiSetThreadIdType)
   bool subscribed_ = false;
   uint64_t open_ = 0;

@@ -155,14 +155,14 @@ std::optional<Failure> check_stray_work(const std::vector<StrayRecord>& strays,
     } else if (s.other_thread) {
       why = "launched by a thread other than the one that makes the timed calls";
     } else if (s.in_call >= 0) {
-      why = fmt::format("launched inside timed call {} without that call's correlation id (taken "
-                        "off the thread)",
-                        s.in_call + 1);
+      why = fmt::format(
+          "launched inside timed call {} without that call's correlation id (taken "
+          "off the thread)",
+          s.in_call + 1);
     } else if (!s.kernel.empty()) {
       const std::string key = kernel_key(s.kernel);
       // No names to go by (a stripped executable): the thread and window rules only.
-      if (harness_keys.empty() || (harness_keys.count(key) && !candidate_keys.count(key)))
-        continue;
+      if (harness_keys.empty() || (harness_keys.count(key) && !candidate_keys.count(key))) continue;
       why = "launched between the timed calls and not one of the harness's kernels";
     } else {
       continue;  // the harness's copies between the calls (output resets, inputs, the flush)

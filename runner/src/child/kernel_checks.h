@@ -64,10 +64,10 @@ void report_unlaunched_kernels(ChildShapeResponse& resp, const std::string& libr
 // traced calls (cupti_trace.h StrayRecord), the first that is not the harness's own between the
 // calls, as a rejected failure naming it and where it came from; else nullopt. The harness's
 // own work is launched by the tracing thread outside every call's window, and its kernels are
-// among `harness_keys` (when it is not empty: kernel_key names of the evaluation child's own kernels,
-// harness_kernel_keys()) but not among `candidate_keys` (the candidate library's, which could
-// otherwise borrow a harness kernel's name); memcpys and memsets carry no name and pass on the
-// first two counts. Foreign: a record launched by another thread, one launched inside a call's
+// among `harness_keys` (when it is not empty: kernel_key names of the evaluation child's own
+// kernels, harness_kernel_keys()) but not among `candidate_keys` (the candidate library's, which
+// could otherwise borrow a harness kernel's name); memcpys and memsets carry no name and pass on
+// the first two counts. Foreign: a record launched by another thread, one launched inside a call's
 // window without its id (the id taken off the thread), a kernel of any other name. Each is work
 // the call's CUPTI span and its event window (which ends on the legacy stream, not on a
 // non-blocking one) do not hold: kernels/faults/arena_attacks/cupti_escape_side_stream.cu timed

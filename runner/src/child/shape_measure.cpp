@@ -321,7 +321,8 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   // stream, or to a thread, behind a fast kernel on the given stream leaves that work
   // (kernels/faults/arena_attacks/cupti_escape_side_stream.cu, timing_mode eager).
   if (!drains.empty()) {
-    const double timed = stats::median(samples), bound = std::max(kDrainFloorUs, kDrainShare * timed);
+    const double timed = stats::median(samples),
+                 bound = std::max(kDrainFloorUs, kDrainShare * timed);
     const double drain = stats::median(drains), after_reply = stats::median(reply_drains),
                  gap = stats::median(start_gaps);
     const char* where = drain > bound         ? "after each call's end event"

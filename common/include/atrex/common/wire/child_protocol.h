@@ -155,13 +155,13 @@ struct JudgeVerdict {
   double max_abs_error = 0;
   double max_rel_error = 0;
   std::vector<std::string> low_signal_outputs;
-  std::string range_probe;  // what the range probe scaled, "" when it was not checked
-  std::string edge_case;    // the edge-case input set checked and passed, "" when none was
-  int checks = 0;                // checked calls compared
-  int timed_rechecks = 0;        // of those, timed calls the judge chose to re-check
-  int post_timing_checks = 0;    // of those, after the timed calls
-  int post_timing_sets = 0;      // distinct input sets among them
-  bool timed = false;            // the child opened and closed a timed section
+  std::string range_probe;     // what the range probe scaled, "" when it was not checked
+  std::string edge_case;       // the edge-case input set checked and passed, "" when none was
+  int checks = 0;              // checked calls compared
+  int timed_rechecks = 0;      // of those, timed calls the judge chose to re-check
+  int post_timing_checks = 0;  // of those, after the timed calls
+  int post_timing_sets = 0;    // distinct input sets among them
+  bool timed = false;          // the child opened and closed a timed section
   // The timed calls on the judge's clock (CLOCK_MONOTONIC in the judge's process): per bracket,
   // the wall microseconds from the judge's go to the child's done, and how many timed samples
   // the child said the bracket holds (1 for an eager call, a batch for a graph replay).

@@ -148,5 +148,4 @@ inline Json judge_stop(const std::string& why) {
   return Json{{"pass", false}, {"error", why}, {"go", false}};
 }
 
-
 }  // namespace atrex::runner
