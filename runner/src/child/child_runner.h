@@ -2,8 +2,8 @@
 // `<exe> --request-fd N --response-fd M [--device N]` for a task (the request is read from fd N,
 // which is closed after; one response line per shape is written to the pipe M as it completes),
 // `<exe> --request FILE --response FILE` for a dump (inputs and reference outputs; no candidate
-// runs). Runs inside a sacrificial
-// process (common/process/subprocess.h), for a task in the sandbox (common/process/sandbox.h).
+// runs). Runs inside a sacrificial process (common/process/subprocess.h), for a task in the
+// sandbox (common/process/sandbox.h).
 #pragma once
 
 #include <string>
