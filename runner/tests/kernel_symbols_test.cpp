@@ -207,7 +207,6 @@ TEST(StrayWork, TheHarnessesOwnWorkBetweenTheCallsPassesAndAnyOtherIsRejected) {
     s.kernel = std::move(kernel);
     s.other_thread = other_thread;
     s.in_call = in_call;
-    s.launch_known = true;
     s.start_ns = 1000;
     s.end_ns = 4500;
     return s;
@@ -253,15 +252,11 @@ TEST(StrayWork, TheHarnessesOwnWorkBetweenTheCallsPassesAndAnyOtherIsRejected) {
 // a build that stripped them would turn the name rule off. The CUDA child must name its guard
 // and comparison kernels; an empty set (this test binary defines no kernel) means no name rule.
 TEST(StrayWork, TheEvaluationChildsOwnKernelsAreNamedInItsExecutable) {
-  const StrayRecord foreign{
-      .kernel = "_Z14rms_norm_kernelPfS_", .launch_known = true, .end_ns = 1000};
+  const StrayRecord foreign{.kernel = "_Z14rms_norm_kernelPfS_", .end_ns = 1000};
   EXPECT_FALSE(child::check_stray_work({foreign}, {}, {})) << "no names: no name rule";
   const fs::path child_bin = fs::path(ATREX_TEST_BIN_DIR) / "atrex-eval-cuda";
   if (!fs::exists(child_bin)) GTEST_SKIP() << "no CUDA child built: " << child_bin;
-  auto defined = defined_kernels(child_bin);
-  ASSERT_TRUE(defined) << defined.error().message;
-  std::set<std::string> keys;
-  for (const auto& name : *defined) keys.insert(kernel_key(name));
+  const std::set<std::string>& keys = child::defined_kernel_keys(child_bin.string());
   bool first_difference = false;
   for (const auto& k : keys)
     first_difference |= k.find("first_difference_kernel") != std::string::npos;

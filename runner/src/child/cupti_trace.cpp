@@ -93,7 +93,7 @@ Status CuptiTrace::init() {
   // round of 2026-12-07 launched its deferred work from a callback at the exit of the drain).
   // Where another tool holds it already (Nsight, a debugger), tracing still works.
   if (sym(g_api.subscribe, "cuptiSubscribe"))
-    subscribed_ = g_api.subscribe(&g_subscriber, no_callback, nullptr) == CUPTI_SUCCESS;
+    (void)g_api.subscribe(&g_subscriber, no_callback, nullptr);
   if (sym(g_api.set_thread_id_type, "cuptiSetThreadIdType"))
     system_thread_ids_ =
         g_api.set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS;
@@ -194,27 +194,21 @@ Status CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
     }
     std::free(buffer);
   }
-  if (external.empty()) {
-    // No external correlation records (a CUPTI that emits none): map the API calls by time.
-    for (const auto& [corr, launch] : api) {
-      for (const auto& [id, w] : windows_) {
-        if (w.second != 0 && launch.start >= w.first && launch.start <= w.second) {
-          external[corr] = id;
-          break;
-        }
-      }
-    }
-  }
-  uint64_t first_begin = 0;  // the first traced call's begin in this collect (0: none)
-  for (const auto& [id, w] : windows_) {
-    if (first_begin == 0 || w.first < first_begin) first_begin = w.first;
-  }
   auto window_of = [&](uint64_t at) -> int64_t {
     for (const auto& [id, w] : windows_) {
       if (w.second != 0 && at >= w.first && at <= w.second) return static_cast<int64_t>(id);
     }
     return -1;
   };
+  if (external.empty()) {
+    // No external correlation records (a CUPTI that emits none): map the API calls by time.
+    for (const auto& [corr, launch] : api) {
+      if (const int64_t id = window_of(launch.start); id >= 0)
+        external[corr] = static_cast<uint64_t>(id);
+    }
+  }
+  // The first traced call's begin in this collect (0: none): call ids grow with the calls.
+  const uint64_t first_begin = windows_.empty() ? 0 : windows_.begin()->second.first;
   std::sort(spans.begin(), spans.end(),
             [](const Span& a, const Span& b) { return a.start < b.start; });
   for (auto& sp : spans) {
@@ -229,7 +223,6 @@ Status CuptiTrace::collect(std::map<uint64_t, CallTrace>& out) {
       stray.start_ns = sp.start;
       stray.end_ns = sp.end;
       if (auto l = api.find(sp.correlation); l != api.end()) {
-        stray.launch_known = true;
         stray.other_thread = system_thread_ids_ && l->second.thread != tracing_thread_;
         stray.in_call = window_of(l->second.start);
       }

@@ -45,7 +45,6 @@ struct StrayRecord {
   // The external id it carried where that id is no traced call's of this collect (pushed by the
   // candidate itself: every record with it would otherwise be counted as correlated), else -1.
   int64_t foreign_id = -1;
-  bool launch_known = false;  // the launching API record was found
   uint64_t start_ns = 0, end_ns = 0;
 };
 
@@ -61,8 +60,6 @@ class CuptiTrace {
   // context exists.
   Status init();
   bool available() const { return available_; }
-  // Whether this process holds CUPTI's single callback subscriber slot (so no candidate can).
-  bool subscribed() const { return subscribed_; }
   void begin(uint64_t id);
   void end();
   // Flushes CUPTI's buffers (the caller has synchronised the device) and moves the traces of the
@@ -82,7 +79,6 @@ class CuptiTrace {
   std::vector<StrayRecord> last_strays_;
   uint32_t tracing_thread_ = 0;     // gettid() of the thread that calls begin()
   bool system_thread_ids_ = false;  // CUPTI's threadId is gettid() (cuptiSetThreadIdType)
-  bool subscribed_ = false;
   uint64_t open_ = 0;
   bool available_ = false;
   void* lib_ = nullptr;

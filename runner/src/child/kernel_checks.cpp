@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -176,15 +177,15 @@ std::optional<Failure> check_stray_work(const std::vector<StrayRecord>& strays,
   return std::nullopt;
 }
 
-const std::set<std::string>& harness_kernel_keys() {
-  static const std::set<std::string> keys = [] {
-    std::set<std::string> out;
-    if (auto defined = defined_kernels("/proc/self/exe")) {
-      for (const auto& name : *defined) out.insert(kernel_key(name));
+const std::set<std::string>& defined_kernel_keys(const std::string& path) {
+  static std::map<std::string, std::set<std::string>> cache;  // the child's one thread only
+  auto [it, inserted] = cache.try_emplace(path);
+  if (inserted) {
+    if (auto defined = defined_kernels(path)) {
+      for (const auto& name : *defined) it->second.insert(kernel_key(name));
     }
-    return out;
-  }();
-  return keys;
+  }
+  return it->second;
 }
 
 }  // namespace atrex::runner::child

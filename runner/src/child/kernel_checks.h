@@ -65,20 +65,21 @@ void report_unlaunched_kernels(ChildShapeResponse& resp, const std::string& libr
 // calls, as a rejected failure naming it and where it came from; else nullopt. The harness's
 // own work is launched by the tracing thread outside every call's window, and its kernels are
 // among `harness_keys` (when it is not empty: kernel_key names of the evaluation child's own
-// kernels, harness_kernel_keys()) but not among `candidate_keys` (the candidate library's, which
-// could otherwise borrow a harness kernel's name); memcpys and memsets carry no name and pass on
-// the first two counts. Foreign: a record launched by another thread, one launched inside a call's
-// window without its id (the id taken off the thread), a kernel of any other name. Each is work
-// the call's CUPTI span and its event window (which ends on the legacy stream, not on a
-// non-blocking one) do not hold: kernels/faults/arena_attacks/cupti_escape_side_stream.cu timed
+// kernels, defined_kernel_keys("/proc/self/exe")) but not among `candidate_keys` (the candidate
+// library's, which could otherwise borrow a harness kernel's name); memcpys and memsets carry no
+// name and pass on the first two counts. Foreign: a record launched by another thread, one launched
+// inside a call's window without its id (the id taken off the thread), a kernel of any other name.
+// Each is work the call's CUPTI span and its event window (which ends on the legacy stream, not on
+// a non-blocking one) do not hold: kernels/faults/arena_attacks/cupti_escape_side_stream.cu timed
 // a one-block pacer while the real kernel ran beside it.
 std::optional<Failure> check_stray_work(const std::vector<StrayRecord>& strays,
                                         const std::set<std::string>& harness_keys,
                                         const std::set<std::string>& candidate_keys);
 
-// The kernel_key names of the kernels this process's own executable defines (/proc/self/exe,
-// elf_symbols.h defined_kernels), read once; empty when it cannot be read or defines none (a
-// stripped executable: check_stray_work then goes by the thread and the call windows only).
-const std::set<std::string>& harness_kernel_keys();
+// The kernel_key names of the kernels the ELF file `path` defines (elf_symbols.h
+// defined_kernels), read once per path in this process; empty when it cannot be read or defines
+// none. `"/proc/self/exe"`: the evaluation child's own kernels (empty for a stripped executable:
+// check_stray_work then goes by the thread and the call windows only).
+const std::set<std::string>& defined_kernel_keys(const std::string& path);
 
 }  // namespace atrex::runner::child

@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "elf_symbols.h"
 #include "kernel_checks.h"
 #include "atrex/common/wire/judge_messages.h"
 #include "shape_run.h"
@@ -197,11 +196,15 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     return total >= min_time_us && stats::relative_standard_error(samples) <= target_rse;
   };
   uint64_t next_call = 0;
-  // After the judge has answered a call's done, before the harness's own checks touch the
-  // device: how long a device-wide synchronize takes (microseconds). Work launched after the
-  // call's drain (from a callback at its exit, a signal handler while the child waits for the
-  // judge) would otherwise run inside the guard check's wait, which no clock holds.
-  auto reply_drain = [&]() -> Status {
+  // After each eager or traced call: the device's idle checks of the call (ChildDevice
+  // last_drain_us, last_start_gap_us), then, the judge having answered the call's done and
+  // before the harness's own checks touch the device, how long a device-wide synchronize takes
+  // (microseconds). Work launched after the call's drain (from a callback at its exit, a signal
+  // handler while the child waits for the judge) would otherwise run inside the guard check's
+  // wait, which no clock holds.
+  auto note_idle = [&]() -> Status {
+    drains.push_back(dev_.last_drain_us());
+    start_gaps.push_back(dev_.last_start_gap_us());
     const auto t0 = std::chrono::steady_clock::now();
     ATREX_TRY(dev_.synchronize());
     reply_drains.push_back(
@@ -236,9 +239,7 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
         if (rc != 0)
           return Failure{EvalStatus::kWrongResult, "during timing: " + returned_error(rc)};
         event_samples.push_back(ev);
-        drains.push_back(dev_.last_drain_us());
-        start_gaps.push_back(dev_.last_start_gap_us());
-        if (auto f = device_error(reply_drain(), "after a traced call")) return f;
+        if (auto f = device_error(note_idle(), "after a traced call")) return f;
         if (auto f = check_guards(fmt::format("timed call {}", prepared - 1))) return f;
         if (judge_.take_recheck()) {
           if (auto f = recheck_timed_call(resp, prepared - 1)) return f;
@@ -262,13 +263,10 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
       if (!strays.empty()) {
         // The candidate's own kernel names (a Python candidate's Triton kernels are in no ELF
         // file: none of its kernels is named like the harness's anyway).
-        std::set<std::string> candidate_keys;
-        if (!python_) {
-          if (auto defined = defined_kernels(task_.library)) {
-            for (const auto& name : *defined) candidate_keys.insert(kernel_key(name));
-          }
-        }
-        if (auto f = check_stray_work(strays, harness_kernel_keys(), candidate_keys)) return f;
+        static const std::set<std::string> none;
+        if (auto f = check_stray_work(strays, defined_kernel_keys("/proc/self/exe"),
+                                      python_ ? none : defined_kernel_keys(task_.library)))
+          return f;
       }
       for (uint64_t id = first; id < next_call; ++id) {
         auto it = traces.find(id);
@@ -296,9 +294,7 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
     if (auto f = device_error(dev_.time_call(call, rc, us), "timed call")) return f;
     if (rc != 0) return Failure{EvalStatus::kWrongResult, "during timing: " + returned_error(rc)};
     samples.push_back(us);
-    drains.push_back(dev_.last_drain_us());
-    start_gaps.push_back(dev_.last_start_gap_us());
-    if (auto f = device_error(reply_drain(), "after a timed call")) return f;
+    if (auto f = device_error(note_idle(), "after a timed call")) return f;
     if (auto f = check_guards(fmt::format("timed call {}", prepared - 1))) return f;
     if (judge_.take_recheck()) {
       if (auto f = recheck_timed_call(resp, prepared - 1)) return f;
@@ -315,11 +311,12 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   std::string method = cupti   ? "cupti_kernel_span_l2_flush"
                        : graph ? dev_.graph_timing_method()
                                : dev_.timing_method();
-  // Device work that outlived the calls' timed windows: the device-wide synchronize after each
-  // call's end event took a median of `drain` microseconds. An honest call leaves nothing
-  // running (a few microseconds of host latency); one that left its real work on a non-blocking
-  // stream, or to a thread, behind a fast kernel on the given stream leaves that work
-  // (kernels/faults/arena_attacks/cupti_escape_side_stream.cu, timing_mode eager).
+  // Device work outside the calls' timed windows (note_idle): an honest call leaves the device
+  // idle after its end event and after the judge's answer (a few microseconds of host latency)
+  // and nothing runs between the flush and its start event; one that left its real work on a
+  // non-blocking stream, to a thread, a callback or a signal handler, behind a fast kernel on
+  // the given stream, leaves that work (kernels/faults/arena_attacks/cupti_escape_side_stream.cu,
+  // kernels/faults/stray_attacks).
   if (!drains.empty()) {
     const double timed = stats::median(samples),
                  bound = std::max(kDrainFloorUs, kDrainShare * timed);
