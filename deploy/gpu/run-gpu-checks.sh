@@ -64,12 +64,16 @@
 #   arenaBench (named only): `atrex bench eval` (ARENA_BENCH_OPS, default fused_add_rms_norm
 #            l2_norm) with the judge's device arena (the default) vs its memfd copies
 #            (ATREX_DEVICE_ARENA=0), alternating, twice each.
+#   honest (named only): false-positive check of the gates: the first CUDA template of every
+#            operator (HONEST_OPS="op ..." to choose) on its smallest and its largest shape, 2 seeds,
+#            timed; one line per record (op shape status method median_us error prefix). Every
+#            record should be ok (about 3-5 minutes on an H100).
 #   moe, deltaNorm, tailVariants (named only, not part of `all`): the CUDA templates of the
 #            MoE family (fused_moe, fp8_blockscale_fused_moe, the routing operators, topk_filter;
 #            timed, 2 seeds), of the delta-rule and norm operators (`-- --variants` on variant
 #            shapes) and of the long tail on variant shapes (deploy/gpu/steps/*.sh; operators
 #            after `--` limit them, e.g. `run-gpu-checks.sh moe -- fp8_blockscale_fused_moe`).
-# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|arenaBench|arenaAttacks|strayAttacks|checkCost|judge|attacks|fresh|python|moe|deltaNorm|tailVariants|all]... [-- step arguments]
+# Usage: deploy/gpu/run-gpu-checks.sh [tests|eval|variants|sweep|smoke|xcheck|timing|measure|benchEval|refs|dumpcmp|daemon|twogpu|sandbox|sandboxBench|arenaBench|arenaAttacks|strayAttacks|honest|checkCost|judge|attacks|fresh|python|moe|deltaNorm|tailVariants|all]... [-- step arguments]
 #   variants: VARIANTS="op/name:P=V,P=V[@ids] ..." templates at chosen parameters (1 seed, timing
 #          only), on VARIANT_SHAPES (default all) or an entry's own @ids.
 #   smoke: `atrex eval` of one CUDA template per operator on 3 shapes and the short
@@ -174,6 +178,43 @@ if want smoke; then
   echo "=== smoke: atrex sweep run deploy/gpu/smoke-sweep.yaml"
   timeout 300 "$atrex" sweep run deploy/gpu/smoke-sweep.yaml --out "$out/sweep" 2>&1 | tee "$out/sweep.txt" || rc=1
   [ -n "${OUT:-}" ] && cp "$out/sweep.txt" "$OUT/" && cp "$out/sweep/report.md" "$OUT/sweep-report.md" 2>/dev/null
+fi
+
+if named honest; then
+  echo "=== honest: first CUDA template of every operator, smallest and largest shape" | tee "$out/honest.txt"
+  # Compiled first, 8 at a time (the compile cache then serves the evaluations).
+  t0=$SECONDS
+  for d in kernels/templates/*/; do ls "$d"cuda/*.cu 2>/dev/null | head -1; done \
+    | xargs -P 8 -I{} sh -c '"$0" compile --arch sm_90a "$1" > /dev/null 2>&1 || echo "compile FAILED: $1"' "$atrex" {} \
+    | tee -a "$out/honest.txt"
+  echo "compiled in $((SECONDS - t0)) s" | tee -a "$out/honest.txt"
+  for d in kernels/templates/*/; do
+    op=$(basename "$d")
+    if [ -n "${HONEST_OPS:-}" ] && ! [[ " $HONEST_OPS " == *" $op "* ]]; then continue; fi
+    tpl=$(ls "$d"cuda/*.cu 2>/dev/null | head -1)
+    [ -n "$tpl" ] || continue
+    n=$("$atrex" problems show "$op" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["shapes"]))')
+    timeout 240 "$atrex" eval "$tpl" --operator "$op" --shapes "0,$((n - 1))" --seeds 2 --unseen-shapes 0 \
+      --out "$out/honest-$op.jsonl" > "$out/honest-$op.log" 2>&1
+    python3 - "$op" "$tpl" "$out/honest-$op.jsonl" <<'PY' | tee -a "$out/honest.txt"
+import json, sys
+op, tpl, path = sys.argv[1:4]
+try:
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+except OSError:
+    rows = []
+if not rows:
+    print(f"{op} {tpl} NO RECORDS")
+for r in rows:
+    t = r.get("timing") or {}
+    print(op, r.get("shape_id"), r.get("status"), t.get("method", "-"),
+          t.get("time_us_median", "-"), (r.get("error") or "")[:120].replace("\n", " "))
+PY
+  done
+  bad=$(grep -v '^===\|^compiled in' "$out/honest.txt" | awk '$3 != "ok"' | wc -l)
+  echo "honest: $bad record(s) not ok" | tee -a "$out/honest.txt"
+  [ "$bad" = 0 ] || rc=1
+  [ -n "${OUT:-}" ] && cp "$out/honest.txt" "$OUT/"
 fi
 
 if want refs; then

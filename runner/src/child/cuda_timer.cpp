@@ -42,16 +42,36 @@ Status CudaTimer::flush() {
       cudaMemsetAsync(flush_, static_cast<int>(++flush_round_ & 0xff), flush_size_, stream_));
 }
 
+void CUDART_CB CudaTimer::hold_stream(void* gate) {
+  // On CUDA's host-function thread; no CUDA call here (cudaLaunchHostFunc's contract).
+  auto& g = *static_cast<std::atomic<uint32_t>*>(gate);
+  while (g.load(std::memory_order_acquire) == 0) g.wait(0, std::memory_order_acquire);
+}
+
 Status CudaTimer::time_eager(const std::function<int()>& call, int& rc, double& us,
                              const std::function<void()>& before,
                              const std::function<void()>& after) {
   ATREX_TRY(flush());
   // Nothing of the harness's runs between `ready_` and `start_` on the stream: device time
   // between them is work someone else put there meanwhile (a thread or a signal handler of the
-  // candidate's while the child waits for the judge's go), which no window holds.
+  // candidate's while the child waits for the judge's go), which no window holds. The stream is
+  // held at a host function from the flush until `start_` is enqueued, so the device cannot
+  // reach `ready_` early and idle there while `before` waits (a slow go would read as busy).
+  gate_.store(0, std::memory_order_release);
+  ATREX_TRY(cuda_status(cudaLaunchHostFunc(stream_, &CudaTimer::hold_stream, &gate_),
+                        "holding the stream until the start event"));
+  struct OpenGate {
+    std::atomic<uint32_t>& gate;
+    void open() {
+      gate.store(1, std::memory_order_release);
+      gate.notify_all();
+    }
+    ~OpenGate() { open(); }
+  } opener{gate_};
   ATREX_TRY(cuda_status(cudaEventRecord(ready_, stream_)));
   if (before) before();
   ATREX_TRY(cuda_status(cudaEventRecord(start_, stream_)));
+  opener.open();
   rc = call();
   ATREX_TRY(cuda_status(cudaEventRecord(stop_, cudaStreamLegacy)));
   ATREX_TRY(cuda_status(cudaEventSynchronize(stop_)));

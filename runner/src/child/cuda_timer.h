@@ -18,6 +18,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -61,7 +63,9 @@ class CudaTimer {
   bool captured() const { return timed_exec_ != nullptr; }
   double last_drain_us() const { return drain_us_; }
   // Of the last time_eager: device time between the event recorded right after the flush and
-  // the start event (microseconds); nothing of the harness's runs there.
+  // the start event (microseconds); nothing of the harness's runs there, and the stream is held
+  // until the start event is enqueued (waiting for `before` is no idle time in it): work another
+  // thread or a signal handler put on the stream meanwhile.
   double last_start_gap_us() const { return gap_us_; }
   // Replays the timed graph once and appends its `batch` samples (microseconds).
   Status replay_timed(std::vector<double>& us);
@@ -70,6 +74,8 @@ class CudaTimer {
 
  private:
   void drop_graphs();
+  // cudaLaunchHostFunc body: returns once `gate` (std::atomic<uint32_t>) is non-zero.
+  static void CUDART_CB hold_stream(void* gate);
 
   cudaStream_t stream_ = nullptr;
   void* flush_ = nullptr;
@@ -77,6 +83,7 @@ class CudaTimer {
   unsigned flush_round_ = 0;
   double drain_us_ = 0, gap_us_ = 0;
   cudaEvent_t start_ = nullptr, stop_ = nullptr, ready_ = nullptr;
+  std::atomic<uint32_t> gate_{1};
   std::vector<cudaEvent_t> graph_start_, graph_stop_;
   cudaGraphExec_t timed_exec_ = nullptr, call_exec_ = nullptr;
 };

@@ -326,6 +326,7 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
                         : after_reply > bound ? "after the judge's answer to each call's done"
                         : gap > bound         ? "before each call's start event, after the flush"
                                               : nullptr;
+    const double busy = drain > bound ? drain : after_reply > bound ? after_reply : gap;
     if (where)
       return Failure{
           EvalStatus::kRejected,
@@ -333,7 +334,7 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
                       "{:.1f} us {} (timed {:.1f} us); work on a stream not joined back to the "
                       "given stream, or launched by another thread, a callback or a signal "
                       "handler, is outside the timed window (docs/evaluation.md \"Timing\")",
-                      std::max({drain, after_reply, gap}), where, timed)};
+                      busy, where, timed)};
   }
   std::string cupti_note;
   if (cupti) {
