@@ -182,17 +182,22 @@ fi
 
 if named honest; then
   echo "=== honest: first CUDA template of every operator, smallest and largest shape" | tee "$out/honest.txt"
+  # The first CUDA template of each chosen operator.
+  honest_templates() {
+    for d in kernels/templates/*/; do
+      op=$(basename "$d")
+      if [ -n "${HONEST_OPS:-}" ] && ! [[ " $HONEST_OPS " == *" $op "* ]]; then continue; fi
+      ls "$d"cuda/*.cu 2>/dev/null | head -1
+    done
+  }
   # Compiled first, 8 at a time (the compile cache then serves the evaluations).
   t0=$SECONDS
-  for d in kernels/templates/*/; do ls "$d"cuda/*.cu 2>/dev/null | head -1; done \
+  honest_templates \
     | xargs -P 8 -I{} sh -c '"$0" compile --arch sm_90a "$1" > /dev/null 2>&1 || echo "compile FAILED: $1"' "$atrex" {} \
     | tee -a "$out/honest.txt"
   echo "compiled in $((SECONDS - t0)) s" | tee -a "$out/honest.txt"
-  for d in kernels/templates/*/; do
-    op=$(basename "$d")
-    if [ -n "${HONEST_OPS:-}" ] && ! [[ " $HONEST_OPS " == *" $op "* ]]; then continue; fi
-    tpl=$(ls "$d"cuda/*.cu 2>/dev/null | head -1)
-    [ -n "$tpl" ] || continue
+  for tpl in $(honest_templates); do
+    op=$(basename "$(dirname "$(dirname "$tpl")")")
     n=$("$atrex" problems show "$op" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["shapes"]))')
     timeout 240 "$atrex" eval "$tpl" --operator "$op" --shapes "0,$((n - 1))" --seeds 2 --unseen-shapes 0 \
       --out "$out/honest-$op.jsonl" > "$out/honest-$op.log" 2>&1

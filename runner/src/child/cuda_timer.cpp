@@ -60,18 +60,19 @@ Status CudaTimer::time_eager(const std::function<int()>& call, int& rc, double& 
   gate_.store(0, std::memory_order_release);
   ATREX_TRY(cuda_status(cudaLaunchHostFunc(stream_, &CudaTimer::hold_stream, &gate_),
                         "holding the stream until the start event"));
-  struct OpenGate {
-    std::atomic<uint32_t>& gate;
-    void open() {
-      gate.store(1, std::memory_order_release);
-      gate.notify_all();
-    }
-    ~OpenGate() { open(); }
-  } opener{gate_};
-  ATREX_TRY(cuda_status(cudaEventRecord(ready_, stream_)));
-  if (before) before();
-  ATREX_TRY(cuda_status(cudaEventRecord(start_, stream_)));
-  opener.open();
+  {
+    // Opened on every way out of this block: a failed record must not leave the stream held.
+    struct OpenGate {
+      std::atomic<uint32_t>& gate;
+      ~OpenGate() {
+        gate.store(1, std::memory_order_release);
+        gate.notify_all();
+      }
+    } opener{gate_};
+    ATREX_TRY(cuda_status(cudaEventRecord(ready_, stream_)));
+    if (before) before();
+    ATREX_TRY(cuda_status(cudaEventRecord(start_, stream_)));
+  }
   rc = call();
   ATREX_TRY(cuda_status(cudaEventRecord(stop_, cudaStreamLegacy)));
   ATREX_TRY(cuda_status(cudaEventSynchronize(stop_)));

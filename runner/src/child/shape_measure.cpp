@@ -320,21 +320,20 @@ std::optional<Failure> ShapeRun::measure(ChildShapeResponse& resp, double atol, 
   if (!drains.empty()) {
     const double timed = stats::median(samples),
                  bound = std::max(kDrainFloorUs, kDrainShare * timed);
-    const double drain = stats::median(drains), after_reply = stats::median(reply_drains),
-                 gap = stats::median(start_gaps);
-    const char* where = drain > bound         ? "after each call's end event"
-                        : after_reply > bound ? "after the judge's answer to each call's done"
-                        : gap > bound         ? "before each call's start event, after the flush"
-                                              : nullptr;
-    const double busy = drain > bound ? drain : after_reply > bound ? after_reply : gap;
-    if (where)
-      return Failure{
-          EvalStatus::kRejected,
-          fmt::format("device work outside the timed windows: the device was busy a median "
-                      "{:.1f} us {} (timed {:.1f} us); work on a stream not joined back to the "
-                      "given stream, or launched by another thread, a callback or a signal "
-                      "handler, is outside the timed window (docs/evaluation.md \"Timing\")",
-                      busy, where, timed)};
+    const std::pair<double, const char*> idle[] = {
+        {stats::median(drains), "after each call's end event"},
+        {stats::median(reply_drains), "after the judge's answer to each call's done"},
+        {stats::median(start_gaps), "before each call's start event, after the flush"}};
+    for (const auto& [busy, where] : idle) {
+      if (busy > bound)
+        return Failure{
+            EvalStatus::kRejected,
+            fmt::format("device work outside the timed windows: the device was busy a median "
+                        "{:.1f} us {} (timed {:.1f} us); work on a stream not joined back to the "
+                        "given stream, or launched by another thread, a callback or a signal "
+                        "handler, is outside the timed window (docs/evaluation.md \"Timing\")",
+                        busy, where, timed)};
+    }
   }
   std::string cupti_note;
   if (cupti) {
